@@ -1,0 +1,1 @@
+"""Core types: data types, formats, dims, logging and errors."""

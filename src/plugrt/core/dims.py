@@ -1,0 +1,137 @@
+"""Tensor dimensions: ``Dims`` and its fixed-rank helpers, as in TensorRT.
+
+``-1`` marks a dimension that is unknown until run time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any, SupportsIndex, overload
+
+from .errors import ShapeError
+
+__all__ = ["Dims", "Dims2", "Dims3", "Dims4", "DimsHW", "DimsCHW", "DimsNCHW", "volume"]
+
+
+class Dims:
+    """A mutable sequence of up to :attr:`MAX_DIMS` integer dimensions.
+
+    >>> d = Dims((2, -1, 4))
+    >>> len(d), d[1], d == (2, -1, 4)
+    (3, -1, True)
+    """
+
+    MAX_DIMS = 8
+
+    def __init__(self, shape: Iterable[SupportsIndex] | Dims = ()) -> None:
+        values = [_as_dim(v) for v in shape]
+        if len(values) > self.MAX_DIMS:
+            raise ShapeError(f"Dims holds at most {self.MAX_DIMS} dimensions, got {len(values)}")
+        self._values = values
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    @overload
+    def __getitem__(self, index: SupportsIndex) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+    def __getitem__(self, index: SupportsIndex | slice) -> int | list[int]:
+        return self._values[index]
+
+    def __setitem__(self, index: SupportsIndex, value: SupportsIndex) -> None:
+        self._values[index] = _as_dim(value)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._values)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (Dims, tuple, list)):
+            return list(self._values) == [int(v) for v in other]
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._values))
+
+    def __repr__(self) -> str:
+        return f"({', '.join(map(str, self._values))})" if len(self) != 1 else f"({self[0]},)"
+
+    @property
+    def nbDims(self) -> int:  # noqa: N802 - TensorRT's C++ name
+        """Number of dimensions (TensorRT's ``nbDims``)."""
+        return len(self._values)
+
+    def is_static(self) -> bool:
+        """True when no dimension is ``-1``."""
+        return all(v >= 0 for v in self._values)
+
+
+def _as_dim(value: Any) -> int:
+    try:
+        dim = int(value.__index__()) if not isinstance(value, int) else value
+    except (AttributeError, TypeError):
+        raise ShapeError(f"a dimension must be an integer, got {value!r}") from None
+    if dim < -1:
+        raise ShapeError(f"a dimension must be >= -1 (-1 means dynamic), got {dim}")
+    return dim
+
+
+def volume(shape: Iterable[int]) -> int:
+    """Number of elements of a shape (1 for a 0-d shape)."""
+    result = 1
+    for dim in shape:
+        result *= int(dim)
+    return result
+
+
+class _FixedRankDims(Dims):
+    RANK = 0
+
+    def __init__(self, *values: SupportsIndex) -> None:
+        if len(values) == 1 and isinstance(values[0], Iterable):
+            values = tuple(values[0])
+        if len(values) != self.RANK:
+            raise ShapeError(f"{type(self).__name__} takes {self.RANK} dimensions, got {len(values)}")
+        super().__init__(values)
+
+
+class Dims2(_FixedRankDims):
+    """Two dimensions."""
+
+    RANK = 2
+
+
+class Dims3(_FixedRankDims):
+    """Three dimensions."""
+
+    RANK = 3
+
+
+class Dims4(_FixedRankDims):
+    """Four dimensions."""
+
+    RANK = 4
+
+
+class DimsHW(Dims2):
+    """Height and width."""
+
+    h = property(lambda self: self[0], lambda self, v: self.__setitem__(0, v))
+    w = property(lambda self: self[1], lambda self, v: self.__setitem__(1, v))
+
+
+class DimsCHW(Dims3):
+    """Channels, height and width."""
+
+    c = property(lambda self: self[0], lambda self, v: self.__setitem__(0, v))
+    h = property(lambda self: self[1], lambda self, v: self.__setitem__(1, v))
+    w = property(lambda self: self[2], lambda self, v: self.__setitem__(2, v))
+
+
+class DimsNCHW(Dims4):
+    """Batch, channels, height and width."""
+
+    n = property(lambda self: self[0], lambda self, v: self.__setitem__(0, v))
+    c = property(lambda self: self[1], lambda self, v: self.__setitem__(1, v))
+    h = property(lambda self: self[2], lambda self, v: self.__setitem__(2, v))
+    w = property(lambda self: self[3], lambda self, v: self.__setitem__(3, v))

@@ -1,0 +1,1 @@
+"""Engines: building, serializing and running compiled networks."""

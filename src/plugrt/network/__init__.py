@@ -1,0 +1,1 @@
+"""Network definition: tensors, layers and ``INetworkDefinition``."""

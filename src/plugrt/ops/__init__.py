@@ -1,0 +1,1 @@
+"""Operators: shape rules, type rules and NumPy kernels of the standard layers."""

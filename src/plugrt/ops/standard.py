@@ -1,0 +1,1 @@
+"""Imports every built-in operator module so their kinds are registered."""

@@ -1,0 +1,160 @@
+"""The IPluginV3 family: one plugin object exposing core, build and runtime capabilities."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from typing import Any
+
+from ..core.types import DataType
+from ..shape.builder import DimsExprs, IExprBuilder
+from .descriptors import DynamicPluginTensorDesc, PluginTensorDesc
+from .fields import PluginFieldCollection
+from .hooks import missing_hook
+
+__all__ = [
+    "PluginCapabilityType",
+    "TensorRTPhase",
+    "IPluginResourceContext",
+    "IPluginV3",
+    "IPluginV3OneCore",
+    "IPluginV3OneBuild",
+    "IPluginV3OneRuntime",
+]
+
+
+class PluginCapabilityType(enum.IntEnum):
+    """Capability interfaces an IPluginV3 offers."""
+
+    CORE = 0
+    BUILD = 1
+    RUNTIME = 2
+
+
+class TensorRTPhase(enum.IntEnum):
+    """Why a V3 plugin is created: to build an engine or to run one."""
+
+    BUILD = 0
+    RUNTIME = 1
+
+
+class IPluginResourceContext:
+    """What ``attach_to_context`` receives: the backend ('cpu' or 'cuda') and its allocator."""
+
+    def __init__(self, backend: str, allocator: Any = None) -> None:
+        self.backend = backend
+        self.allocator = allocator
+
+
+_CAPABILITY_CLASS: dict[PluginCapabilityType, str] = {
+    PluginCapabilityType.CORE: "IPluginV3OneCore",
+    PluginCapabilityType.BUILD: "IPluginV3OneBuild",
+    PluginCapabilityType.RUNTIME: "IPluginV3OneRuntime",
+}
+
+
+class IPluginV3:
+    """Base of V3 plugins. A plugin usually subclasses all four V3 classes."""
+
+    def __init__(self) -> None:
+        pass
+
+    def get_capability_interface(self, type: PluginCapabilityType) -> Any:  # noqa: A002
+        """The object implementing capability ``type``; default: ``self`` if it subclasses it."""
+        wanted = _CAPABILITY_CLASS[PluginCapabilityType(type)]
+        return self if any(cls.__name__ == wanted for cls in type_mro(self)) else None
+
+    def clone(self) -> IPluginV3:
+        """A copy with the same configuration. Required."""
+        missing_hook(self, "clone", "IPluginV3")
+
+
+def type_mro(obj: object) -> tuple[type, ...]:
+    """The method resolution order of ``obj``'s class."""
+    return type(obj).__mro__
+
+
+class IPluginV3OneCore:
+    """Identity of a V3 plugin: ``plugin_name``, ``plugin_version``, ``plugin_namespace``."""
+
+    plugin_name: str = ""
+    plugin_version: str = "1"
+    plugin_namespace: str = ""
+
+    def __init__(self) -> None:
+        pass
+
+
+class IPluginV3OneBuild:
+    """Build-time hooks of a V3 plugin."""
+
+    num_outputs: int = 1
+    format_combination_limit: int = 100
+    metadata_string: str = ""
+    timing_cache_id: str = ""
+
+    def __init__(self) -> None:
+        pass
+
+    def get_output_data_types(self, input_types: list[DataType]) -> list[DataType]:
+        """Types of all outputs. Required."""
+        missing_hook(self, "get_output_data_types", "IPluginV3OneBuild")
+
+    def get_output_shapes(
+        self, inputs: list[DimsExprs], shape_inputs: list[DimsExprs], exprBuilder: IExprBuilder  # noqa: N803
+    ) -> list[DimsExprs]:
+        """Shapes of all outputs as expressions. Required."""
+        missing_hook(self, "get_output_shapes", "IPluginV3OneBuild")
+
+    def supports_format_combination(self, pos: int, in_out: list[DynamicPluginTensorDesc], num_inputs: int) -> bool:
+        """Whether position ``pos`` may take ``in_out[pos].desc``. Required."""
+        missing_hook(self, "supports_format_combination", "IPluginV3OneBuild")
+
+    def configure_plugin(self, inp: Sequence[DynamicPluginTensorDesc], out: Sequence[DynamicPluginTensorDesc]) -> None:
+        """Receive the chosen descriptors and profile ranges at build time."""
+
+    def get_workspace_size(
+        self, inputs: Sequence[DynamicPluginTensorDesc], outputs: Sequence[DynamicPluginTensorDesc]
+    ) -> int:
+        """Scratch bytes for the profile's range. Default 0."""
+        return 0
+
+    def get_valid_tactics(self) -> list[int]:
+        """Custom tactics to time (positive integers). Default: none."""
+        return []
+
+
+class IPluginV3OneRuntime:
+    """Run-time hooks of a V3 plugin."""
+
+    def __init__(self) -> None:
+        pass
+
+    def set_tactic(self, tactic: int) -> None:
+        """The tactic chosen at build time (0 when the plugin offers none)."""
+
+    def on_shape_change(self, inputs: list[PluginTensorDesc], outputs: list[PluginTensorDesc]) -> None:
+        """Receive concrete shapes before the first ``enqueue`` with them."""
+
+    def enqueue(
+        self,
+        input_desc: list[PluginTensorDesc],
+        output_desc: list[PluginTensorDesc],
+        inputs: list[int],
+        outputs: list[int],
+        workspace: int,
+        stream: int,
+    ) -> int | None:
+        """Run on buffer addresses. Required."""
+        missing_hook(self, "enqueue", "IPluginV3OneRuntime")
+
+    def attach_to_context(self, resource_context: IPluginResourceContext) -> Any:
+        """The plugin an execution context uses; default: ``self.clone()``."""
+        clone = getattr(self, "clone", None)
+        if clone is None:
+            missing_hook(self, "clone", "IPluginV3")
+        return clone()
+
+    def get_fields_to_serialize(self) -> PluginFieldCollection:
+        """Fields that recreate this plugin through its creator. Required."""
+        missing_hook(self, "get_fields_to_serialize", "IPluginV3OneRuntime")

@@ -1,0 +1,171 @@
+"""``IExprBuilder`` and ``DimsExprs``: what shape hooks build expressions with."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import SupportsIndex, overload
+
+from ..core.errors import ShapeError
+from .expr import _APPLY, DimensionOperation, IDimensionExpr
+
+__all__ = ["IExprBuilder", "DimsExprs", "constant", "symbol", "operation"]
+
+
+def constant(value: int) -> IDimensionExpr:
+    """A constant dimension."""
+    return IDimensionExpr("const", value=int(value))
+
+
+def symbol(name: str) -> IDimensionExpr:
+    """A named dynamic dimension (one per dynamic axis of a network input)."""
+    return IDimensionExpr("sym", name=name)
+
+
+def operation(op: DimensionOperation, a: IDimensionExpr, b: IDimensionExpr) -> IDimensionExpr:
+    """``op(a, b)``, folded when both are constants or the result is trivial."""
+    op = DimensionOperation(op)
+    if not isinstance(a, IDimensionExpr) or not isinstance(b, IDimensionExpr):
+        raise ShapeError(
+            f"DimensionOperation.{op.name} takes two IDimensionExpr, got "
+            f"{type(a).__name__} and {type(b).__name__}"
+        )
+    if a.is_constant() and b.is_constant():
+        return constant(_APPLY[op](a.get_constant_value(), b.get_constant_value()))
+    simplified = _simplify(op, a, b)
+    if simplified is not None:
+        return simplified
+    if op in (DimensionOperation.SUM, DimensionOperation.PROD, DimensionOperation.MAX,
+              DimensionOperation.MIN, DimensionOperation.EQUAL) and hash(b) < hash(a):
+        a, b = b, a  # canonical order for commutative operations
+    return IDimensionExpr("op", op=op, args=(a, b))
+
+
+def _simplify(op: DimensionOperation, a: IDimensionExpr, b: IDimensionExpr) -> IDimensionExpr | None:
+    a_const = a.get_constant_value() if a.is_constant() else None
+    b_const = b.get_constant_value() if b.is_constant() else None
+    if op == DimensionOperation.SUM:
+        if a_const == 0:
+            return b
+        if b_const == 0:
+            return a
+    elif op == DimensionOperation.PROD:
+        if a_const == 1:
+            return b
+        if b_const == 1:
+            return a
+    elif op in (DimensionOperation.FLOOR_DIV, DimensionOperation.CEIL_DIV) and b_const == 1:
+        return a
+    elif op == DimensionOperation.SUB and b_const == 0:
+        return a
+    elif op in (DimensionOperation.MAX, DimensionOperation.MIN) and a == b:
+        return a
+    elif op == DimensionOperation.EQUAL and a == b:
+        return constant(1)
+    elif op == DimensionOperation.SUB and a == b:
+        return constant(0)
+    return None
+
+
+class IExprBuilder:
+    """Builds dimension expressions inside shape hooks (TensorRT's ``IExprBuilder``).
+
+    >>> eb = IExprBuilder()
+    >>> eb.operation(DimensionOperation.SUM, eb.constant(2), eb.constant(3)).get_constant_value()
+    5
+    """
+
+    def __init__(self, owner: str = "") -> None:
+        self._owner = owner
+        self.declared_size_tensors: dict[int, IDimensionExpr] = {}
+
+    def constant(self, value: int) -> IDimensionExpr:
+        """A constant dimension."""
+        if not isinstance(value, (int,)) and not hasattr(value, "__index__"):
+            raise ShapeError(f"IExprBuilder.constant takes an int, got {value!r}")
+        return constant(int(value))
+
+    def operation(self, op: DimensionOperation, first: IDimensionExpr, second: IDimensionExpr) -> IDimensionExpr:
+        """``op(first, second)``, constant-folded."""
+        return operation(op, first, second)
+
+    def declare_size_tensor(self, output_index: int, opt: IDimensionExpr, upper: IDimensionExpr) -> IDimensionExpr:
+        """Declare output ``output_index`` as a size tensor (a 0-d int tensor holding a size).
+
+        Returns an expression for the (data-dependent) size, to be used in another
+        output's dimensions. ``opt`` is the expected value and ``upper`` a bound
+        used to size buffers.
+        """
+        for name, value in (("opt", opt), ("upper", upper)):
+            if not isinstance(value, IDimensionExpr):
+                raise ShapeError(f"declare_size_tensor: {name} must be an IDimensionExpr, got {value!r}")
+        name = f"{self._owner}:size{int(output_index)}"
+        expr = IDimensionExpr("size", name=name, args=(opt, upper))
+        self.declared_size_tensors[int(output_index)] = expr
+        return expr
+
+
+class DimsExprs:
+    """A list-like sequence of :class:`IDimensionExpr` (an output shape).
+
+    ``DimsExprs(n)`` makes ``n`` unset entries, ``DimsExprs(other)`` copies.
+    """
+
+    def __init__(self, init: int | Iterable[IDimensionExpr] | None = None) -> None:
+        self._items: list[IDimensionExpr | None]
+        if init is None:
+            self._items = []
+        elif isinstance(init, int):
+            if init < 0:
+                raise ShapeError(f"DimsExprs length must be >= 0, got {init}")
+            self._items = [None] * init
+        else:
+            self._items = list(init)
+            for item in self._items:
+                _check_expr(item)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @property
+    def nbDims(self) -> int:  # noqa: N802 - TensorRT's C++ name
+        """Number of dimensions."""
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, index: SupportsIndex) -> IDimensionExpr: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[IDimensionExpr]: ...
+    def __getitem__(self, index: SupportsIndex | slice) -> IDimensionExpr | list[IDimensionExpr]:
+        return self._items[index]  # type: ignore[return-value]
+
+    def __setitem__(self, index: SupportsIndex, value: IDimensionExpr) -> None:
+        self._items[index] = _check_expr(value)
+
+    def __iter__(self) -> Iterator[IDimensionExpr]:
+        return iter(self._items)  # type: ignore[arg-type]
+
+    def append(self, value: IDimensionExpr) -> None:
+        """Add a dimension at the end."""
+        self._items.append(_check_expr(value))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, DimsExprs):
+            return self._items == other._items
+        if isinstance(other, (list, tuple)):
+            return self._items == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"DimsExprs({self._items!r})"
+
+    def unset_positions(self) -> list[int]:
+        """Indices of entries that were never set."""
+        return [i for i, item in enumerate(self._items) if item is None]
+
+
+def _check_expr(value: object) -> IDimensionExpr:
+    if not isinstance(value, IDimensionExpr):
+        raise ShapeError(f"a DimsExprs entry must be an IDimensionExpr, got {type(value).__name__}")
+    return value
