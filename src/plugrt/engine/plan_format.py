@@ -7,11 +7,11 @@ Layout (integers little endian; ``str`` is a u32 byte length + UTF-8 bytes)::
         tag (4 bytes) | payload length u64 | zlib.crc32(payload) u32 | payload
     end marker: b"PEND" | byte count before it u64 | crc32 of those bytes u32
 
-HEAD holds the header as UTF-8 JSON with sorted keys. WGTS holds a u32 count,
-then per array, sorted by name: str name, str dtype, u8 ndim, ndim x i64 dims,
-u64 offset, u64 byte length; then the little-endian data of each array at a
-64-byte aligned offset from the payload start, zero padded. PLUG holds a u32
-count, then per record: str namespace, name, version, interface, payload.
+HEAD is the header as UTF-8 JSON with sorted keys. WGTS is a u32 count, then
+per array, sorted by name: str name, str dtype, u8 ndim, ndim x i64 dims, u64
+offset, u64 byte length; then the little-endian data of each array at a 64-byte
+aligned offset from the payload start, zero padded. PLUG is a u32 count, then
+per record: str namespace, name, version, interface, then a u32-prefixed payload.
 
 Decoding checks every declared size against the bytes present before slicing
 or allocating; anything malformed raises :class:`PlanFormatError`.
@@ -32,27 +32,34 @@ import numpy.typing as npt
 
 from plugrt.core.errors import PlanFormatError, SerializationError, TypeMismatchError
 
-__all__ = ["PLAN_FORMAT_VERSION", "PLAN_MAGIC", "WEIGHT_DTYPES", "PlanContents"]
-__all__ += ["PluginRecord", "decode_plan", "encode_plan"]
+__all__ = [
+    "PLAN_FORMAT_VERSION",
+    "PLAN_MAGIC",
+    "WEIGHT_DTYPES",
+    "PlanContents",
+    "PluginRecord",
+    "decode_plan",
+    "encode_plan",
+]
 
 PLAN_MAGIC: bytes = b"PLUGRTPL"
 PLAN_FORMAT_VERSION: int = 1
-WEIGHT_DTYPES: tuple[str, ...] = ("bool", "int8", "uint8", "int16", "int32")
-WEIGHT_DTYPES += ("int64", "float16", "float32", "float64")
+WEIGHT_DTYPES: tuple[str, ...] = ("bool", "int8", "uint8", "int16", "int32", "int64", "float16", "float32", "float64")
 
 _DTYPES = {name: np.dtype(name).newbyteorder("<") for name in WEIGHT_DTYPES}
 _INTERFACES = ("v2", "v3")
 _SECTIONS = (b"HEAD", b"WGTS", b"PLUG")
+_ORDER = "expected HEAD, WGTS, PLUG, each once, in this order"
 _END = b"PEND"
 _ALIGN = 64
-_MAX_DEPTH = 64  # nesting levels allowed in the header
+_MAX_DEPTH = 256  # nesting levels allowed in the header (containers + dimension expressions)
+_MAX_INT_BITS = 1024  # header integers; bounds the cost of parsing long literals
 _MAX_NDIM = 32
 _U32_MAX = 2**32 - 1
-_MIN_ENTRY = {"weight": 4 + 4 + 1 + 16, "plugin record": 5 * 4}  # bytes, all empty
+_MIN_SIZE = {"weight": 4 + 4 + 1 + 16, "plugin record": 5 * 4}  # bytes of an all-empty entry
 _PLUGIN_FIELDS = ("namespace", "name", "version", "interface")
-_JSON_TYPES = {dict: "object", list: "array", str: "string", int: "number"}
-_JSON_TYPES |= {float: "number", bool: "boolean", type(None): "null"}
-_ALLOWED = ("str", "int", "float", "bool", "None", "list", "dict")
+_JSON_TYPES = {dict: "object", list: "array", str: "string", int: "number", float: "number"}
+_JSON_TYPES |= {bool: "boolean", type(None): "null"}
 
 
 @dataclass(frozen=True)
@@ -68,7 +75,7 @@ class PluginRecord:
 
 @dataclass(frozen=True, eq=False)
 class PlanContents:
-    """Everything a plan holds; equality compares arrays by dtype, shape and bits."""
+    """Everything a plan holds; equality compares arrays by dtype name, shape and bits."""
 
     header: dict[str, Any]
     weights: dict[str, npt.NDArray[Any]]
@@ -77,10 +84,10 @@ class PlanContents:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, PlanContents):
             return NotImplemented
-        if (self.header, self.plugins) != (other.header, other.plugins):
-            return False
         mine, theirs = self.weights, other.weights
-        return mine.keys() == theirs.keys() and all(_bits(mine[k]) == _bits(theirs[k]) for k in mine)
+        if (self.header, self.plugins, mine.keys()) != (other.header, other.plugins, theirs.keys()):
+            return False
+        return all(_bits(mine[k]) == _bits(theirs[k]) for k in mine)
 
 
 def _bits(a: npt.NDArray[Any]) -> tuple[str, tuple[int, ...], bytes]:
@@ -94,25 +101,24 @@ def _align(n: int) -> int:
 
 def _check_json(value: object, root: str, error: type[SerializationError]) -> None:
     """Require plain JSON data: exact builtin types, finite floats, bounded depth."""
-    # Paths are (parent, key) links, rendered only for the message.
-    stack: list[tuple[Any, Any, int]] = [(value, None, 0)]
+    stack: list[tuple[Any, Any, int]] = [(value, None, 0)]  # paths are (parent, key) links
     while stack:
         item, path, depth = stack.pop()
         kind, problem = type(item), ""
         if depth > _MAX_DEPTH:
             problem = f"is nested deeper than {_MAX_DEPTH} levels"
         elif kind is dict:
-            for key, sub in item.items():
-                if type(key) is not str:
-                    problem = f"has key {key!r} of type {type(key).__name__}, not str"
-                    break
-                stack.append((sub, (path, key), depth + 1))
+            bad = [k for k in item if type(k) is not str][:1]
+            problem = f"has key {bad[0]!r} of type {type(bad[0]).__name__}, not str" if bad else ""
+            stack.extend((sub, (path, key), depth + 1) for key, sub in item.items())
         elif kind is list:
             stack.extend((sub, (path, i), depth + 1) for i, sub in enumerate(item))
+        elif kind is int and item.bit_length() > _MAX_INT_BITS:
+            problem = f"is an integer of {item.bit_length()} bits; at most {_MAX_INT_BITS} allowed"
         elif kind is float and not math.isfinite(item):
             problem = f"is {item!r}, which JSON cannot represent"
         elif kind not in _JSON_TYPES:
-            problem = f"has type {kind.__name__}; allowed: {', '.join(_ALLOWED)}"
+            problem = f"has type {kind.__name__}; allowed: str, int, float, bool, None, list, dict"
         if problem:
             keys = []
             while path is not None:
@@ -134,38 +140,37 @@ def _sized(value: object, what: str, text: bool = False) -> bytes:
         kind = "str" if text else "bytes"
         raise SerializationError(f"{what} must be {kind}, got {type(value).__name__}")
     if len(data) > _U32_MAX:
-        raise SerializationError(f"{what} is {len(data)} bytes; at most {_U32_MAX}")
+        raise SerializationError(f"{what} is {len(data)} bytes; at most {_U32_MAX} allowed")
     return struct.pack("<I", len(data)) + data
 
 
 def _encode_header(header: object) -> bytes:
     if type(header) is not dict:
-        got = type(header).__name__
-        raise SerializationError(f"plan header must be a dict, got {got}")
+        raise SerializationError(f"plan header must be a dict, got {type(header).__name__}")
     _check_json(header, "header", SerializationError)
     try:
-        text = json.dumps(header, sort_keys=True, separators=(",", ":"))
+        return json.dumps(header, sort_keys=True, separators=(",", ":")).encode("utf-8")
     except (ValueError, TypeError, RecursionError) as exc:
         raise SerializationError(f"plan header is not JSON-serialisable: {exc}") from None
-    return text.encode("utf-8")
 
 
 def _encode_weights(weights: dict[str, npt.NDArray[Any]]) -> bytes:
     items = []
     for name, arr in weights.items():
         if not isinstance(arr, np.ndarray):
-            got = type(arr).__name__
-            raise SerializationError(f"weight {name!r} must be a numpy array, got {got}")
-        dtype = _DTYPES.get(arr.dtype.name)
-        if dtype is None or arr.ndim > _MAX_NDIM:
+            raise SerializationError(f"weight {name!r} must be a numpy array, got {type(arr).__name__}")
+        if (dtype := _DTYPES.get(arr.dtype.name)) is None or arr.ndim > _MAX_NDIM:
             raise SerializationError(
-                f"weight {name!r} has dtype {arr.dtype.name!r} and {arr.ndim} dims; "
-                f"allowed dtypes: {', '.join(WEIGHT_DTYPES)}; at most {_MAX_NDIM} dims"
+                f"weight {name!r} has dtype {arr.dtype.name!r} and {arr.ndim} dims; allowed "
+                f"dtypes are {', '.join(WEIGHT_DTYPES)}, with at most {_MAX_NDIM} dims"
             )
         name_b = _sized(name, f"weight name {name!r}", text=True)
-        data = np.ascontiguousarray(arr, dtype).tobytes()
-        items.append((name_b, _sized(arr.dtype.name, "dtype", text=True), arr.shape, data))
-    items.sort(key=lambda item: item[0][4:])  # UTF-8 byte order = code point order
+        little = np.ascontiguousarray(arr, dtype)
+        if dtype.kind == "b":  # a bool array viewed from other bytes may hold values above 1
+            little = np.minimum(little.view(np.uint8), 1)
+        dtype_b = _sized(arr.dtype.name, "dtype", text=True)
+        items.append((name_b, dtype_b, arr.shape, little.tobytes()))
+    items.sort(key=lambda item: item[0][4:])  # UTF-8 byte order is code point order
     out = bytearray(struct.pack("<I", len(items)))
     end = 4 + sum(len(n) + len(d) + 17 + 8 * len(s) for n, d, s, _ in items)
     for name_b, dtype_b, shape, data in items:
@@ -182,13 +187,11 @@ def _encode_plugins(plugins: list[PluginRecord]) -> bytes:
     out = [struct.pack("<I", len(plugins))]
     for i, rec in enumerate(plugins):
         if not isinstance(rec, PluginRecord):
-            got = type(rec).__name__
-            raise SerializationError(f"plugin record {i} must be a PluginRecord, got {got}")
+            raise SerializationError(f"plugin record {i} must be a PluginRecord, got {type(rec).__name__}")
         if rec.interface not in _INTERFACES:
             got = f"{rec.name!r} has interface {rec.interface!r}"
             raise SerializationError(f"plugin record {i} {got}; expected 'v2' or 'v3'")
-        for field in _PLUGIN_FIELDS:
-            out.append(_sized(getattr(rec, field), f"plugin record {i} {field}", text=True))
+        out += [_sized(getattr(rec, f), f"plugin record {i} {f}", True) for f in _PLUGIN_FIELDS]
         out.append(_sized(rec.payload, f"plugin record {i} payload"))
     return b"".join(out)
 
@@ -201,18 +204,16 @@ def encode_plan(contents: PlanContents) -> bytes:
     :data:`WEIGHT_DTYPES`, or a plugin record is malformed.
     """
     if not isinstance(contents, PlanContents):
-        got = type(contents).__name__
-        raise TypeMismatchError(f"encode_plan expects PlanContents, got {got}")
+        raise TypeMismatchError(f"encode_plan expects PlanContents, got {type(contents).__name__}")
     for field, kind in (("weights", dict), ("plugins", list)):
-        if not isinstance(getattr(contents, field), kind):
-            got = type(getattr(contents, field)).__name__
-            raise SerializationError(f"plan {field} must be a {kind.__name__}, got {got}")
+        if not isinstance(value := getattr(contents, field), kind):
+            raise SerializationError(f"plan {field} must be a {kind.__name__}, got {type(value).__name__}")
     payloads = (
         _encode_header(contents.header),
         _encode_weights(contents.weights),
         _encode_plugins(contents.plugins),
     )
-    body = bytearray(PLAN_MAGIC + struct.pack("<II", PLAN_FORMAT_VERSION, 3))
+    body = bytearray(PLAN_MAGIC + struct.pack("<II", PLAN_FORMAT_VERSION, len(_SECTIONS)))
     for tag, payload in zip(_SECTIONS, payloads):
         body += tag + struct.pack("<QI", len(payload), zlib.crc32(payload)) + payload
     return bytes(body + _END + struct.pack("<QI", len(body), zlib.crc32(body)))
@@ -228,8 +229,7 @@ class _Reader:
         return PlanFormatError(f"{self.prefix}: {message}")
 
     def take(self, n: int, what: str, verb: str = "needs") -> memoryview:
-        left = max(0, len(self.data) - self.pos)
-        if n > left:
+        if n > (left := max(0, len(self.data) - self.pos)):
             raise self.error(f"{what} {verb} {n} bytes but only {left} remain")
         self.pos += n
         return self.data[self.pos - n : self.pos]
@@ -240,9 +240,9 @@ class _Reader:
     def count(self, what: str) -> int:
         """Read an item count, rejecting one the remaining bytes cannot hold."""
         (n,) = self.unpack("<I", f"{what} count")
-        left, least = len(self.data) - self.pos, _MIN_ENTRY[what]
+        left, least = len(self.data) - self.pos, _MIN_SIZE[what]
         if n * least > left:
-            raise self.error(f"declares {n} {what}s but only {left} bytes remain (each needs at least {least})")
+            raise self.error(f"declares {n} {what}s but only {left} bytes remain (each needs {least}+)")
         return int(n)
 
     def blob(self, what: str) -> bytes:
@@ -253,29 +253,33 @@ class _Reader:
         try:
             return (self.blob(what) if raw is None else raw).decode("utf-8")
         except UnicodeDecodeError as exc:
-            problem = f"{exc.reason} at byte {exc.start}"
-            raise self.error(f"{what} is not valid UTF-8 ({problem})") from None
+            raise self.error(f"{what} is not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     counts = collections.Counter(key for key, _ in pairs)
     if len(counts) != len(pairs):
-        dup = next(key for key, n in counts.items() if n > 1)
-        raise ValueError(f"duplicate key {dup!r}")
+        raise ValueError(f"duplicate key {next(k for k, n in counts.items() if n > 1)!r}")
     return dict(pairs)
+
+
+def _parse_int(literal: str) -> int:
+    if len(literal) > _MAX_INT_BITS // 3 + 2:  # checked before int(), whose cost grows quadratically
+        raise ValueError(f"integer literal of {len(literal)} characters is too long")
+    return int(literal)
 
 
 def _decode_header(payload: memoryview) -> dict[str, Any]:
     r = _Reader(payload, "section 'HEAD' is malformed")
     try:
-        value = json.loads(r.text("header", bytes(payload)), object_pairs_hook=_unique_keys)
+        value = json.loads(r.text("header", bytes(payload)), object_pairs_hook=_unique_keys, parse_int=_parse_int)
     except RecursionError:
         raise r.error("header JSON is nested too deeply to parse") from None
     except ValueError as exc:
         raise r.error(f"header is not valid JSON: {exc}") from None
     if type(value) is not dict:
         got = _JSON_TYPES.get(type(value), "value")
-        raise r.error(f"header must be a JSON object, got a JSON {got}")
+        raise r.error(f"header must be a JSON object at top level, got a JSON {got}")
     _check_json(value, "section 'HEAD' header", PlanFormatError)
     return value
 
@@ -285,46 +289,43 @@ def _decode_weights(payload: memoryview) -> dict[str, npt.NDArray[Any]]:
     entries: list[tuple[str, np.dtype[Any], tuple[int, ...], int, int]] = []
     names: list[bytes] = []
     for i in range(r.count("weight")):
-        raw = r.blob(f"weight {i} name")
-        name = r.text(f"weight {i} name", raw)
+        name = r.text(f"weight {i} name", raw := r.blob(f"weight {i} name"))
         if names and raw <= names[-1]:
-            order = "duplicate" if raw in names else "out-of-order (unsorted)"
-            raise r.error(f"{order} weight name {name!r}")
+            problem = "duplicate" if raw in names else "unsorted (out-of-order)"
+            raise r.error(f"{problem} weight name {name!r}")
         names.append(raw)
         dtype_name = r.blob(f"weight {name!r} dtype").decode("utf-8", "replace")
         if (dtype := _DTYPES.get(dtype_name)) is None:
             allowed = ", ".join(WEIGHT_DTYPES)
-            raise r.error(f"weight {name!r} has unknown dtype {dtype_name!r} ({allowed})")
+            raise r.error(f"weight {name!r} has unknown dtype {dtype_name!r} (allowed: {allowed})")
         (ndim,) = r.unpack("<B", f"weight {name!r} ndim")
         if ndim > _MAX_NDIM:
-            raise r.error(f"weight {name!r} has {ndim} dims; at most {_MAX_NDIM}")
+            raise r.error(f"weight {name!r} has {ndim} dims; at most {_MAX_NDIM} allowed")
         shape: tuple[int, ...] = r.unpack(f"<{ndim}q", f"weight {name!r} shape")
         if any(d < 0 for d in shape):
             raise r.error(f"weight {name!r} has a negative dim in shape {list(shape)}")
         offset, nbytes = r.unpack("<QQ", f"weight {name!r} offset and length")
-        needed = math.prod(shape) * dtype.itemsize  # Python ints cannot overflow
-        if needed != nbytes:
+        if (needed := math.prod(shape) * dtype.itemsize) != nbytes:  # exact: Python ints
             raise r.error(
-                f"weight {name!r} of shape {list(shape)} and dtype {dtype_name} "
-                f"needs {needed} bytes but declares {nbytes}"
+                f"weight {name!r} of shape {list(shape)} and dtype {dtype_name} needs "
+                f"{needed} bytes but declares {nbytes}"
             )
         entries.append((name, dtype, shape, offset, nbytes))
     weights: dict[str, npt.NDArray[Any]] = {}
-    end = r.pos
     for name, dtype, shape, offset, nbytes in entries:
-        if offset != _align(end) or any(payload[end:offset]):
-            expected = f"expected {_align(end)}, zero padded"
-            raise r.error(f"weight {name!r} data is at offset {offset} ({expected})")
+        if offset != _align(r.pos) or any(payload[r.pos : offset]):
+            raise r.error(f"weight {name!r} data is at offset {offset} (expected {_align(r.pos)}, zero padded)")
         r.pos = offset
         data = r.take(nbytes, f"weight {name!r} data", "declares")
+        if dtype.kind == "b" and bytes(data).translate(None, b"\x00\x01"):
+            raise r.error(f"weight {name!r} is bool but holds bytes other than 0 and 1")
         try:
             flat = np.frombuffer(data, dtype, nbytes // dtype.itemsize)
             weights[name] = flat.reshape(shape).astype(dtype.newbyteorder("="))
         except (ValueError, MemoryError) as exc:
-            raise r.error(f"weight {name!r} shape {list(shape)}: {exc}") from None
-        end = r.pos
-    if end != len(payload):
-        raise r.error(f"{len(payload) - end} unexpected bytes after the last array")
+            raise r.error(f"weight {name!r} of shape {list(shape)} is unusable: {exc}") from None
+    if extra := len(payload) - r.pos:
+        raise r.error(f"{extra} unexpected bytes after the last array")
     return weights
 
 
@@ -332,80 +333,63 @@ def _decode_plugins(payload: memoryview) -> list[PluginRecord]:
     r = _Reader(payload, "section 'PLUG' is malformed")
     records = []
     for i in range(r.count("plugin record")):
-        fields = [r.text(f"plugin record {i} {f}") for f in _PLUGIN_FIELDS]
-        if fields[3] not in _INTERFACES:
-            got = fields[3]
-            raise r.error(f"plugin record {i} interface is {got!r} (expected 'v2' or 'v3')")
-        namespace, name, version, interface = fields
+        namespace, name, version, interface = (r.text(f"plugin record {i} {field}") for field in _PLUGIN_FIELDS)
+        if interface not in _INTERFACES:
+            raise r.error(f"plugin record {i} interface is {interface!r} (expected 'v2' or 'v3')")
         blob = r.blob(f"plugin record {i} payload")
         records.append(PluginRecord(namespace, name, version, interface, blob))
-    if r.pos != len(payload):
-        extra = len(payload) - r.pos
+    if extra := len(payload) - r.pos:
         raise r.error(f"{extra} unexpected bytes after the last plugin record")
     return records
 
 
+def _check_crc(data: memoryview, stored: int, where: str) -> None:
+    if (computed := zlib.crc32(data)) != stored:
+        raise PlanFormatError(f"plan checksum mismatch in {where} (stored 0x{stored:08x}, computed 0x{computed:08x})")
+
+
 def decode_plan(data: bytes | bytearray | memoryview) -> PlanContents:
-    """Parse plan bytes into :class:`PlanContents` (arrays are C-contiguous copies).
+    """Parse plan bytes into :class:`PlanContents` (arrays are fresh C-contiguous copies).
 
     Raises :class:`PlanFormatError` for anything but an intact plan of this format
     version: wrong magic, other version, truncation, checksum mismatch, trailing
     bytes, or malformed section contents.
     """
     if not isinstance(data, (bytes, bytearray, memoryview)):
-        got = type(data).__name__
-        raise TypeMismatchError(f"decode_plan expects bytes-like data, got {got}")
+        raise TypeMismatchError(f"decode_plan expects bytes-like data, got {type(data).__name__}")
     buf = bytes(data)
-    magic = buf[: len(PLAN_MAGIC)]
-    if len(buf) < len(PLAN_MAGIC) and PLAN_MAGIC.startswith(magic):
+    if len(buf) < len(PLAN_MAGIC) and PLAN_MAGIC.startswith(buf):
         raise PlanFormatError(f"plan is truncated: {len(buf)} bytes, shorter than the magic")
-    if magic != PLAN_MAGIC:
+    if (magic := buf[: len(PLAN_MAGIC)]) != PLAN_MAGIC:
         raise PlanFormatError(f"not a plugrt plan: magic bytes {magic!r} (expected {PLAN_MAGIC!r})")
     r = _Reader(memoryview(buf), "plan is truncated", len(PLAN_MAGIC))
-    (version,) = r.unpack("<I", "format version")
-    if version != PLAN_FORMAT_VERSION:
+    if (version := r.unpack("<I", "format version")[0]) != PLAN_FORMAT_VERSION:
         raise PlanFormatError(
             f"plan format version {version} is not supported; this plugrt reads version {PLAN_FORMAT_VERSION}"
         )
-    (count,) = r.unpack("<I", "section count")
-    if count > len(_SECTIONS):
-        raise PlanFormatError(f"plan declares {count} sections; expected 3 (HEAD, WGTS, PLUG)")
+    if (count := r.unpack("<I", "section count")[0]) > len(_SECTIONS):
+        raise PlanFormatError(f"plan declares {count} sections; expected 3 ({_ORDER})")
     payloads: dict[bytes, memoryview] = {}
     for i in range(count):
         tag = bytes(r.take(4, f"section {i} tag"))
         last = _SECTIONS.index([*payloads][-1]) if payloads else -1
-        problem = (
-            "unknown" if tag not in _SECTIONS
-            else "duplicate" if tag in payloads
-            else "out-of-order" if _SECTIONS.index(tag) < last
-            else ""
-        )  # fmt: skip
-        if problem:
-            raise PlanFormatError(
-                f"plan has {problem} section tag {tag!r} at byte {r.pos - 4} "
-                "(expected HEAD, WGTS, PLUG, each once, in this order)"
-            )
+        if tag not in _SECTIONS or tag in payloads or _SECTIONS.index(tag) < last:
+            kind = "duplicate" if tag in payloads else "misplaced" if tag in _SECTIONS else "unknown"
+            raise PlanFormatError(f"plan has {kind} section tag {tag!r} at byte {r.pos - 4} ({_ORDER})")
         name = tag.decode("ascii")
         length, stored = r.unpack("<QI", f"section '{name}' length and checksum")
         payloads[tag] = r.take(length, f"section '{name}'", "declares")
-        if (computed := zlib.crc32(payloads[tag])) != stored:
-            raise PlanFormatError(
-                f"plan checksum mismatch in section '{name}' (stored 0x{stored:08x}, computed 0x{computed:08x})"
-            )
+        _check_crc(payloads[tag], stored, f"section '{name}'")
     if missing := [t.decode() for t in _SECTIONS if t not in payloads]:
         raise PlanFormatError(f"plan is missing section(s) {', '.join(missing)}")
     body_end = r.pos
     tag, size, stored = r.unpack("<4sQI", "end marker")
     if tag != _END or size != body_end:
-        raise PlanFormatError(
-            f"plan end marker is {tag!r} recording {size} bytes before it (expected {_END!r} recording {body_end})"
-        )
-    if (computed := zlib.crc32(r.data[:body_end])) != stored:
-        raise PlanFormatError(
-            f"plan checksum mismatch in the end marker (stored 0x{stored:08x}, computed 0x{computed:08x})"
-        )
+        got, want = f"{tag!r} recording {size} bytes", f"{_END!r} recording {body_end}"
+        raise PlanFormatError(f"plan end marker is {got} before it (expected {want})")
+    _check_crc(r.data[:body_end], stored, "the end marker")
     if extra := len(buf) - r.pos:
-        raise PlanFormatError(f"plan has {extra} unexpected trailing bytes after its end")
+        raise PlanFormatError(f"plan has {extra} unexpected trailing bytes after its end marker")
     return PlanContents(
         _decode_header(payloads[b"HEAD"]),
         _decode_weights(payloads[b"WGTS"]),

@@ -1,0 +1,103 @@
+"""plugrt: TensorRT's plugin system in Python, with the engine that hosts it.
+
+Use it exactly like TensorRT's Python API::
+
+    import plugrt as trt
+
+Plugins (``IPluginV2DynamicExt``, ``IPluginV3`` ...) register with
+``get_plugin_registry()``, build into engines with ``Builder``, serialize to plan
+bytes, deserialize with ``Runtime`` and run in an ``IExecutionContext`` on the CPU
+(NumPy). Every public name is re-exported here explicitly.
+"""
+
+__version__ = "0.1.0"
+
+from .builder.builder import Builder
+from .builder.config import (
+    BuilderFlag,
+    IBuilderConfig,
+    IOptimizationProfile,
+    IProgressMonitor,
+    MemoryPoolType,
+    ProfilingVerbosity,
+)
+from .backends.cpu import as_array
+from .core.dims import Dims, Dims2, Dims3, Dims4, DimsCHW, DimsHW, DimsNCHW, volume
+from .core.errors import (
+    BuildError,
+    CreatorNotFoundError,
+    DuplicateCreatorError,
+    ExecutionError,
+    FieldError,
+    FormatNegotiationError,
+    MissingBackendError,
+    MissingHookError,
+    NetworkError,
+    PlanFormatError,
+    PluginError,
+    PlugrtError,
+    RegistryError,
+    SerializationError,
+    ShapeError,
+    TypeMismatchError,
+)
+from .core.logger import ILogger, Logger, Severity
+from .core.types import DataType, PluginFormat, TensorFormat, from_nptype, nptype
+from .engine.context import IExecutionContext
+from .engine.engine import ICudaEngine
+from .engine.host_memory import IHostMemory
+from .engine.inspector import EngineInspector, LayerInformationFormat
+from .engine.output_allocator import IOutputAllocator
+from .engine.runtime import Runtime
+from .network.definition import INetworkDefinition, NetworkDefinitionCreationFlag
+from .network.layer import ILayer, IPluginV2Layer, IPluginV3Layer, LayerType
+from .network.tensor import ITensor, TensorIOMode, TensorLocation
+from .plugin.creator import IPluginCreator, IPluginCreatorInterface, IPluginCreatorV3One
+from .plugin.descriptors import DynamicPluginTensorDesc, PluginTensorDesc
+from .plugin.fields import PluginField, PluginFieldCollection, PluginFieldType
+from .plugin.recorder import CallRecorder, PluginCall, trace_plugin_calls
+from .plugin.registry import IPluginRegistry, get_plugin_registry
+from .plugin.serialization import SerializationReader, SerializationWriter
+from .plugin.v2 import IPluginV2, IPluginV2DynamicExt, IPluginV2Ext
+from .plugin.v3 import (
+    IPluginResourceContext,
+    IPluginV3,
+    IPluginV3OneBuild,
+    IPluginV3OneCore,
+    IPluginV3OneRuntime,
+    PluginCapabilityType,
+    TensorRTPhase,
+)
+from .shape.builder import DimsExprs, IExprBuilder
+from .shape.expr import DimensionOperation, IDimensionExpr
+
+float32 = DataType.FLOAT
+float16 = DataType.HALF
+int8 = DataType.INT8
+int32 = DataType.INT32
+bool = DataType.BOOL  # noqa: A001 - TensorRT's alias
+uint8 = DataType.UINT8
+fp8 = DataType.FP8
+bfloat16 = DataType.BF16
+int64 = DataType.INT64
+int4 = DataType.INT4
+fp4 = DataType.FP4
+
+__all__ = [
+    "BuildError", "Builder", "BuilderFlag", "CallRecorder", "CreatorNotFoundError", "DataType", "Dims", "Dims2",
+    "Dims3", "Dims4", "DimsCHW", "DimsExprs", "DimsHW", "DimsNCHW", "DimensionOperation", "DuplicateCreatorError",
+    "DynamicPluginTensorDesc", "EngineInspector", "ExecutionError", "FieldError", "FormatNegotiationError",
+    "IBuilderConfig", "ICudaEngine", "IDimensionExpr", "IExecutionContext", "IExprBuilder", "IHostMemory", "ILayer",
+    "ILogger", "INetworkDefinition", "IOptimizationProfile", "IOutputAllocator", "IPluginCreator",
+    "IPluginCreatorInterface", "IPluginCreatorV3One", "IPluginRegistry", "IPluginResourceContext", "IPluginV2",
+    "IPluginV2DynamicExt", "IPluginV2Ext", "IPluginV2Layer", "IPluginV3", "IPluginV3Layer", "IPluginV3OneBuild",
+    "IPluginV3OneCore", "IPluginV3OneRuntime", "IProgressMonitor", "ITensor", "LayerInformationFormat", "LayerType",
+    "Logger", "MemoryPoolType", "MissingBackendError", "MissingHookError", "NetworkDefinitionCreationFlag",
+    "NetworkError", "PlanFormatError", "PluginCall", "PluginCapabilityType", "PluginError", "PluginField",
+    "PluginFieldCollection", "PluginFieldType", "PluginFormat", "PluginTensorDesc", "PlugrtError",
+    "ProfilingVerbosity", "RegistryError", "Runtime", "SerializationError", "SerializationReader",
+    "SerializationWriter", "Severity", "ShapeError", "TensorFormat", "TensorIOMode", "TensorLocation",
+    "TensorRTPhase", "TypeMismatchError", "__version__", "as_array", "bfloat16", "bool", "float16", "float32",
+    "fp4", "fp8", "from_nptype", "get_plugin_registry", "int4", "int8", "int32", "int64", "nptype",
+    "trace_plugin_calls", "uint8", "volume",
+]

@@ -1,0 +1,1 @@
+"""Backends: where arenas live and which array module kernels use."""

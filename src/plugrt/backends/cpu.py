@@ -1,0 +1,76 @@
+"""The CPU backend: host memory, NumPy kernels, and zero-copy views of raw addresses.
+
+On the CPU a "stream" is only an integer handle: work is done by the time
+``execute_async_v3`` returns, so synchronising a stream is a no-op.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import numpy as np
+
+from ..core.dims import volume
+from ..core.errors import ExecutionError
+from ..core.layouts import storage_shape
+from ..core.types import DataType, TensorFormat, nptype
+
+__all__ = ["CpuBackend", "as_array", "host_view"]
+
+_ARENA_ALIGNMENT = 256
+
+
+def host_view(address: int, shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarray:
+    """A NumPy array over ``address`` (no copy). ``address`` must stay valid while it is used."""
+    np_dtype = np.dtype(dtype)
+    nbytes = volume(shape) * np_dtype.itemsize
+    if nbytes == 0:
+        return np.empty(shape, dtype=np_dtype)
+    if not isinstance(address, int) or address <= 0:
+        raise ExecutionError(f"cannot view {nbytes} bytes at address {address!r}: not a valid host address")
+    buffer = (ctypes.c_char * nbytes).from_address(address)
+    return np.frombuffer(buffer, dtype=np_dtype).reshape(shape)
+
+
+def as_array(address: int, desc: Any, dtype: DataType | None = None) -> np.ndarray:
+    """A zero-copy NumPy array for a plugin buffer: ``address`` plus a ``PluginTensorDesc``.
+
+    The array has the buffer's storage shape (the logical dims for LINEAR; see
+    :mod:`plugrt.core.layouts` for vectorised formats).
+
+    >>> import numpy as np, plugrt as trt
+    >>> x = np.arange(6, dtype=np.float32)
+    >>> desc = trt.PluginTensorDesc(trt.Dims((2, 3)), trt.float32)
+    >>> trt.as_array(x.ctypes.data, desc)[1, 2]
+    np.float32(5.0)
+    """
+    dims = tuple(desc.dims)
+    fmt = getattr(desc, "format", TensorFormat.LINEAR)
+    element = nptype(dtype if dtype is not None else desc.type)
+    return host_view(address, storage_shape(dims, fmt), element)
+
+
+class CpuBackend:
+    """Host memory arenas and NumPy as the array module."""
+
+    name = "cpu"
+    xp = np
+
+    def allocate_arena(self, nbytes: int) -> tuple[np.ndarray, int]:
+        """An aligned host buffer of ``nbytes``: (owner array, aligned base address)."""
+        try:
+            raw = np.zeros(nbytes + _ARENA_ALIGNMENT, dtype=np.uint8)
+        except MemoryError:
+            raise ExecutionError(f"cannot allocate an activation arena of {nbytes} bytes") from None
+        base = raw.ctypes.data
+        shift = (-base) % _ARENA_ALIGNMENT
+        return raw[shift : shift + nbytes], base + shift
+
+    def view(self, address: int, shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarray:
+        """A zero-copy array over a host address."""
+        return host_view(address, shape, dtype)
+
+    def address_of(self, array: np.ndarray) -> int:
+        """The address of an array's first element."""
+        return int(array.ctypes.data) if array.size else 0

@@ -1,0 +1,89 @@
+"""``Builder``: creates networks, configs and profiles, and builds plans."""
+
+from __future__ import annotations
+
+import time
+
+from ..core.errors import BuildError, PlugrtError, TypeMismatchError
+from ..core.logger import ILogger, Logger, Severity
+from ..engine.host_memory import IHostMemory
+from ..network.definition import INetworkDefinition
+from .compile import build_plan
+from .config import IBuilderConfig, IOptimizationProfile
+
+__all__ = ["Builder"]
+
+
+class Builder:
+    """Builds engines (TensorRT's ``Builder``).
+
+    >>> import plugrt as trt
+    >>> builder = trt.Builder(trt.Logger(trt.Logger.WARNING))
+    >>> network = builder.create_network(0)
+    >>> config = builder.create_builder_config()
+    """
+
+    def __init__(self, logger: ILogger | None = None) -> None:
+        if logger is not None and not isinstance(logger, ILogger):
+            raise TypeMismatchError(f"Builder takes an ILogger, got {type(logger).__name__}")
+        self.logger: ILogger = logger or Logger()
+        self.last_build_seconds = 0.0
+
+    def create_network(self, flags: int = 0) -> INetworkDefinition:
+        """A new, empty network definition."""
+        return INetworkDefinition(flags)
+
+    def create_builder_config(self) -> IBuilderConfig:
+        """A new build configuration with default settings."""
+        return IBuilderConfig()
+
+    def create_optimization_profile(self) -> IOptimizationProfile:
+        """A new, empty optimization profile."""
+        return IOptimizationProfile()
+
+    @property
+    def platform_has_fast_fp16(self) -> bool:
+        """False: the CPU backend computes FP16 through NumPy, which is not faster."""
+        return False
+
+    @property
+    def platform_has_fast_int8(self) -> bool:
+        """False on the CPU backend."""
+        return False
+
+    def is_network_supported(self, network: INetworkDefinition, config: IBuilderConfig) -> bool:
+        """True when ``network`` builds with ``config`` (runs a build and discards it)."""
+        try:
+            self.build_serialized_network(network, config)
+        except PlugrtError:
+            return False
+        return True
+
+    def build_serialized_network(self, network: INetworkDefinition, config: IBuilderConfig) -> IHostMemory:
+        """Build ``network`` into plan bytes.
+
+        Unlike TensorRT, which returns None and logs, a failed build raises a
+        :class:`~plugrt.PlugrtError` naming the layer and the problem (the
+        message is logged at ERROR too).
+        """
+        if not isinstance(network, INetworkDefinition):
+            raise TypeMismatchError(f"build_serialized_network takes an INetworkDefinition, got {type(network).__name__}")
+        if not isinstance(config, IBuilderConfig):
+            raise TypeMismatchError(f"build_serialized_network takes an IBuilderConfig, got {type(config).__name__}")
+        start = time.perf_counter()
+        try:
+            plan = build_plan(network, config, self.logger)
+            data = plan.to_bytes()
+        except PlugrtError as exc:
+            self.logger.emit(Severity.ERROR, f"build failed: {exc}")
+            raise
+        except Exception as exc:
+            self.logger.emit(Severity.ERROR, f"build failed: {type(exc).__name__}: {exc}")
+            raise BuildError(f"build failed: {type(exc).__name__}: {exc}") from exc
+        self.last_build_seconds = time.perf_counter() - start
+        self.logger.emit(
+            Severity.INFO,
+            f"built {network.name!r}: {len(plan.layers)} layers, {len(plan.plugins)} plugins, "
+            f"{len(data)} bytes in {self.last_build_seconds * 1e3:.1f} ms",
+        )
+        return IHostMemory(data)

@@ -1,0 +1,296 @@
+"""The build pass: network definition → :class:`~plugrt.engine.plan.EnginePlan`.
+
+Order: check the graph and profiles, then walk layers in topological order,
+inferring types and shapes symbolically and driving plugin adapters through
+TensorRT's build-time calls (inserting reformat layers where a plugin wants
+another type or layout), check every shape at each profile's min/opt/max,
+serialize the plugins, and plan activation memory per profile.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..core.dims import Dims
+from ..core.errors import BuildError, PlugrtError, ShapeError
+from ..core.layouts import storage_shape
+from ..core.logger import ILogger, Severity
+from ..core.types import DataType, TensorFormat
+from ..engine.plan import EnginePlan, LayerPlan, ProfilePlan, TensorPlan, tensor_max_bytes
+from ..engine.plan_format import PluginRecord
+from ..network.definition import INetworkDefinition
+from ..network.layer import ILayer, IPluginV2Layer, IPluginV3Layer
+from ..network.tensor import ITensor
+from ..plugin.adapters import PluginAdapter, adapter_for_plugin
+from ..plugin.adapters.base import BuildRequest, Port
+from ..shape.builder import IExprBuilder, constant, symbol
+from ..shape.expr import IDimensionExpr
+from .config import BuilderFlag, IBuilderConfig, MemoryPoolType
+from .graph import topological_layers
+from .memory import Block, plan_memory
+from .profiles import ResolvedProfile, resolve_profiles
+
+__all__ = ["build_plan"]
+
+_Pending = tuple[LayerPlan, PluginAdapter, BuildRequest, list[Port]]
+
+
+class _Build:
+    def __init__(self, network: INetworkDefinition, config: IBuilderConfig, logger: ILogger) -> None:
+        self.network = network
+        self.config = config
+        self.logger = logger
+        self.tensors: list[TensorPlan] = []
+        self.values: list[list[IDimensionExpr] | None] = []
+        self.index: dict[int, int] = {}
+        self.layers: list[LayerPlan] = []
+        self.weights: dict[str, np.ndarray] = {}
+        self.pending: list[_Pending] = []
+        self.begun: list[PluginAdapter] = []
+        self.conversions: dict[tuple[int, DataType, TensorFormat], int] = {}
+        self.profiles: list[ResolvedProfile] = []
+
+    # --- tensors ------------------------------------------------------------------
+    def add_tensor(self, name: str, dtype: DataType, fmt: TensorFormat, shape: list[IDimensionExpr], role: str,
+                   values: list[IDimensionExpr] | None = None) -> int:
+        self.tensors.append(TensorPlan(name, dtype, fmt, list(shape), role))
+        self.values.append(values)
+        return len(self.tensors) - 1
+
+    def port(self, index: int) -> Port:
+        t = self.tensors[index]
+        return Port(list(t.shape), [self.ranges(t.shape, p) for p in range(len(self.profiles))], t.dtype, t.format,
+                    self.values[index])
+
+    def ranges(self, shape: list[IDimensionExpr], profile: int) -> tuple[Dims, Dims, Dims]:
+        env = self.profiles[profile]
+        lows, opts, highs = [], [], []
+        for dim in shape:
+            lo, hi = dim.bounds(env.low, env.high)
+            lows.append(max(lo, 0))
+            opts.append(max(dim.evaluate(env.opt), 0))
+            highs.append(max(hi, 0))
+        return Dims(lows), Dims(opts), Dims(highs)
+
+    def converted(self, index: int, dtype: DataType, fmt: TensorFormat, consumer: str) -> int:
+        source = self.tensors[index]
+        if (source.dtype, source.format) == (dtype, fmt):
+            return index
+        key = (index, dtype, fmt)
+        if key not in self.conversions:
+            name = f"{source.name} [{dtype.name}/{fmt.name}]"
+            out = self.add_tensor(name, dtype, fmt, source.shape, "internal", self.values[index])
+            self.layers.append(LayerPlan(
+                f"Reformat {source.name} {source.dtype.name}/{source.format.name} -> {dtype.name}/{fmt.name}",
+                [index], [out], op_kind="reformat",
+                params={"dst_type": dtype.name, "src_format": source.format.name, "dst_format": fmt.name},
+            ))
+            self.logger.emit(Severity.VERBOSE, f"inserted a reformat of {source.name!r} to {dtype.name}/{fmt.name} for {consumer!r}")
+            self.conversions[key] = out
+        return self.conversions[key]
+
+    def input_index(self, layer: ILayer, position: int, tensor: ITensor | None) -> int:
+        if tensor is None:
+            raise BuildError(f"layer {layer.name!r}: input {position} is not set")
+        if id(tensor) not in self.index:
+            raise BuildError(f"layer {layer.name!r}: input {position} ({tensor.name!r}) is not produced by any layer")
+        return self.index[id(tensor)]
+
+    def bind_outputs(self, layer: ILayer, types: list[DataType], formats: list[TensorFormat],
+                     shapes: list[list[IDimensionExpr]], values: list[Any], role: str = "internal") -> list[int]:
+        if not len(types) == len(shapes) == layer.num_outputs:
+            raise BuildError(f"layer {layer.name!r}: rules gave {len(types)} types and {len(shapes)} shapes for {layer.num_outputs} outputs")
+        outputs = []
+        for i, tensor in enumerate(layer._outputs):
+            index = self.add_tensor(tensor.name, types[i], formats[i], shapes[i], role, values[i])
+            tensor._dtype = types[i]
+            tensor._shape = Dims([d.get_constant_value() if d.is_constant() else -1 for d in shapes[i]])
+            self.index[id(tensor)] = index
+            outputs.append(index)
+        return outputs
+
+    # --- layers -------------------------------------------------------------------
+    def standard_layer(self, layer: ILayer) -> None:
+        op = layer.to_operator()
+        op.name = layer.name
+        inputs = [self.converted(self.input_index(layer, i, t), self.tensors[self.input_index(layer, i, t)].dtype,
+                                 TensorFormat.LINEAR, layer.name) for i, t in enumerate(layer._inputs)]
+        in_types = [self.tensors[i].dtype for i in inputs]
+        in_shapes = [self.tensors[i].shape for i in inputs]
+        in_values = [self.values[i] for i in inputs]
+        try:
+            types = op.output_types(in_types)
+            shapes = op.output_shapes(in_shapes, in_values)
+            values = op.output_values(in_shapes, in_values)
+        except PlugrtError:
+            raise
+        except Exception as exc:
+            raise BuildError(f"layer {layer.name!r} ({op.kind}): {type(exc).__name__}: {exc}") from exc
+        role = "constant" if op.is_constant else "internal"
+        outputs = self.bind_outputs(layer, types, [TensorFormat.LINEAR] * len(types), shapes, values, role)
+        keys = {}
+        for name, array in op.weights.items():
+            key = f"{len(self.layers)}/{name}"
+            self.weights[key] = np.ascontiguousarray(array)
+            keys[name] = key
+        self.layers.append(LayerPlan(layer.name, inputs, outputs, op_kind=op.kind, params=dict(op.params), weights=keys))
+
+    def plugin_layer(self, layer: IPluginV2Layer | IPluginV3Layer) -> None:
+        adapter = adapter_for_plugin(layer.plugin, layer.name, self.logger)
+        adapter.begin_build(layer.plugin)
+        self.begun.append(adapter)
+        inputs = [self.input_index(layer, i, t) for i, t in enumerate(layer._inputs)]
+        shape_inputs = [self.input_index(layer, i, t) for i, t in enumerate(getattr(layer, "shape_inputs", []))]
+        request = BuildRequest(
+            layer.name, [self.port(i) for i in inputs],
+            fp16=self.config.get_flag(BuilderFlag.FP16), int8=self.config.get_flag(BuilderFlag.INT8),
+            workspace_limit=self.config.get_memory_pool_limit(MemoryPoolType.WORKSPACE),
+        )
+        types = adapter.output_types([p.dtype for p in request.inputs])
+        eb = IExprBuilder(owner=layer.name)
+        shapes = adapter.output_shapes(request, [self.port(i) for i in shape_inputs], eb)
+        for expr in eb.declared_size_tensors.values():
+            opt_expr = expr.size_bounds[0]
+            for profile in self.profiles:
+                profile.opt[expr.symbol] = opt_expr.evaluate(profile.opt)
+        outputs = [Port(s, [self.ranges(s, p) for p in range(len(self.profiles))], t) for s, t in zip(shapes, types)]
+        preferred: list[Any] = [(p.dtype, p.format) for p in request.inputs] + [(t, TensorFormat.LINEAR) for t in types]
+        choices = adapter.choose_formats(request, outputs, preferred)
+        for i, (dtype, fmt) in enumerate(choices[: len(inputs)]):
+            inputs[i] = self.converted(inputs[i], dtype, fmt, layer.name)
+            request.inputs[i].dtype, request.inputs[i].format = dtype, fmt
+        for port, (dtype, fmt) in zip(outputs, choices[len(inputs):]):
+            port.dtype, port.format = dtype, fmt
+        workspace = adapter.configure(request, outputs, len(self.profiles))
+        if workspace > request.workspace_limit:
+            raise BuildError(
+                f"layer {layer.name!r} needs {workspace} bytes of workspace but MemoryPoolType.WORKSPACE is limited to "
+                f"{request.workspace_limit}; raise it with config.set_memory_pool_limit"
+            )
+        out_index = self.bind_outputs(layer, [p.dtype for p in outputs], [p.format for p in outputs], shapes,
+                                      [None] * len(outputs))
+        plan = LayerPlan(layer.name, inputs, out_index, family=adapter.family, workspace=workspace, shape_inputs=shape_inputs,
+                         size_outputs={i: e.symbol for i, e in eb.declared_size_tensors.items()})
+        self.layers.append(plan)
+        self.pending.append((plan, adapter, request, outputs))
+
+    # --- the whole pass -------------------------------------------------------------
+    def run(self) -> EnginePlan:
+        network = self.network
+        if network.num_outputs == 0:
+            raise BuildError("the network has no outputs; mark at least one with network.mark_output(tensor)")
+        self.profiles, symbols = resolve_profiles(network._inputs, [self.config.get_optimization_profile(i)
+                                                                   for i in range(self.config.num_optimization_profiles)])
+        for tensor in network._inputs:
+            shape = [symbol(f"{tensor.name}[{k}]") if d < 0 else constant(d) for k, d in enumerate(tensor.shape)]
+            self.index[id(tensor)] = self.add_tensor(tensor.name, tensor.dtype, TensorFormat.LINEAR, shape, "input")
+        order = topological_layers(network)
+        monitor = self.config.progress_monitor
+        if monitor is not None:
+            monitor.phase_start("Building engine", None, len(order))
+        try:
+            for step, layer in enumerate(order):
+                if isinstance(layer, (IPluginV2Layer, IPluginV3Layer)):
+                    self.plugin_layer(layer)
+                else:
+                    self.standard_layer(layer)
+                if monitor is not None and monitor.step_complete("Building engine", step) is False:
+                    raise BuildError(f"the build was cancelled by the progress monitor after layer {layer.name!r}")
+            io = self.mark_outputs()
+            self.check_profile_shapes()
+            plugins = self.finish_plugins()
+        except BaseException:
+            for adapter in self.begun:
+                adapter.abort_build()
+            raise
+        finally:
+            if monitor is not None:
+                monitor.phase_finish("Building engine")
+        return EnginePlan(network.name, self.tensors, io, self.layers, self.memory_plans(), symbols, self.weights,
+                          plugins, self.io_shapes(io))
+
+    def mark_outputs(self) -> list[int]:
+        inputs = [self.index[id(t)] for t in self.network._inputs]
+        outputs = []
+        for tensor in self.network._outputs:
+            if id(tensor) not in self.index:
+                raise BuildError(f"output {tensor.name!r} is not produced by any layer")
+            index = self.index[id(tensor)]
+            if index in inputs:
+                raise BuildError(f"tensor {tensor.name!r} is both a network input and output; add an identity layer")
+            if self.tensors[index].format != TensorFormat.LINEAR:
+                self.tensors[index].name = f"{tensor.name} [{self.tensors[index].format.name}]"
+                index = self.converted(index, self.tensors[index].dtype, TensorFormat.LINEAR, "network output")
+                self.tensors[index].name = tensor.name
+            self.tensors[index].role = "output"
+            outputs.append(index)
+        return inputs + outputs
+
+    def check_profile_shapes(self) -> None:
+        producers = {o: layer.name for layer in self.layers for o in layer.outputs}
+        for p, env in enumerate(self.profiles):
+            for index, tensor in enumerate(self.tensors):
+                for label, values in (("min", env.low), ("opt", env.opt), ("max", env.high)):
+                    if label != "opt" and any(d.symbols() - set(values) for d in tensor.shape):
+                        continue
+                    try:
+                        dims = [d.evaluate(values) for d in tensor.shape]
+                    except ShapeError as exc:
+                        raise BuildError(f"tensor {tensor.name!r} (layer {producers.get(index, 'input')!r}) at profile {p} {label}: {exc}") from exc
+                    if any(d < 0 for d in dims):
+                        raise BuildError(
+                            f"tensor {tensor.name!r} produced by layer {producers.get(index, 'input')!r} has shape {dims} "
+                            f"at profile {p} {label} shapes; dimensions must be >= 0"
+                        )
+
+    def finish_plugins(self) -> list[PluginRecord]:
+        records = []
+        for plan, adapter, request, outputs in self.pending:
+            result = adapter.finish_build(request, outputs)
+            name, version, namespace = adapter.identity_of_build
+            plan.plugin = len(records)
+            plan.tactic = result.tactic
+            records.append(PluginRecord(namespace, name, version, adapter.interface, result.payload))
+        return records
+
+    def memory_plans(self) -> list[ProfilePlan]:
+        last_use: dict[int, int] = {}
+        producer: dict[int, int] = {}
+        for step, layer in enumerate(self.layers):
+            for i in layer.inputs + layer.shape_inputs:
+                last_use[i] = step
+            for o in layer.outputs:
+                producer[o] = step
+        end = len(self.layers)
+        plans = []
+        for p, profile in enumerate(self.profiles):
+            blocks = []
+            for index, tensor in enumerate(self.tensors):
+                data_dependent = any(d.symbols() - set(profile.low) for d in tensor.shape)
+                if tensor.role == "input" or (tensor.role == "output" and not data_dependent):
+                    continue
+                nbytes = tensor_max_bytes(tensor, profile.low, profile.high)
+                start = 0 if tensor.role == "constant" else producer.get(index, 0)
+                stop = end if tensor.role in ("constant", "output") else last_use.get(index, start)
+                blocks.append(Block(("t", index), nbytes, start, stop))
+            for step, layer in enumerate(self.layers):
+                if layer.workspace:
+                    blocks.append(Block(("w", step), layer.workspace, step, step))
+            arena, offsets = plan_memory(blocks)
+            plans.append(ProfilePlan(
+                profile.shapes, arena,
+                {k[1]: v for k, v in offsets.items() if isinstance(k, tuple) and k[0] == "t"},
+                {k[1]: v for k, v in offsets.items() if isinstance(k, tuple) and k[0] == "w"},
+            ))
+        return plans
+
+    def io_shapes(self, io: list[int]) -> dict[str, Dims]:
+        return {self.tensors[i].name: Dims([d.get_constant_value() if d.is_constant() else -1 for d in self.tensors[i].shape])
+                for i in io}
+
+
+def build_plan(network: INetworkDefinition, config: IBuilderConfig, logger: ILogger) -> EnginePlan:
+    """Build ``network`` with ``config`` into an in-memory plan."""
+    return _Build(network, config, logger).run()

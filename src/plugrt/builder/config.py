@@ -1,0 +1,173 @@
+"""Build settings: ``IBuilderConfig``, ``IOptimizationProfile``, flags and progress."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from typing import Any
+
+from ..core.dims import Dims
+from ..core.errors import ShapeError, TypeMismatchError
+
+__all__ = [
+    "BuilderFlag",
+    "MemoryPoolType",
+    "ProfilingVerbosity",
+    "IOptimizationProfile",
+    "IBuilderConfig",
+    "IProgressMonitor",
+]
+
+
+class BuilderFlag(enum.IntEnum):
+    """Build options (TensorRT's names; the ones plugrt acts on are documented)."""
+
+    FP16 = 0
+    INT8 = 1
+    DEBUG = 2
+    GPU_FALLBACK = 3
+    REFIT = 5
+    DISABLE_TIMING_CACHE = 6
+    TF32 = 7
+    SPARSE_WEIGHTS = 8
+    SAFETY_SCOPE = 9
+    OBEY_PRECISION_CONSTRAINTS = 10
+    PREFER_PRECISION_CONSTRAINTS = 11
+    DIRECT_IO = 12
+    REJECT_EMPTY_ALGORITHMS = 13
+    VERSION_COMPATIBLE = 14
+    EXCLUDE_LEAN_RUNTIME = 15
+    FP8 = 16
+    BF16 = 17
+
+
+class MemoryPoolType(enum.IntEnum):
+    """Memory pools whose size the builder limits."""
+
+    WORKSPACE = 0
+    DLA_MANAGED_SRAM = 1
+    DLA_LOCAL_DRAM = 2
+    DLA_GLOBAL_DRAM = 3
+    TACTIC_DRAM = 4
+    TACTIC_SHARED_MEMORY = 5
+
+
+class ProfilingVerbosity(enum.IntEnum):
+    """How much layer detail the engine inspector shows."""
+
+    LAYER_NAMES_ONLY = 0
+    NONE = 1
+    DETAILED = 2
+
+
+def _dims(value: Any, what: str) -> Dims:
+    try:
+        return Dims(value)
+    except (TypeError, ShapeError) as exc:
+        raise ShapeError(f"{what}: {exc}") from None
+
+
+class IOptimizationProfile:
+    """The min/opt/max shape of each dynamic input for one range of use."""
+
+    def __init__(self) -> None:
+        self._shapes: dict[str, tuple[Dims, Dims, Dims]] = {}
+
+    def set_shape(self, input: str, min: Sequence[int], opt: Sequence[int], max: Sequence[int]) -> None:  # noqa: A002
+        """Set the shape range of network input ``input``; requires min <= opt <= max."""
+        if not isinstance(input, str):
+            raise TypeMismatchError(f"set_shape: input must be the input tensor's name, got {type(input).__name__}")
+        lo, mid, hi = (_dims(v, f"set_shape({input!r}) {n}") for v, n in ((min, "min"), (opt, "opt"), (max, "max")))
+        if not len(lo) == len(mid) == len(hi):
+            raise ShapeError(
+                f"set_shape({input!r}): min {lo}, opt {mid} and max {hi} must have the same rank"
+            )
+        for axis, (a, b, c) in enumerate(zip(lo, mid, hi)):
+            if a < 0 or b < 0 or c < 0:
+                raise ShapeError(f"set_shape({input!r}): axis {axis} has a negative value (min {lo}, opt {mid}, max {hi})")
+            if not a <= b <= c:
+                raise ShapeError(
+                    f"set_shape({input!r}): axis {axis} needs min <= opt <= max, got {a}, {b}, {c}"
+                )
+        self._shapes[input] = (lo, mid, hi)
+
+    def get_shape(self, input: str) -> list[Dims]:  # noqa: A002
+        """[min, opt, max] of ``input`` (empty list when not set)."""
+        shapes = self._shapes.get(input)
+        return [Dims(d) for d in shapes] if shapes else []
+
+    @property
+    def inputs(self) -> list[str]:
+        """Names of the inputs this profile sets."""
+        return list(self._shapes)
+
+    def __bool__(self) -> bool:
+        return True
+
+
+class IProgressMonitor:
+    """Receives build progress; return False from :meth:`step_complete` to cancel."""
+
+    def __init__(self) -> None:
+        pass
+
+    def phase_start(self, phase_name: str, parent_phase: str | None, num_steps: int) -> None:
+        """A phase with ``num_steps`` steps starts."""
+
+    def step_complete(self, phase_name: str, step: int) -> bool:
+        """A step finished; False cancels the build."""
+        return True
+
+    def phase_finish(self, phase_name: str) -> None:
+        """A phase ended."""
+
+
+class IBuilderConfig:
+    """How to build: flags, memory limits, optimization profiles, progress monitor."""
+
+    def __init__(self) -> None:
+        self.flags = 0
+        self._pool_limits: dict[MemoryPoolType, int] = {MemoryPoolType.WORKSPACE: 1 << 40}
+        self._profiles: list[IOptimizationProfile] = []
+        self.progress_monitor: IProgressMonitor | None = None
+        self.profiling_verbosity = ProfilingVerbosity.LAYER_NAMES_ONLY
+        self.builder_optimization_level = 3
+        self.avg_timing_iterations = 1
+
+    def set_flag(self, flag: BuilderFlag) -> None:
+        """Turn ``flag`` on."""
+        self.flags |= 1 << int(BuilderFlag(flag))
+
+    def clear_flag(self, flag: BuilderFlag) -> None:
+        """Turn ``flag`` off."""
+        self.flags &= ~(1 << int(BuilderFlag(flag)))
+
+    def get_flag(self, flag: BuilderFlag) -> bool:
+        """Whether ``flag`` is on."""
+        return bool(self.flags & (1 << int(BuilderFlag(flag))))
+
+    def set_memory_pool_limit(self, pool: MemoryPoolType, pool_size: int) -> None:
+        """Limit pool ``pool`` to ``pool_size`` bytes (WORKSPACE bounds plugin workspace)."""
+        if not isinstance(pool_size, int) or pool_size < 0:
+            raise TypeMismatchError(f"set_memory_pool_limit: pool_size must be a non-negative int, got {pool_size!r}")
+        self._pool_limits[MemoryPoolType(pool)] = pool_size
+
+    def get_memory_pool_limit(self, pool: MemoryPoolType) -> int:
+        """The limit of ``pool`` in bytes."""
+        return self._pool_limits.get(MemoryPoolType(pool), 1 << 40)
+
+    def add_optimization_profile(self, profile: IOptimizationProfile) -> int:
+        """Add a profile; returns its index."""
+        if not isinstance(profile, IOptimizationProfile):
+            raise TypeMismatchError(f"add_optimization_profile takes an IOptimizationProfile, got {type(profile).__name__}")
+        self._profiles.append(profile)
+        return len(self._profiles) - 1
+
+    @property
+    def num_optimization_profiles(self) -> int:
+        """Number of profiles added."""
+        return len(self._profiles)
+
+    def get_optimization_profile(self, index: int) -> IOptimizationProfile:
+        """Profile ``index``."""
+        return self._profiles[index]

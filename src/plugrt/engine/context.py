@@ -1,0 +1,256 @@
+"""``IExecutionContext``: input shapes, tensor addresses, and running the engine."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.dims import Dims
+from ..core.errors import ExecutionError, TypeMismatchError
+from ..core.logger import Severity
+from ..network.tensor import TensorIOMode
+from .executor import Executor
+from .output_allocator import IOutputAllocator
+
+__all__ = ["IExecutionContext"]
+
+
+class IExecutionContext:
+    """Runs an engine: set input shapes and tensor addresses, then ``execute_async_v3``.
+
+    Each context has its own activation memory and plugin clones, so several
+    contexts of one engine may run at the same time in different threads. One
+    context must not be used by two threads at once.
+
+    >>> # context.set_input_shape("x", (2, 8)); context.set_tensor_address("x", x.ctypes.data)
+    >>> # context.set_tensor_address("y", y.ctypes.data); context.execute_async_v3(0)
+    """
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self.name = ""
+        self.debug_sync = False
+        self._lock = threading.Lock()
+        plan = engine.plan
+        self._inputs = [i for i in plan.io if plan.tensors[i].role == "input"]
+        self._outputs = [i for i in plan.io if plan.tensors[i].role == "output"]
+        self._input_shapes: dict[str, tuple[int, ...]] = {}
+        for i in self._inputs:
+            declared = plan.io_shapes[plan.tensors[i].name]
+            if declared.is_static():
+                self._input_shapes[plan.tensors[i].name] = tuple(declared)
+        self._addresses: dict[str, int] = {}
+        self._allocators: dict[str, IOutputAllocator] = {}
+        self._dirty = True
+        self._bound_addresses: dict[str, int] | None = None
+        self._executor = Executor(engine, engine.backend)
+        self._profile = 0
+
+    # --- shapes --------------------------------------------------------------------------
+    def set_input_shape(self, name: str, shape: Sequence[int]) -> bool:
+        """Set an input's shape; False (with the reason logged) if it is outside the profile."""
+        index = self.engine.tensor_index(name)
+        if self.engine.get_tensor_mode(name) != TensorIOMode.INPUT:
+            raise ExecutionError(f"set_input_shape: {name!r} is an output; only inputs take shapes")
+        try:
+            dims = tuple(int(d) for d in shape)
+        except (TypeError, ValueError):
+            raise TypeMismatchError(f"set_input_shape({name!r}): shape must be a sequence of ints, got {shape!r}") from None
+        lo, _, hi = self.engine.plan.profiles[self._profile].shapes[self.engine.plan.tensors[index].name]
+        problem = None
+        if len(dims) != len(lo):
+            problem = f"rank {len(dims)} differs from the engine's rank {len(lo)}"
+        else:
+            bad = [k for k, (d, a, b) in enumerate(zip(dims, lo, hi)) if not a <= d <= b]
+            if bad:
+                problem = f"axis {bad[0]} is outside the profile's range [{lo[bad[0]]}, {hi[bad[0]]}] (min {lo}, max {hi})"
+        if problem is not None:
+            self.engine.logger.emit(
+                Severity.ERROR,
+                f"set_input_shape({name!r}, {dims}) rejected for optimization profile {self._profile}: {problem}",
+            )
+            return False
+        if self._input_shapes.get(name) != dims:
+            self._input_shapes[name] = dims
+            self._dirty = True
+        return True
+
+    def get_tensor_shape(self, name: str) -> Dims:
+        """Current shape of an IO tensor (-1 where not yet known)."""
+        index = self.engine.tensor_index(name)
+        if name in self._input_shapes:
+            return Dims(self._input_shapes[name])
+        if self._refresh_shapes():
+            shape = self._executor.shapes[index]
+            if shape is not None:
+                return Dims(shape)
+        return self.engine.get_tensor_shape(name)
+
+    def _refresh_shapes(self) -> bool:
+        if self.infer_shapes():
+            return False
+        if self._dirty:
+            self._executor.infer(self._input_shapes)
+        return True
+
+    def infer_shapes(self) -> list[str]:
+        """Names of inputs whose shape is still missing (empty when all are set)."""
+        return [self.engine.plan.tensors[i].name for i in self._inputs
+                if self.engine.plan.tensors[i].name not in self._input_shapes]
+
+    @property
+    def all_binding_shapes_specified(self) -> bool:
+        """True when every input shape is set."""
+        return not self.infer_shapes()
+
+    # --- addresses -------------------------------------------------------------------------
+    def set_tensor_address(self, name: str, memory: int) -> bool:
+        """Where IO tensor ``name`` lives: an integer address (``array.ctypes.data`` on the CPU)."""
+        self.engine.tensor_index(name)
+        if not isinstance(memory, (int, np.integer)) or isinstance(memory, bool):
+            raise TypeMismatchError(
+                f"set_tensor_address({name!r}): memory must be an integer address, got {type(memory).__name__}"
+            )
+        self._addresses[name] = int(memory)
+        return True
+
+    def get_tensor_address(self, name: str) -> int:
+        """The address set for ``name`` (0 when none)."""
+        self.engine.tensor_index(name)
+        return self._addresses.get(name, 0)
+
+    def set_output_allocator(self, name: str, output_allocator: IOutputAllocator | None) -> bool:
+        """Use ``output_allocator`` to place output ``name`` (needed for data-dependent shapes)."""
+        if self.engine.get_tensor_mode(name) != TensorIOMode.OUTPUT:
+            self.engine.tensor_index(name)
+            raise ExecutionError(f"set_output_allocator: {name!r} is not an output")
+        if output_allocator is None:
+            self._allocators.pop(name, None)
+        elif not isinstance(output_allocator, IOutputAllocator):
+            raise TypeMismatchError(f"set_output_allocator takes an IOutputAllocator, got {type(output_allocator).__name__}")
+        else:
+            self._allocators[name] = output_allocator
+        return True
+
+    def get_output_allocator(self, name: str) -> IOutputAllocator | None:
+        """The allocator set for ``name``."""
+        return self._allocators.get(name)
+
+    # --- profiles ------------------------------------------------------------------------
+    @property
+    def active_optimization_profile(self) -> int:
+        """Index of the profile in use."""
+        return self._profile
+
+    def set_optimization_profile_async(self, profile_index: int, stream_handle: int) -> bool:
+        """Switch profile (input shapes must be set again)."""
+        if not 0 <= profile_index < self.engine.num_optimization_profiles:
+            raise ExecutionError(
+                f"profile index {profile_index} is out of range; the engine has {self.engine.num_optimization_profiles}"
+            )
+        if profile_index != self._profile:
+            self._profile = profile_index
+            self._executor.set_profile(profile_index)
+            self._input_shapes = {k: v for k, v in self._input_shapes.items()
+                                  if self.engine.plan.io_shapes[k].is_static()}
+            self._dirty = True
+        return True
+
+    # --- running -------------------------------------------------------------------------
+    def execute_async_v3(self, stream_handle: int = 0) -> bool:
+        """Run the engine on ``stream_handle``. On the CPU the work is done when this returns.
+
+        Errors raise :class:`~plugrt.ExecutionError` naming the layer (and plugin);
+        the context stays usable.
+        """
+        if not isinstance(stream_handle, (int, np.integer)):
+            raise TypeMismatchError(f"execute_async_v3: stream_handle must be an int, got {type(stream_handle).__name__}")
+        if not self._lock.acquire(blocking=False):
+            raise ExecutionError("this execution context is already running in another thread; create one context per thread")
+        try:
+            self._prepare(int(stream_handle))
+            self._executor.run(int(stream_handle))
+            self._deliver_data_dependent_outputs(int(stream_handle))
+        finally:
+            self._lock.release()
+        return True
+
+    def execute_v2(self, bindings: Sequence[int]) -> bool:
+        """Run synchronously with ``bindings``: one address per IO tensor, in IO order."""
+        if len(bindings) != self.engine.num_io_tensors:
+            raise ExecutionError(f"execute_v2 needs {self.engine.num_io_tensors} bindings (one per IO tensor), got {len(bindings)}")
+        for i, address in enumerate(bindings):
+            self.set_tensor_address(self.engine.get_tensor_name(i), address)
+        return self.execute_async_v3(0)
+
+    def _prepare(self, stream: int) -> None:
+        missing = self.infer_shapes()
+        if missing:
+            raise ExecutionError(f"input shape(s) of {missing} are not set; call set_input_shape first")
+        if self._dirty:
+            self._executor.infer(self._input_shapes)
+        plan = self.engine.plan
+        executor = self._executor
+        addresses: dict[str, int] = {}
+        for index in self._inputs + self._outputs:
+            name = plan.tensors[index].name
+            shape = executor.shapes[index]
+            if shape is None:
+                if name not in self._allocators:
+                    raise ExecutionError(
+                        f"output {name!r} has a data-dependent shape; set an IOutputAllocator with set_output_allocator"
+                    )
+                continue
+            nbytes = int(np.prod(shape, dtype=np.int64)) * plan.tensors[index].dtype.itemsize
+            if name in self._allocators and plan.tensors[index].role == "output":
+                current = self._addresses.get(name, 0)
+                address = self._allocators[name].reallocate_output_async(name, current, nbytes, 256, stream)
+                self._addresses[name] = int(address or 0)
+                self._allocators[name].notify_shape(name, Dims(shape))
+            address = self._addresses.get(name, 0)
+            if nbytes and not address:
+                raise ExecutionError(f"tensor {name!r} has no address; call set_tensor_address({name!r}, ptr) before running")
+            addresses[name] = address
+        if self._dirty or addresses != self._bound_addresses:
+            backend = self.engine.backend
+            arrays = {}
+            pointers = {}
+            for index in self._inputs + self._outputs:
+                name = plan.tensors[index].name
+                if name in addresses:
+                    shape = executor.shapes[index]
+                    assert shape is not None
+                    arrays[index] = backend.view(addresses[name], shape, plan.tensors[index].dtype.nptype())
+                    pointers[index] = addresses[name]
+            executor.bind(arrays, pointers)
+            self._bound_addresses = addresses
+            self._dirty = False
+
+    def _deliver_data_dependent_outputs(self, stream: int) -> None:
+        plan = self.engine.plan
+        for index in self._outputs:
+            name = plan.tensors[index].name
+            if name not in self._allocators or name in (self._bound_addresses or {}):
+                continue
+            shape = self._executor.shapes[index]
+            staged = self._executor.arrays[index]
+            if shape is None or staged is None:
+                raise ExecutionError(f"output {name!r}: its data-dependent shape was never resolved")
+            nbytes = int(staged.nbytes)
+            allocator = self._allocators[name]
+            address = int(allocator.reallocate_output_async(name, self._addresses.get(name, 0), nbytes, 256, stream) or 0)
+            if nbytes and not address:
+                raise ExecutionError(f"output allocator for {name!r} returned no memory for {nbytes} bytes")
+            self._addresses[name] = address
+            if nbytes:
+                self.engine.backend.view(address, shape, staged.dtype)[...] = staged
+            allocator.notify_shape(name, Dims(shape))
+
+    def __del__(self) -> None:
+        try:
+            self._executor.release()
+        except Exception:  # noqa: BLE001 - never raise from a finalizer
+            pass

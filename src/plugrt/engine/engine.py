@@ -1,0 +1,213 @@
+"""``ICudaEngine``: a deserialized plan, its plugins, and the factory of execution contexts."""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any
+
+from ..core.dims import Dims
+from ..core.errors import ExecutionError, PlanFormatError
+from ..core.logger import ILogger
+from ..core.types import DataType, TensorFormat
+from ..network.tensor import TensorIOMode, TensorLocation
+from ..ops.base import create_operator
+from ..plugin.adapters import PluginAdapter, adapter_for_family
+from ..plugin.registry import IPluginRegistry
+from ..plugin.v3 import IPluginResourceContext
+from .host_memory import IHostMemory
+from .plan import EnginePlan, profile_envs, tensor_max_bytes
+
+__all__ = ["ICudaEngine"]
+
+Ranges = list[tuple[Dims, Dims, Dims]]
+
+
+class ICudaEngine:
+    """An engine ready to run (the name is TensorRT's, also on the CPU).
+
+    Made by :meth:`plugrt.Runtime.deserialize_cuda_engine`. Holds the plan, one
+    deserialized plugin per plugin layer, and creates execution contexts.
+    """
+
+    def __init__(self, plan: EnginePlan, data: bytes, registry: IPluginRegistry, logger: ILogger, backend: Any) -> None:
+        self.plan = plan
+        self._data = bytes(data)
+        self.logger = logger
+        self.backend = backend
+        self.resource_context = IPluginResourceContext(backend.name)
+        self._io = {plan.tensors[i].name: i for i in plan.io}
+        self._ranges: dict[tuple[int, int], tuple[Ranges, Ranges]] = {}
+        self._lock = threading.Lock()
+        self._contexts: weakref.WeakSet[Any] = weakref.WeakSet()
+        self.adapters: dict[int, PluginAdapter] = {}
+        self.plugins: dict[int, Any] = {}
+        _validate(plan)
+        try:
+            for index, layer in enumerate(plan.layers):
+                if not layer.is_plugin:
+                    continue
+                record = plan.plugins[layer.plugin]
+                adapter = adapter_for_family(layer.family, layer.name, logger)
+                if adapter.interface != record.interface:
+                    raise PlanFormatError(
+                        f"plan layer {layer.name!r}: plugin family {layer.family!r} does not match record interface {record.interface!r}"
+                    )
+                self.adapters[index] = adapter
+                self.plugins[index] = adapter.revive(record.name, record.version, record.namespace, record.payload,
+                                                     registry, layer.tactic)
+        except BaseException:
+            self._release_plugins()
+            raise
+
+    # --- IO tensors ----------------------------------------------------------------------
+    @property
+    def num_io_tensors(self) -> int:
+        """Number of inputs plus outputs."""
+        return len(self.plan.io)
+
+    def get_tensor_name(self, index: int) -> str:
+        """Name of IO tensor ``index`` (inputs first, then outputs)."""
+        if not isinstance(index, int) or not 0 <= index < len(self.plan.io):
+            raise ExecutionError(f"the engine has {len(self.plan.io)} IO tensors; index {index!r} is out of range")
+        return self.plan.tensors[self.plan.io[index]].name
+
+    def tensor_index(self, name: str) -> int:
+        """Plan index of IO tensor ``name``; unknown names raise, listing the valid ones."""
+        try:
+            return self._io[name]
+        except (KeyError, TypeError):
+            raise ExecutionError(f"the engine has no IO tensor named {name!r}; IO tensors: {list(self._io)}") from None
+
+    def get_tensor_mode(self, name: str) -> TensorIOMode:
+        """INPUT or OUTPUT (NONE for names that are not IO tensors, as TensorRT)."""
+        index = self._io.get(name)
+        if index is None:
+            return TensorIOMode.NONE
+        return TensorIOMode.INPUT if self.plan.tensors[index].role == "input" else TensorIOMode.OUTPUT
+
+    def get_tensor_shape(self, name: str) -> Dims:
+        """Shape with -1 for dynamic dimensions."""
+        self.tensor_index(name)
+        return Dims(self.plan.io_shapes[name])
+
+    def get_tensor_dtype(self, name: str) -> DataType:
+        """Element type."""
+        return self.plan.tensors[self.tensor_index(name)].dtype
+
+    def get_tensor_format(self, name: str) -> TensorFormat:
+        """Memory layout (always LINEAR for IO tensors)."""
+        return self.plan.tensors[self.tensor_index(name)].format
+
+    def get_tensor_location(self, name: str) -> TensorLocation:
+        """Where the tensor lives (DEVICE; host memory on the CPU backend)."""
+        self.tensor_index(name)
+        return TensorLocation.DEVICE
+
+    def get_tensor_profile_shape(self, name: str, profile_index: int) -> list[Dims]:
+        """[min, opt, max] of input ``name`` in profile ``profile_index``."""
+        self.tensor_index(name)
+        if not 0 <= profile_index < len(self.plan.profiles):
+            raise ExecutionError(f"profile index {profile_index} is out of range (the engine has {len(self.plan.profiles)})")
+        shapes = self.plan.profiles[profile_index].shapes.get(name)
+        if shapes is None:
+            raise ExecutionError(f"{name!r} is not an input of profile {profile_index}")
+        return [Dims(d) for d in shapes]
+
+    # --- engine-wide -------------------------------------------------------------------
+    @property
+    def num_optimization_profiles(self) -> int:
+        """Number of optimization profiles."""
+        return len(self.plan.profiles)
+
+    @property
+    def num_layers(self) -> int:
+        """Number of layers (reformat layers included)."""
+        return len(self.plan.layers)
+
+    @property
+    def name(self) -> str:
+        """The network's name."""
+        return self.plan.name
+
+    @property
+    def device_memory_size(self) -> int:
+        """Bytes of activation memory a context needs (largest profile)."""
+        return max(p.arena_size for p in self.plan.profiles)
+
+    def serialize(self) -> IHostMemory:
+        """The plan bytes this engine came from."""
+        return IHostMemory(self._data)
+
+    def create_execution_context(self) -> Any:
+        """A new context with its own memory and plugin clones."""
+        from .context import IExecutionContext
+
+        context = IExecutionContext(self)
+        with self._lock:
+            self._contexts.add(context)
+        return context
+
+    def create_engine_inspector(self) -> Any:
+        """An inspector describing layers and the engine."""
+        from .inspector import EngineInspector
+
+        return EngineInspector(self)
+
+    def port_ranges(self, step: int, profile: int) -> tuple[Ranges, Ranges]:
+        """(min, opt, max) dims of a layer's inputs and outputs in ``profile``."""
+        key = (step, profile)
+        if key not in self._ranges:
+            low, opt, high = profile_envs(self.plan, profile)
+            layer = self.plan.layers[step]
+
+            def ranges(indices: list[int]) -> Ranges:
+                result = []
+                for i in indices:
+                    shape = self.plan.tensors[i].shape
+                    bounds = [d.bounds(low, high) for d in shape]
+                    opts = [_opt_value(d, opt) for d in shape]
+                    result.append((Dims([max(b[0], 0) for b in bounds]), Dims(opts), Dims([max(b[1], 0) for b in bounds])))
+                return result
+
+            self._ranges[key] = (ranges(layer.inputs), ranges(layer.outputs))
+        return self._ranges[key]
+
+    def _release_plugins(self) -> None:
+        for index, plugin in list(self.plugins.items()):
+            self.adapters[index].release(plugin)
+        self.plugins.clear()
+
+    def __del__(self) -> None:
+        try:
+            self._release_plugins()
+        except Exception:  # noqa: BLE001 - never raise from a finalizer
+            pass
+
+
+def _opt_value(expr: Any, opt: dict[str, int]) -> int:
+    env = dict(opt)
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if node.is_size_tensor() and node.symbol not in env:
+            env[node.symbol] = _opt_value(node.size_bounds[0], opt)
+        stack.extend(getattr(node, "_args", ()))
+    return max(expr.evaluate(env), 0)
+
+
+def _validate(plan: EnginePlan) -> None:
+    for layer in plan.layers:
+        if not layer.is_plugin:
+            create_operator(layer.op_kind, layer.params, {})
+    for p, profile in enumerate(plan.profiles):
+        low, _, high = profile_envs(plan, p)
+        for index, offset in profile.offsets.items():
+            if offset + tensor_max_bytes(plan.tensors[index], low, high) > profile.arena_size:
+                raise PlanFormatError(f"plan memory plan of profile {p} puts tensor {plan.tensors[index].name!r} outside the arena")
+        for step, offset in profile.workspace_offsets.items():
+            if offset + plan.layers[step].workspace > profile.arena_size:
+                raise PlanFormatError(f"plan memory plan of profile {p} puts the workspace of layer {step} outside the arena")
+    for index in plan.io:
+        if plan.tensors[index].role not in ("input", "output"):
+            raise PlanFormatError(f"plan IO tensor {plan.tensors[index].name!r} has role {plan.tensors[index].role!r}")

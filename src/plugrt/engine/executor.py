@@ -1,0 +1,218 @@
+"""The executor: one per execution context; prepares on shape change, runs the steps.
+
+Per run it only calls kernels: views, descriptors, pointers and launch
+arguments are made when shapes (or I/O addresses) change. Layers whose shapes
+depend on data (after a plugin's size tensor) are prepared during the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..core.dims import Dims
+from ..core.errors import ExecutionError, PlugrtError
+from ..core.layouts import storage_shape
+from ..ops.base import Operator, create_operator
+from ..plugin.descriptors import PluginTensorDesc
+from .plan import EnginePlan, LayerPlan
+
+__all__ = ["Step", "Executor"]
+
+
+@dataclass
+class Step:
+    """One layer of a context, with what was prepared for the current shapes."""
+
+    index: int
+    layer: LayerPlan
+    op: Operator | None = None
+    plugin: Any = None
+    enqueue: Callable[..., None] | None = None
+    late: bool = False
+    in_arrays: list[Any] = field(default_factory=list)
+    out_arrays: list[Any] = field(default_factory=list)
+    in_descs: list[PluginTensorDesc] = field(default_factory=list)
+    out_descs: list[PluginTensorDesc] = field(default_factory=list)
+    in_ptrs: list[int] = field(default_factory=list)
+    out_ptrs: list[int] = field(default_factory=list)
+    workspace: int = 0
+
+
+class Executor:
+    """Runs an engine plan in one arena, with this context's operators and plugins."""
+
+    def __init__(self, engine: Any, backend: Any) -> None:
+        self.engine = engine
+        self.plan: EnginePlan = engine.plan
+        self.backend = backend
+        self.steps: list[Step] = []
+        for index, layer in enumerate(self.plan.layers):
+            step = Step(index, layer)
+            if layer.is_plugin:
+                adapter = engine.adapters[index]
+                step.plugin = adapter.attach(engine.plugins[index], engine.resource_context)
+                step.enqueue = adapter.make_enqueue(step.plugin)
+            else:
+                weights = {name: self.plan.weights[key] for name, key in layer.weights.items()}
+                step.op = create_operator(layer.op_kind, layer.params, weights)
+                step.op.name = layer.name
+            self.steps.append(step)
+        self.profile = 0
+        self.arena: Any = None
+        self.arena_base = 0
+        self.constants_ready = False
+        self.env: dict[str, int] = {}
+        self.shapes: list[tuple[int, ...] | None] = [None] * len(self.plan.tensors)
+        self.arrays: list[Any] = [None] * len(self.plan.tensors)
+        self.pointers: list[int] = [0] * len(self.plan.tensors)
+        self.size_symbols = {sym for layer in self.plan.layers for sym in layer.size_outputs.values()}
+        self.size_upper = {leaf.symbol: leaf.size_bounds[1] for t in self.plan.tensors for d in t.shape
+                           for leaf in _size_leaves(d)}
+        self.set_profile(0)
+
+    # --- memory ------------------------------------------------------------------------
+    def set_profile(self, profile: int) -> None:
+        """Switch to ``profile``'s memory plan (allocates its arena)."""
+        self.profile = profile
+        self.arena, self.arena_base = self.backend.allocate_arena(self.plan.profiles[profile].arena_size)
+        self.constants_ready = False
+
+    def _arena_view(self, tensor: int, shape: tuple[int, ...]) -> Any:
+        t = self.plan.tensors[tensor]
+        offset = self.plan.profiles[self.profile].offsets.get(tensor)
+        if offset is None:
+            raise ExecutionError(f"tensor {t.name!r} has no place in the memory plan")
+        stored = storage_shape(shape, t.format)
+        dtype = np.dtype(t.dtype.nptype())
+        nbytes = int(np.prod(stored, dtype=np.int64)) * dtype.itemsize
+        if offset + nbytes > self.plan.profiles[self.profile].arena_size:
+            raise ExecutionError(
+                f"tensor {t.name!r} of shape {shape} needs {nbytes} bytes at offset {offset}, beyond the arena "
+                f"({self.plan.profiles[self.profile].arena_size} bytes)"
+            )
+        self.pointers[tensor] = self.arena_base + offset if nbytes else 0
+        return self.arena[offset : offset + nbytes].view(dtype).reshape(stored)
+
+    # --- shapes ------------------------------------------------------------------------
+    def infer(self, input_shapes: dict[str, tuple[int, ...]]) -> None:
+        """Evaluate every shape that does not depend on data, for these input shapes."""
+        env: dict[str, int] = {}
+        for sym, (name, axis) in self.plan.symbols.items():
+            env[sym] = input_shapes[name][axis]
+        self.env = env
+        for index, tensor in enumerate(self.plan.tensors):
+            if any(d.symbols() & self.size_symbols for d in tensor.shape):
+                self.shapes[index] = None
+            else:
+                self.shapes[index] = tuple(d.evaluate(env) for d in tensor.shape)
+
+    def bind(self, io_arrays: dict[int, Any], io_pointers: dict[int, int]) -> None:
+        """Make views and prepare every step whose shapes are known."""
+        for index, tensor in enumerate(self.plan.tensors):
+            shape = self.shapes[index]
+            if index in io_arrays:
+                self.arrays[index] = io_arrays[index]
+                self.pointers[index] = io_pointers[index]
+            elif shape is not None and tensor.role != "input":
+                self.arrays[index] = self._arena_view(index, shape)
+        if not self.constants_ready:
+            for step in self.steps:
+                if step.op is not None and step.op.is_constant:
+                    self._prepare(step)
+                    self._run_step(step, 0)
+            self.constants_ready = True
+        for step in self.steps:
+            step.late = any(self.shapes[i] is None for i in step.layer.inputs + step.layer.outputs)
+            if not step.late:
+                self._prepare(step)
+
+    def _prepare(self, step: Step) -> None:
+        layer = step.layer
+        in_shapes = [self.shapes[i] or () for i in layer.inputs]
+        out_shapes = [self.shapes[i] or () for i in layer.outputs]
+        step.in_arrays = [self.arrays[i] for i in layer.inputs]
+        step.out_arrays = [self.arrays[i] for i in layer.outputs]
+        if step.op is not None:
+            step.op.prepare(in_shapes, out_shapes)
+            return
+        tensors = self.plan.tensors
+        step.in_descs = [PluginTensorDesc(Dims(s), tensors[i].dtype, tensors[i].format, 1.0) for i, s in zip(layer.inputs, in_shapes)]
+        step.out_descs = [PluginTensorDesc(Dims(s), tensors[i].dtype, tensors[i].format, 1.0) for i, s in zip(layer.outputs, out_shapes)]
+        step.in_ptrs = [self.pointers[i] for i in layer.inputs]
+        step.out_ptrs = [self.pointers[i] for i in layer.outputs]
+        offset = self.plan.profiles[self.profile].workspace_offsets.get(step.index)
+        step.workspace = self.arena_base + offset if layer.workspace and offset is not None else 0
+        adapter = self.engine.adapters[step.index]
+        ranges = self.engine.port_ranges(step.index, self.profile)
+        adapter.shape_change(step.plugin, step.in_descs, step.out_descs, ranges[0], ranges[1])
+
+    # --- running -----------------------------------------------------------------------
+    def run(self, stream: int) -> None:
+        """Run every step in order."""
+        for step in self.steps:
+            if step.op is not None and step.op.is_constant:
+                continue
+            if step.late:
+                self._prepare_late(step)
+            self._run_step(step, stream)
+            if step.layer.size_outputs:
+                self._read_sizes(step)
+
+    def _run_step(self, step: Step, stream: int) -> None:
+        try:
+            if step.op is not None:
+                step.op.run(step.in_arrays, step.out_arrays, self.backend.xp)
+            else:
+                assert step.enqueue is not None
+                step.enqueue(step.in_descs, step.out_descs, step.in_ptrs, step.out_ptrs, step.workspace, stream)
+        except PlugrtError as exc:
+            raise ExecutionError(str(exc) if step.op is None else f"layer {step.layer.name!r} ({step.layer.op_kind}): {exc}") from exc
+        except Exception as exc:
+            raise ExecutionError(f"layer {step.layer.name!r} ({step.layer.op_kind}) failed: {type(exc).__name__}: {exc}") from exc
+
+    def _read_sizes(self, step: Step) -> None:
+        for output, sym in step.layer.size_outputs.items():
+            tensor = step.layer.outputs[output]
+            value = int(np.asarray(self.arrays[tensor]).reshape(-1)[0])
+            upper_expr = self.size_upper.get(sym)
+            if value < 0:
+                raise ExecutionError(f"layer {step.layer.name!r} wrote size {value} to size tensor output {output}; sizes must be >= 0")
+            if upper_expr is not None:
+                upper = upper_expr.evaluate(self.env)
+                if value > upper:
+                    raise ExecutionError(
+                        f"layer {step.layer.name!r} wrote size {value} to size tensor output {output}, above the upper "
+                        f"bound {upper} it declared with declare_size_tensor"
+                    )
+            self.env[sym] = value
+        for index, tensor in enumerate(self.plan.tensors):
+            if self.shapes[index] is None and all(s in self.env for d in tensor.shape for s in d.symbols()):
+                self.shapes[index] = tuple(d.evaluate(self.env) for d in tensor.shape)
+                if tensor.role != "input":
+                    self.arrays[index] = self._arena_view(index, self.shapes[index])
+
+    def _prepare_late(self, step: Step) -> None:
+        missing = [self.plan.tensors[i].name for i in step.layer.inputs + step.layer.outputs if self.shapes[i] is None]
+        if missing:
+            raise ExecutionError(f"layer {step.layer.name!r}: shapes of {missing} are still unknown")
+        self._prepare(step)
+
+    def release(self) -> None:
+        """Detach this context's plugin clones."""
+        for step in self.steps:
+            if step.plugin is not None:
+                self.engine.adapters[step.index].detach(step.plugin)
+                step.plugin = None
+
+
+def _size_leaves(expr: Any) -> list[Any]:
+    if expr.is_size_tensor():
+        return [expr]
+    leaves = []
+    for arg in getattr(expr, "_args", ()):
+        leaves.extend(_size_leaves(arg))
+    return leaves

@@ -1,0 +1,14 @@
+"""``IHostMemory``: the bytes of a serialized engine."""
+
+from __future__ import annotations
+
+__all__ = ["IHostMemory"]
+
+
+class IHostMemory(bytes):
+    """Plan bytes (a ``bytes`` subclass with TensorRT's ``nbytes``)."""
+
+    @property
+    def nbytes(self) -> int:
+        """Size in bytes."""
+        return len(self)

@@ -1,0 +1,78 @@
+"""``EngineInspector``: what an engine holds, as one-line text or JSON."""
+
+from __future__ import annotations
+
+import enum
+import json
+from typing import Any
+
+from ..core.errors import ExecutionError
+
+__all__ = ["EngineInspector", "LayerInformationFormat"]
+
+
+class LayerInformationFormat(enum.IntEnum):
+    """Output format of the inspector."""
+
+    ONELINE = 0
+    JSON = 1
+
+
+class EngineInspector:
+    """Describes an engine's layers (TensorRT's ``EngineInspector``)."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self.execution_context: Any = None
+
+    def layer_info(self, layer_index: int) -> dict[str, Any]:
+        """A layer as a dict: name, kind, inputs, outputs, plugin record, workspace, tactic."""
+        plan = self.engine.plan
+        if not isinstance(layer_index, int) or not 0 <= layer_index < len(plan.layers):
+            raise ExecutionError(f"layer index {layer_index!r} is out of range; the engine has {len(plan.layers)} layers")
+        layer = plan.layers[layer_index]
+
+        def tensor(i: int) -> dict[str, Any]:
+            t = plan.tensors[i]
+            return {"name": t.name, "dtype": t.dtype.name, "format": t.format.name, "shape": [str(d) for d in t.shape]}
+
+        info: dict[str, Any] = {
+            "name": layer.name,
+            "kind": "plugin" if layer.is_plugin else layer.op_kind,
+            "inputs": [tensor(i) for i in layer.inputs],
+            "outputs": [tensor(i) for i in layer.outputs],
+        }
+        if layer.is_plugin:
+            record = plan.plugins[layer.plugin]
+            info["plugin"] = {"name": record.name, "version": record.version, "namespace": record.namespace,
+                              "family": layer.family, "payload_bytes": len(record.payload)}
+            info["workspace"] = layer.workspace
+            info["tactic"] = layer.tactic
+        else:
+            info["params"] = layer.params
+        return info
+
+    def get_layer_information(self, layer_index: int, format: LayerInformationFormat = LayerInformationFormat.ONELINE) -> str:  # noqa: A002
+        """One layer as a line of text or as JSON."""
+        info = self.layer_info(layer_index)
+        if format == LayerInformationFormat.JSON:
+            return json.dumps(info, sort_keys=True)
+        ins = ", ".join(f"{t['name']}:{t['dtype']}/{t['format']}" for t in info["inputs"])
+        outs = ", ".join(f"{t['name']}:{t['dtype']}/{t['format']}" for t in info["outputs"])
+        kind = f"{info['plugin']['name']} v{info['plugin']['version']}" if "plugin" in info else info["kind"]
+        return f"{info['name']} [{kind}] ({ins}) -> ({outs})"
+
+    def get_engine_information(self, format: LayerInformationFormat = LayerInformationFormat.ONELINE) -> str:  # noqa: A002
+        """Every layer, plus IO tensors and profiles in JSON mode."""
+        count = len(self.engine.plan.layers)
+        if format == LayerInformationFormat.JSON:
+            plan = self.engine.plan
+            return json.dumps({
+                "name": plan.name,
+                "layers": [self.layer_info(i) for i in range(count)],
+                "io": [{"name": plan.tensors[i].name, "role": plan.tensors[i].role, "dtype": plan.tensors[i].dtype.name,
+                        "shape": list(plan.io_shapes[plan.tensors[i].name])} for i in plan.io],
+                "profiles": [{"arena_bytes": p.arena_size,
+                              "shapes": {k: [list(d) for d in v] for k, v in p.shapes.items()}} for p in plan.profiles],
+            }, sort_keys=True)
+        return "\n".join(self.get_layer_information(i) for i in range(count))

@@ -1,0 +1,246 @@
+"""The engine plan in memory, and its mapping to and from the plan file's header.
+
+The builder produces an :class:`EnginePlan`; the runtime reads one back. Every
+field read from a file is type-checked here, so a hostile header raises
+:class:`~plugrt.PlanFormatError` instead of reaching the executor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import __version__
+from ..core.dims import Dims
+from ..core.errors import PlanFormatError
+from ..core.types import DataType, TensorFormat
+from ..shape.builder import constant, operation, symbol
+from ..shape.expr import DimensionOperation, IDimensionExpr
+from .plan_format import PlanContents, PluginRecord, decode_plan, encode_plan
+
+__all__ = ["TensorPlan", "LayerPlan", "ProfilePlan", "EnginePlan", "encode_expr", "decode_expr"]
+
+ProfileShapes = dict[str, tuple[Dims, Dims, Dims]]
+
+
+@dataclass
+class TensorPlan:
+    """One tensor of the engine: type, format, shape expressions and role."""
+
+    name: str
+    dtype: DataType
+    format: TensorFormat
+    shape: list[IDimensionExpr]
+    role: str  # "input", "output", "internal" or "constant"
+
+
+@dataclass
+class LayerPlan:
+    """One step of the engine: an operator or a plugin."""
+
+    name: str
+    inputs: list[int]
+    outputs: list[int]
+    op_kind: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    weights: dict[str, str] = field(default_factory=dict)
+    plugin: int = -1
+    family: str = ""
+    workspace: int = 0
+    tactic: int = 0
+    shape_inputs: list[int] = field(default_factory=list)
+    #: output index -> size-tensor symbol it defines (data-dependent shapes)
+    size_outputs: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def is_plugin(self) -> bool:
+        """True for plugin layers."""
+        return self.plugin >= 0
+
+
+@dataclass
+class ProfilePlan:
+    """An optimization profile and its memory plan."""
+
+    shapes: ProfileShapes
+    arena_size: int = 0
+    offsets: dict[int, int] = field(default_factory=dict)
+    workspace_offsets: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass
+class EnginePlan:
+    """Everything an engine is: tensors, layers, profiles, weights and plugin records."""
+
+    name: str
+    tensors: list[TensorPlan]
+    io: list[int]
+    layers: list[LayerPlan]
+    profiles: list[ProfilePlan]
+    symbols: dict[str, tuple[str, int]]
+    weights: dict[str, np.ndarray] = field(default_factory=dict)
+    plugins: list[PluginRecord] = field(default_factory=list)
+    io_shapes: dict[str, Dims] = field(default_factory=dict)
+
+    def to_bytes(self) -> bytes:
+        """The plan file."""
+        header = {
+            "producer": f"plugrt {__version__}",
+            "name": self.name,
+            "tensors": [
+                {"name": t.name, "dtype": t.dtype.name, "format": t.format.name,
+                 "shape": [encode_expr(d) for d in t.shape], "role": t.role}
+                for t in self.tensors
+            ],
+            "io": list(self.io),
+            "io_shapes": {k: list(v) for k, v in self.io_shapes.items()},
+            "layers": [_encode_layer(layer) for layer in self.layers],
+            "profiles": [
+                {"shapes": {k: [list(d) for d in v] for k, v in p.shapes.items()}, "arena_size": p.arena_size,
+                 "offsets": [[k, v] for k, v in sorted(p.offsets.items())],
+                 "workspace_offsets": [[k, v] for k, v in sorted(p.workspace_offsets.items())]}
+                for p in self.profiles
+            ],
+            "symbols": {k: [v[0], v[1]] for k, v in self.symbols.items()},
+        }
+        return encode_plan(PlanContents(header, dict(self.weights), list(self.plugins)))
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview) -> EnginePlan:
+        """Read a plan file; anything malformed raises :class:`PlanFormatError`."""
+        contents = decode_plan(data)
+        try:
+            return _decode(contents)
+        except PlanFormatError:
+            raise
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+            raise PlanFormatError(f"plan header is malformed: {type(exc).__name__}: {exc}") from None
+
+
+def _encode_layer(layer: LayerPlan) -> dict[str, Any]:
+    return {
+        "name": layer.name, "inputs": layer.inputs, "outputs": layer.outputs, "op_kind": layer.op_kind,
+        "params": layer.params, "weights": layer.weights, "plugin": layer.plugin, "family": layer.family,
+        "workspace": layer.workspace, "tactic": layer.tactic, "shape_inputs": layer.shape_inputs,
+        "size_outputs": [[k, v] for k, v in sorted(layer.size_outputs.items())],
+    }
+
+
+def encode_expr(expr: IDimensionExpr) -> Any:
+    """A dimension expression as nested JSON lists."""
+    if expr.is_constant():
+        return expr.get_constant_value()
+    if expr.is_size_tensor():
+        opt, upper = expr.size_bounds
+        return ["size", expr.symbol, encode_expr(opt), encode_expr(upper)]
+    if expr.symbol:
+        return ["sym", expr.symbol]
+    op, (a, b) = expr._op, expr._args
+    assert op is not None
+    return [op.name, encode_expr(a), encode_expr(b)]
+
+
+def decode_expr(value: Any, depth: int = 0) -> IDimensionExpr:
+    """Inverse of :func:`encode_expr`, with validation."""
+    if depth > 64:
+        raise PlanFormatError("plan holds a dimension expression nested deeper than 64 levels")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return constant(value)
+    if isinstance(value, list) and value and isinstance(value[0], str):
+        tag = value[0]
+        if tag == "sym" and len(value) == 2 and isinstance(value[1], str):
+            return symbol(value[1])
+        if tag == "size" and len(value) == 4 and isinstance(value[1], str):
+            return IDimensionExpr("size", name=value[1], args=(decode_expr(value[2], depth + 1), decode_expr(value[3], depth + 1)))
+        if tag in DimensionOperation.__members__ and len(value) == 3:
+            return operation(DimensionOperation[tag], decode_expr(value[1], depth + 1), decode_expr(value[2], depth + 1))
+    raise PlanFormatError(f"plan holds a malformed dimension expression: {str(value)[:80]}")
+
+
+def _enum(enum_type: Any, name: Any, what: str) -> Any:
+    if not isinstance(name, str) or name not in enum_type.__members__:
+        raise PlanFormatError(f"plan {what} {name!r} is not a {enum_type.__name__}")
+    return enum_type[name]
+
+
+def _index(value: Any, count: int, what: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < count:
+        raise PlanFormatError(f"plan {what} {value!r} is out of range (0..{count - 1})")
+    return value
+
+
+def _decode(contents: PlanContents) -> EnginePlan:
+    h = contents.header
+    tensors = [
+        TensorPlan(str(t["name"]), _enum(DataType, t["dtype"], "dtype"), _enum(TensorFormat, t["format"], "format"),
+                   [decode_expr(d) for d in t["shape"]], str(t["role"]))
+        for t in h["tensors"]
+    ]
+    n = len(tensors)
+    layers = []
+    for entry in h["layers"]:
+        layer = LayerPlan(
+            name=str(entry["name"]),
+            inputs=[_index(i, n, "tensor index") for i in entry["inputs"]],
+            outputs=[_index(i, n, "tensor index") for i in entry["outputs"]],
+            op_kind=str(entry["op_kind"]),
+            params=dict(entry["params"]),
+            weights={str(k): str(v) for k, v in dict(entry["weights"]).items()},
+            plugin=int(entry["plugin"]),
+            family=str(entry["family"]),
+            workspace=int(entry["workspace"]),
+            tactic=int(entry["tactic"]),
+            shape_inputs=[_index(i, n, "tensor index") for i in entry["shape_inputs"]],
+            size_outputs={int(k): str(v) for k, v in entry["size_outputs"]},
+        )
+        if layer.is_plugin:
+            _index(layer.plugin, len(contents.plugins), "plugin record index")
+        for key in layer.weights.values():
+            if key not in contents.weights:
+                raise PlanFormatError(f"plan layer {layer.name!r} refers to missing weights {key!r}")
+        if layer.workspace < 0:
+            raise PlanFormatError(f"plan layer {layer.name!r} has a negative workspace size")
+        layers.append(layer)
+    profiles = []
+    for p in h["profiles"]:
+        shapes = {str(k): tuple(Dims(d) for d in v) for k, v in dict(p["shapes"]).items()}
+        if any(len(v) != 3 for v in shapes.values()):
+            raise PlanFormatError("plan profile entry must hold min, opt and max shapes")
+        arena = int(p["arena_size"])
+        offsets = {_index(k, n, "tensor index"): int(v) for k, v in p["offsets"]}
+        ws = {_index(k, len(layers), "layer index"): int(v) for k, v in p["workspace_offsets"]}
+        if arena < 0 or any(not 0 <= v <= arena for v in [*offsets.values(), *ws.values()]):
+            raise PlanFormatError("plan memory plan places a buffer outside its arena")
+        profiles.append(ProfilePlan(shapes, arena, offsets, ws))  # type: ignore[arg-type]
+    if not profiles:
+        raise PlanFormatError("plan has no optimization profile")
+    symbols = {str(k): (str(v[0]), int(v[1])) for k, v in dict(h["symbols"]).items()}
+    io = [_index(i, n, "io tensor index") for i in h["io"]]
+    io_shapes = {str(k): Dims(v) for k, v in dict(h["io_shapes"]).items()}
+    return EnginePlan(str(h["name"]), tensors, io, layers, profiles, symbols, dict(contents.weights),
+                      list(contents.plugins), io_shapes)
+
+
+def profile_envs(plan: EnginePlan, profile: int) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+    """(min, opt, max) values of every input symbol in ``profile``."""
+    shapes = plan.profiles[profile].shapes
+    low, opt, high = {}, {}, {}
+    for sym, (name, axis) in plan.symbols.items():
+        entry = shapes.get(name)
+        if entry is None or axis >= len(entry[0]):
+            raise PlanFormatError(f"plan profile {profile} has no shape for symbol {sym!r}")
+        low[sym], opt[sym], high[sym] = entry[0][axis], entry[1][axis], entry[2][axis]
+    return low, opt, high
+
+
+def tensor_max_bytes(tensor: TensorPlan, low: dict[str, int], high: dict[str, int]) -> int:
+    """Bytes of ``tensor`` at the largest shape allowed by [low, high]."""
+    from ..core.layouts import storage_shape
+
+    dims = [max(d.bounds(low, high)[1], 0) for d in tensor.shape]
+    count = 1
+    for d in storage_shape(dims, tensor.format):
+        count *= d
+    return int(-(-count * tensor.dtype.itemsize // 1))

@@ -1,0 +1,141 @@
+"""Activation functions (TensorRT's ActivationType) with their ``alpha``/``beta`` meanings.
+
+HALF inputs are computed in FLOAT and rounded once into the HALF output, so
+composite functions (GELU, SELU, ...) do not accumulate half-precision error.
+RELU also takes INT32 and INT64, as TensorRT.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import NetworkError, TypeMismatchError
+from ..core.types import DataType
+from .base import Operator, ShapeExprs, register_operator
+from .elementwise import FLOAT_TYPES, expect_inputs, label, quiet
+from .unary import erf
+
+__all__ = ["ActivationOperator"]
+
+Kernel = Callable[[Any, Any, Any, float, float], None]
+
+
+def _relu(xp: Any, x: Any, out: Any, alpha: float, beta: float) -> None:
+    xp.maximum(x, 0, out=out)
+
+
+def _sigmoid(xp: Any, x: Any, out: Any, alpha: float, beta: float) -> None:
+    # 0.5 * (1 + tanh(x / 2)) never overflows, unlike 1 / (1 + exp(-x)).
+    out[...] = 0.5 * (1.0 + xp.tanh(0.5 * x))
+
+
+def _tanh(xp: Any, x: Any, out: Any, alpha: float, beta: float) -> None:
+    xp.tanh(x, out=out)
+
+
+def _leaky_relu(xp: Any, x: Any, out: Any, alpha: float, beta: float) -> None:
+    out[...] = xp.where(x >= 0, x, alpha * x)
+
+
+def _elu(xp: Any, x: Any, out: Any, alpha: float, beta: float) -> None:
+    out[...] = xp.where(x >= 0, x, alpha * xp.expm1(xp.minimum(x, 0)))
+
+
+def _selu(xp: Any, x: Any, out: Any, alpha: float, beta: float) -> None:
+    out[...] = beta * xp.where(x > 0, x, alpha * xp.exp(xp.minimum(x, 0)) - alpha)
+
+
+def _softsign(xp: Any, x: Any, out: Any, alpha: float, beta: float) -> None:
+    out[...] = x / (1.0 + xp.abs(x))
+
+
+def _softplus(xp: Any, x: Any, out: Any, alpha: float, beta: float) -> None:
+    # log(exp(t) + 1) = max(t, 0) + log1p(exp(-|t|)), finite for every t.
+    t = beta * x
+    out[...] = alpha * (xp.maximum(t, 0) + xp.log1p(xp.exp(-xp.abs(t))))
+
+
+def _clip(xp: Any, x: Any, out: Any, alpha: float, beta: float) -> None:
+    out[...] = xp.maximum(alpha, xp.minimum(beta, x))
+
+
+def _hard_sigmoid(xp: Any, x: Any, out: Any, alpha: float, beta: float) -> None:
+    out[...] = xp.maximum(0, xp.minimum(1, alpha * x + beta))
+
+
+def _scaled_tanh(xp: Any, x: Any, out: Any, alpha: float, beta: float) -> None:
+    out[...] = alpha * xp.tanh(beta * x)
+
+
+def _thresholded_relu(xp: Any, x: Any, out: Any, alpha: float, beta: float) -> None:
+    out[...] = xp.where(x > alpha, x, 0)
+
+
+def _gelu_erf(xp: Any, x: Any, out: Any, alpha: float, beta: float) -> None:
+    cdf = xp.empty_like(x)
+    erf(xp, x * math.sqrt(0.5), cdf)
+    out[...] = 0.5 * x * (1.0 + cdf)
+
+
+def _gelu_tanh(xp: Any, x: Any, out: Any, alpha: float, beta: float) -> None:
+    out[...] = 0.5 * x * (1.0 + xp.tanh(math.sqrt(2.0 / math.pi) * (0.044715 * x * x * x + x)))
+
+
+_KERNELS: dict[str, Kernel] = {
+    "RELU": _relu,
+    "SIGMOID": _sigmoid,
+    "TANH": _tanh,
+    "LEAKY_RELU": _leaky_relu,
+    "ELU": _elu,
+    "SELU": _selu,
+    "SOFTSIGN": _softsign,
+    "SOFTPLUS": _softplus,
+    "CLIP": _clip,
+    "HARD_SIGMOID": _hard_sigmoid,
+    "SCALED_TANH": _scaled_tanh,
+    "THRESHOLDED_RELU": _thresholded_relu,
+    "GELU_ERF": _gelu_erf,
+    "GELU_TANH": _gelu_tanh,
+}
+_RELU_TYPES = FLOAT_TYPES | {DataType.INT32, DataType.INT64}
+
+
+@register_operator
+class ActivationOperator(Operator):
+    """``out = f(x)``; params: ``type`` (an ActivationType name), ``alpha``, ``beta`` (floats)."""
+
+    kind = "activation"
+
+    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(params, weights)
+        self.type = str(self.param("type"))
+        if self.type not in _KERNELS:
+            raise NetworkError(f"activation: unknown type {self.type!r}; valid: {', '.join(_KERNELS)}")
+        self.alpha = float(self.params.get("alpha", 0.0))
+        self.beta = float(self.params.get("beta", 0.0))
+        self._kernel = _KERNELS[self.type]
+
+    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
+        expect_inputs(self, len(input_types), 1)
+        allowed = _RELU_TYPES if self.type == "RELU" else FLOAT_TYPES
+        if input_types[0] not in allowed:
+            valid = ", ".join(sorted(t.name for t in allowed))
+            raise TypeMismatchError(f"{label(self)}: activation {self.type} takes {valid}, got {input_types[0].name}")
+        return [input_types[0]]
+
+    def output_shapes(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs]:
+        expect_inputs(self, len(input_shapes), 1)
+        return [list(input_shapes[0])]
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        x = inputs[0]
+        if x.dtype == np.float16 and self.type != "RELU":
+            x = x.astype(np.float32)
+        with quiet(xp):
+            self._kernel(xp, x, outputs[0], self.alpha, self.beta)

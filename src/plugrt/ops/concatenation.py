@@ -1,0 +1,89 @@
+"""The concatenation operator: joins its inputs along one axis.
+
+The axis is in ``[0, rank)`` (TensorRT takes no negative axis); unset, it is
+TensorRT's default, ``max(0, rank - 3)`` (C for NCHW).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import NetworkError, ShapeError, TypeMismatchError
+from ..core.types import DataType
+from ..shape import DimensionOperation, operation
+from .base import Operator, ShapeExprs, register_operator
+from .elementwise import label, merge_dim
+
+__all__ = ["ConcatenationOperator", "default_axis"]
+
+
+def default_axis(rank: int) -> int:
+    """TensorRT's default axis of concatenation and softmax for a tensor of ``rank``."""
+    return max(0, rank - 3)
+
+
+@register_operator
+class ConcatenationOperator(Operator):
+    """``out = concatenate(inputs, axis)``; params: ``axis`` (int; absent: the default)."""
+
+    kind = "concatenation"
+
+    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(params, weights)
+        axis = self.params.get("axis")
+        self.axis: int | None = None if axis is None else int(axis)
+
+    def _resolve_axis(self, rank: int) -> int:
+        axis = default_axis(rank) if self.axis is None else self.axis
+        if rank == 0 or not 0 <= axis < rank:
+            raise ShapeError(
+                f"{label(self)}: concatenation axis {axis} is out of range for inputs of rank {rank} "
+                f"(valid: 0..{rank - 1})"
+            )
+        return axis
+
+    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
+        if not input_types:
+            raise NetworkError(f"{label(self)}: concatenation needs at least one input")
+        for index, dtype in enumerate(input_types):
+            if dtype != input_types[0]:
+                raise TypeMismatchError(
+                    f"{label(self)}: input {index} is {dtype.name} but input 0 is {input_types[0].name}; "
+                    "concatenated inputs must have one type"
+                )
+        return [input_types[0]]
+
+    def output_shapes(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs]:
+        if not input_shapes:
+            raise NetworkError(f"{label(self)}: concatenation needs at least one input")
+        first = input_shapes[0]
+        axis = self._resolve_axis(len(first))
+        out = list(first)
+        for index, shape in enumerate(input_shapes[1:], start=1):
+            if len(shape) != len(first):
+                raise ShapeError(
+                    f"{label(self)}: input {index} has rank {len(shape)} but input 0 has rank {len(first)}"
+                )
+            for dim, (a, b) in enumerate(zip(out, shape)):
+                if dim == axis:
+                    out[dim] = operation(DimensionOperation.SUM, a, b)
+                else:
+                    out[dim] = merge_dim(self, a, b, f"dimension {dim} of input 0 and input {index} (axis is {axis})")
+        return [out]
+
+    def output_values(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs | None]:
+        if not input_values or any(v is None or len(s) != 1 for v, s in zip(input_values, input_shapes)):
+            return [None]
+        return [[dim for value in input_values if value is not None for dim in value]]
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        out = outputs[0]
+        axis = default_axis(out.ndim) if self.axis is None else self.axis
+        xp.concatenate(list(inputs), axis=axis, out=out)

@@ -1,0 +1,174 @@
+"""Elementwise binary operations, and the broadcasting helpers other operators share.
+
+Integer DIV truncates toward zero (C semantics, as TensorRT); FLOOR_DIV rounds
+toward negative infinity. Comparisons give BOOL; AND/OR/XOR take BOOL inputs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import NetworkError, ShapeError, TypeMismatchError
+from ..core.types import DataType
+from ..shape import DimensionOperation, IDimensionExpr, constant, operation
+from .base import Operator, ShapeExprs, register_operator
+
+__all__ = ["FLOAT_TYPES", "NUMERIC_TYPES", "ElementwiseOperator", "broadcast_dim", "expect_inputs", "label"]
+__all__ += ["merge_dim", "quiet"]
+
+FLOAT_TYPES = frozenset({DataType.FLOAT, DataType.HALF})
+NUMERIC_TYPES = FLOAT_TYPES | {DataType.INT8, DataType.INT32, DataType.INT64, DataType.UINT8}
+
+
+def label(op: Operator) -> str:
+    """How messages name an operator: its layer name, else its kind."""
+    return op.name or op.kind
+
+
+def expect_inputs(op: Operator, given: int, expected: int) -> None:
+    """Raise :class:`NetworkError` unless the operator got ``expected`` inputs."""
+    if given != expected:
+        raise NetworkError(f"{label(op)}: expected {expected} input(s), got {given}")
+
+
+def broadcast_dim(op: Operator, a: IDimensionExpr, b: IDimensionExpr, axis: int) -> IDimensionExpr:
+    """One broadcast dimension: equal, or one of them 1; two different constants raise."""
+    if a == b:
+        return a
+    a_const = a.get_constant_value() if a.is_constant() else None
+    b_const = b.get_constant_value() if b.is_constant() else None
+    if a_const == 1:
+        return b
+    if b_const == 1:
+        return a
+    if a_const is not None and b_const is not None:
+        raise ShapeError(
+            f"{label(op)}: dimension {axis} is {a_const} and {b_const}; they must be equal or one of them 1"
+        )
+    if a_const is not None:
+        return a
+    if b_const is not None:
+        return b
+    return operation(DimensionOperation.MAX, a, b)
+
+
+def merge_dim(op: Operator, a: IDimensionExpr, b: IDimensionExpr, what: str) -> IDimensionExpr:
+    """Two dimensions that must be equal; two different constants raise."""
+    if a.is_constant() and b.is_constant() and a != b:
+        raise ShapeError(f"{label(op)}: {what} must match, got {a} and {b}")
+    return b if b.is_constant() and not a.is_constant() else a
+
+
+@contextlib.contextmanager
+def quiet(xp: Any) -> Iterator[None]:
+    """Silence NumPy's floating-point warnings (inf/nan results are the answer, as on a GPU)."""
+    if xp is np:
+        with np.errstate(all="ignore"):
+            yield
+    else:
+        yield
+
+
+_ARITHMETIC = {
+    "SUM": "add",
+    "PROD": "multiply",
+    "MAX": "maximum",
+    "MIN": "minimum",
+    "SUB": "subtract",
+    "DIV": "divide",
+    "POW": "power",
+    "FLOOR_DIV": "floor_divide",
+}
+_LOGICAL = {"AND": "logical_and", "OR": "logical_or", "XOR": "logical_xor"}
+_COMPARISON = {"EQUAL": "equal", "GREATER": "greater", "LESS": "less"}
+_VALUE_OPS = {
+    "SUM": DimensionOperation.SUM,
+    "SUB": DimensionOperation.SUB,
+    "PROD": DimensionOperation.PROD,
+    "FLOOR_DIV": DimensionOperation.FLOOR_DIV,
+    "MAX": DimensionOperation.MAX,
+    "MIN": DimensionOperation.MIN,
+}
+
+
+@register_operator
+class ElementwiseOperator(Operator):
+    """``out = op(a, b)`` with broadcasting; params: ``op`` (an ElementWiseOperation name)."""
+
+    kind = "elementwise"
+
+    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(params, weights)
+        self.op = str(self.param("op"))
+        ufuncs = _ARITHMETIC | _LOGICAL | _COMPARISON
+        if self.op not in ufuncs:
+            raise NetworkError(f"elementwise: unknown op {self.op!r}; valid: {', '.join(ufuncs)}")
+        self._ufunc = ufuncs[self.op]
+
+    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
+        expect_inputs(self, len(input_types), 2)
+        a, b = input_types
+        if a != b:
+            raise TypeMismatchError(f"{label(self)}: {self.op} needs inputs of one type, got {a.name} and {b.name}")
+        if self.op in _LOGICAL and a != DataType.BOOL:
+            raise TypeMismatchError(f"{label(self)}: {self.op} needs BOOL inputs, got {a.name}")
+        if self.op in _ARITHMETIC or self.op in ("GREATER", "LESS"):
+            if a not in NUMERIC_TYPES:
+                valid = ", ".join(sorted(t.name for t in NUMERIC_TYPES))
+                raise TypeMismatchError(f"{label(self)}: {self.op} needs numeric inputs ({valid}), got {a.name}")
+        return [DataType.BOOL if self.op in _COMPARISON else a]
+
+    def output_shapes(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs]:
+        expect_inputs(self, len(input_shapes), 2)
+        a, b = input_shapes
+        if len(a) != len(b):
+            raise ShapeError(
+                f"{label(self)}: inputs must have the same rank, got {len(a)} and {len(b)} "
+                "(insert a shuffle to add size-1 dimensions)"
+            )
+        return [[broadcast_dim(self, x, y, axis) for axis, (x, y) in enumerate(zip(a, b))]]
+
+    def output_values(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs | None]:
+        a, b = [*input_values, None, None][:2]
+        if a is None or b is None or (len(a) != len(b) and 1 not in (len(a), len(b))):
+            return [None]
+        n = max(len(a), len(b))
+        a, b = (a * n if len(a) == 1 else a), (b * n if len(b) == 1 else b)
+        if self.op in _VALUE_OPS:
+            return [[operation(_VALUE_OPS[self.op], x, y) for x, y in zip(a, b)]]
+        if self.op == "DIV" and all(v.is_constant() for v in a + b):
+            return [[_truncating_div(x, y) for x, y in zip(a, b)]]
+        return [None]
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        a, b = inputs
+        out = outputs[0]
+        if self.op == "DIV" and out.dtype.kind in "iu":
+            _int_divide(xp, a, b, out)
+            return
+        with quiet(xp):
+            getattr(xp, self._ufunc)(a, b, out=out)
+
+
+def _int_divide(xp: Any, a: Any, b: Any, out: Any) -> None:
+    """Integer division rounded toward zero: floor division, plus one where it rounded down."""
+    with quiet(xp):
+        xp.floor_divide(a, b, out=out)
+        inexact = xp.not_equal(xp.remainder(a, b), 0)
+    out += inexact & xp.not_equal(xp.less(a, 0), xp.less(b, 0))
+
+
+def _truncating_div(a: IDimensionExpr, b: IDimensionExpr) -> IDimensionExpr:
+    x, y = a.get_constant_value(), b.get_constant_value()
+    if y == 0:
+        raise ShapeError(f"elementwise DIV of shape values divides {x} by zero")
+    quotient = abs(x) // abs(y)
+    return constant(quotient if (x < 0) == (y < 0) else -quotient)

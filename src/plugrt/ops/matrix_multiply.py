@@ -1,0 +1,100 @@
+"""Matrix multiplication with TensorRT's MatrixOperation per input.
+
+NONE treats the last two dimensions as a matrix, TRANSPOSE as a transposed
+matrix, VECTOR the last dimension as a vector. The remaining (batch) dimensions
+of the two inputs must be equally many; each pair is equal or one of them 1
+(broadcast). matrix x matrix gives a matrix, matrix x vector and vector x matrix
+a vector, vector x vector a scalar per batch element.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import NetworkError, ShapeError, TypeMismatchError
+from ..core.types import DataType
+from ..shape import IDimensionExpr
+from .base import Operator, ShapeExprs, register_operator
+from .elementwise import FLOAT_TYPES, broadcast_dim, expect_inputs, label, merge_dim
+
+__all__ = ["MatrixMultiplyOperator"]
+
+_OPS = ("NONE", "TRANSPOSE", "VECTOR")
+
+
+@register_operator
+class MatrixMultiplyOperator(Operator):
+    """``out = op0(a) @ op1(b)``; params: ``op0``, ``op1`` (MatrixOperation names)."""
+
+    kind = "matrix_multiply"
+
+    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(params, weights)
+        self.ops = (str(self.param("op0")), str(self.param("op1")))
+        for index, op in enumerate(self.ops):
+            if op not in _OPS:
+                raise NetworkError(f"matrix_multiply: unknown op{index} {op!r}; valid: {', '.join(_OPS)}")
+        self._out_view: tuple[int, ...] = ()
+
+    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
+        expect_inputs(self, len(input_types), 2)
+        a, b = input_types
+        if a not in FLOAT_TYPES or a != b:
+            raise TypeMismatchError(
+                f"{label(self)}: matrix multiply needs two FLOAT or two HALF inputs, got {a.name} and {b.name}"
+            )
+        return [a]
+
+    def output_shapes(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs]:
+        expect_inputs(self, len(input_shapes), 2)
+        (batch_a, rows, k_a), (batch_b, cols, k_b) = (self._split(i, s) for i, s in enumerate(input_shapes))
+        if len(batch_a) != len(batch_b):
+            raise ShapeError(
+                f"{label(self)}: inputs have {len(batch_a)} and {len(batch_b)} batch dimensions "
+                f"(ranks {len(input_shapes[0])} and {len(input_shapes[1])} with op0={self.ops[0]}, "
+                f"op1={self.ops[1]}); they must have equally many"
+            )
+        merge_dim(self, k_a, k_b, "the reduced dimensions of input 0 and input 1")
+        batch = [broadcast_dim(self, x, y, axis) for axis, (x, y) in enumerate(zip(batch_a, batch_b))]
+        return [batch + [d for d in (rows, cols) if d is not None]]
+
+    def _split(self, index: int, shape: ShapeExprs) -> tuple[ShapeExprs, IDimensionExpr | None, IDimensionExpr]:
+        """(batch dims, the kept dim or None for a vector, the reduced dim) of input ``index``."""
+        op = self.ops[index]
+        need = 1 if op == "VECTOR" else 2
+        if len(shape) < need:
+            raise ShapeError(f"{label(self)}: input {index} with op {op} needs rank >= {need}, got {len(shape)}")
+        if op == "VECTOR":
+            return list(shape[:-1]), None, shape[-1]
+        rows, cols = (shape[-1], shape[-2]) if op == "TRANSPOSE" else (shape[-2], shape[-1])
+        return (list(shape[:-2]), rows, cols) if index == 0 else (list(shape[:-2]), cols, rows)
+
+    def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
+        out = tuple(output_shapes[0])
+        matrix_a, matrix_b = self.ops[0] != "VECTOR", self.ops[1] != "VECTOR"
+        batch = len(out) - matrix_a - matrix_b
+        rows = out[batch] if matrix_a else 1
+        cols = out[-1] if matrix_b else 1
+        self._out_view = (*out[:batch], rows, cols)
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        a, b = inputs
+        a = _operand(a, self.ops[0], first=True)
+        b = _operand(b, self.ops[1], first=False)
+        out = outputs[0]
+        if len(self._out_view) != a.ndim:
+            self.prepare([a.shape, b.shape], [out.shape])
+        xp.matmul(a, b, out=out.reshape(self._out_view))
+
+
+def _operand(x: Any, op: str, first: bool) -> Any:
+    if op == "TRANSPOSE":
+        return x.swapaxes(-1, -2)
+    if op == "VECTOR":
+        return x[..., None, :] if first else x[..., :, None]
+    return x

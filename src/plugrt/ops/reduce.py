@@ -1,0 +1,79 @@
+"""The reduce operator (SUM, PROD, MAX, MIN, AVG over a bitmask of axes).
+
+HALF sums and averages accumulate in FLOAT, as TensorRT does, and are rounded
+once into the HALF output. AVG takes FLOAT or HALF.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import NetworkError, ShapeError, TypeMismatchError
+from ..core.types import DataType
+from ..shape import constant
+from .base import Operator, ShapeExprs, register_operator
+from .elementwise import FLOAT_TYPES, expect_inputs, label
+
+__all__ = ["ReduceOperator", "axes_from_mask"]
+
+_FUNCTIONS = {"SUM": "sum", "PROD": "prod", "MAX": "max", "MIN": "min", "AVG": "mean"}
+_TYPES = FLOAT_TYPES | {DataType.INT32, DataType.INT64}
+
+
+def axes_from_mask(op: Operator, mask: int, rank: int) -> tuple[int, ...]:
+    """The axes whose bits are set in ``mask``; a bit at or above ``rank`` raises :class:`ShapeError`."""
+    if mask < 0 or mask >> rank:
+        raise ShapeError(f"{label(op)}: axes bitmask {mask:#b} names an axis outside the input's {rank} dimensions")
+    return tuple(axis for axis in range(rank) if mask >> axis & 1)
+
+
+@register_operator
+class ReduceOperator(Operator):
+    """params: ``op`` (a ReduceOperation name), ``axes`` (bitmask), ``keep_dims`` (bool)."""
+
+    kind = "reduce"
+
+    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(params, weights)
+        self.op = str(self.param("op"))
+        if self.op not in _FUNCTIONS:
+            raise NetworkError(f"reduce: unknown op {self.op!r}; valid: {', '.join(_FUNCTIONS)}")
+        self.mask = int(self.param("axes"))
+        self.keep_dims = bool(self.param("keep_dims"))
+        self._axes: tuple[int, ...] = ()
+        self._rank = -1
+
+    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
+        expect_inputs(self, len(input_types), 1)
+        allowed = FLOAT_TYPES if self.op == "AVG" else _TYPES
+        if input_types[0] not in allowed:
+            valid = ", ".join(sorted(t.name for t in allowed))
+            raise TypeMismatchError(f"{label(self)}: reduce {self.op} takes {valid}, got {input_types[0].name}")
+        return [input_types[0]]
+
+    def output_shapes(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs]:
+        expect_inputs(self, len(input_shapes), 1)
+        shape = input_shapes[0]
+        axes = axes_from_mask(self, self.mask, len(shape))
+        if self.keep_dims:
+            return [[constant(1) if axis in axes else dim for axis, dim in enumerate(shape)]]
+        return [[dim for axis, dim in enumerate(shape) if axis not in axes]]
+
+    def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
+        self._rank = len(input_shapes[0])
+        self._axes = axes_from_mask(self, self.mask, self._rank)
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        x, out = inputs[0], outputs[0]
+        if x.ndim != self._rank:
+            self.prepare([x.shape], [out.shape])
+        function = getattr(xp, _FUNCTIONS[self.op])
+        if x.dtype == np.float16 and self.op in ("SUM", "AVG"):
+            out[...] = function(x, axis=self._axes, keepdims=self.keep_dims, dtype=xp.float32)
+        else:
+            function(x, axis=self._axes, keepdims=self.keep_dims, out=out)

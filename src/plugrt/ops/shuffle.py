@@ -1,0 +1,153 @@
+"""The shuffle operator: transpose, reshape, transpose (TensorRT's IShuffleLayer).
+
+A reshape dimension of 0 copies the input dimension at the same index (when
+``zero_is_placeholder``), and one -1 is inferred from the volume. The reshape
+dimensions come from ``reshape_dims`` or from a second input whose values are
+known at build time (a shape tensor computed from shapes and constants); a
+non-constant value is used as a dimension as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import NetworkError, ShapeError, TypeMismatchError
+from ..core.types import DataType
+from ..shape import DimensionOperation, IDimensionExpr, constant, operation
+from .base import Operator, ShapeExprs, register_operator
+from .elementwise import label
+
+__all__ = ["ShuffleOperator"]
+
+
+@register_operator
+class ShuffleOperator(Operator):
+    """params: ``first_transpose``, ``second_transpose`` (lists), ``zero_is_placeholder`` (bool)
+    and, when set, ``reshape_dims`` (list)."""
+
+    kind = "shuffle"
+
+    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(params, weights)
+        self.first = [int(p) for p in self.params.get("first_transpose", [])]
+        self.second = [int(p) for p in self.params.get("second_transpose", [])]
+        reshape = self.params.get("reshape_dims")
+        self.reshape = None if reshape is None else [int(d) for d in reshape]
+        self.zero_is_placeholder = bool(self.params.get("zero_is_placeholder", True))
+        self._prepared: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+        self._p1: tuple[int, ...] | None = None
+        self._p2_inverse: tuple[int, ...] | None = None
+        self._moved: tuple[int, ...] = ()
+        self._mid: tuple[int, ...] = ()
+
+    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
+        self._check_count(len(input_types))
+        if len(input_types) == 2 and input_types[1] not in (DataType.INT32, DataType.INT64):
+            raise TypeMismatchError(
+                f"{label(self)}: the reshape dimensions input must be INT32 or INT64, got {input_types[1].name}"
+            )
+        return [input_types[0]]
+
+    def output_shapes(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs]:
+        self._check_count(len(input_shapes))
+        shape = input_shapes[0]
+        moved = [shape[p] for p in self._perm(self.first, len(shape), "first_transpose")]
+        spec = self._reshape_spec(input_values)
+        mid = moved if spec is None else self._reshape(moved, spec)
+        return [[mid[p] for p in self._perm(self.second, len(mid), "second_transpose")]]
+
+    def output_values(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs | None]:
+        value = input_values[0] if input_values else None
+        if value is None or len(input_shapes[0]) > 1:
+            return [None]
+        out = self.output_shapes(input_shapes, input_values)[0]
+        return [list(value) if len(out) <= 1 else None]
+
+    def _check_count(self, count: int) -> None:
+        if count not in (1, 2):
+            raise NetworkError(f"{label(self)}: shuffle takes 1 input (or 2 with reshape dimensions), got {count}")
+
+    def _perm(self, perm: list[int], rank: int, what: str) -> list[int]:
+        full = perm[:rank] + list(range(len(perm), rank))
+        if sorted(full) != list(range(rank)):
+            raise ShapeError(f"{label(self)}: {what} {perm} is not a permutation of the input's {rank} dimensions")
+        return full
+
+    def _reshape_spec(self, input_values: Sequence[ShapeExprs | None]) -> ShapeExprs | None:
+        if len(input_values) == 2:
+            if input_values[1] is None:
+                raise NetworkError(
+                    f"{label(self)}: the reshape dimensions input is not known when the network is built; "
+                    "dynamic reshape from a runtime tensor is not supported yet (compute it from shapes and constants)"
+                )
+            return list(input_values[1])
+        return None if self.reshape is None else [constant(d) for d in self.reshape]
+
+    def _reshape(self, moved: ShapeExprs, spec: ShapeExprs) -> ShapeExprs:
+        dims: list[IDimensionExpr | None] = []
+        inferred: int | None = None
+        for index, dim in enumerate(spec):
+            value = dim.get_constant_value() if dim.is_constant() else None
+            if value == 0 and self.zero_is_placeholder:
+                if index >= len(moved):
+                    raise ShapeError(
+                        f"{label(self)}: reshape dimension {index} is 0 (copy the input's) "
+                        f"but the input has rank {len(moved)}"
+                    )
+                dims.append(moved[index])
+            elif value == -1:
+                if inferred is not None:
+                    raise ShapeError(f"{label(self)}: reshape dimensions {spec} have more than one -1")
+                inferred = index
+                dims.append(None)
+            elif value is not None and value < 0:
+                raise ShapeError(f"{label(self)}: reshape dimension {index} is {value}; it must be >= -1")
+            else:
+                dims.append(dim)
+        total, known = _volume(moved), _volume([d for d in dims if d is not None])
+        if inferred is not None:
+            if known.is_constant() and known.get_constant_value() == 0:
+                raise ShapeError(f"{label(self)}: cannot infer the -1 in {spec}: the other dimensions have volume 0")
+            if total.is_constant() and known.is_constant() and total.get_constant_value() % known.get_constant_value():
+                raise ShapeError(
+                    f"{label(self)}: cannot reshape {total} elements to {spec}: {total} is not divisible by {known}"
+                )
+            dims[inferred] = operation(DimensionOperation.FLOOR_DIV, total, known)
+        elif total.is_constant() and known.is_constant() and total != known:
+            raise ShapeError(f"{label(self)}: cannot reshape {moved} ({total} elements) to {spec} ({known} elements)")
+        return [d for d in dims if d is not None]
+
+    def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
+        shape, out = tuple(input_shapes[0]), tuple(output_shapes[0])
+        p1 = self._perm(self.first, len(shape), "first_transpose")
+        p2 = self._perm(self.second, len(out), "second_transpose")
+        self._p1 = None if p1 == sorted(p1) else tuple(p1)
+        self._moved = tuple(shape[p] for p in p1)
+        inverse = [p2.index(axis) for axis in range(len(p2))]
+        self._p2_inverse = None if p2 == sorted(p2) else tuple(inverse)
+        self._mid = tuple(out[i] for i in inverse)
+        self._prepared = (shape, out)
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        x, out = inputs[0], outputs[0]
+        if self._prepared != (x.shape, out.shape):
+            self.prepare([x.shape], [out.shape])
+        source = x if self._p1 is None else x.transpose(self._p1)
+        if self._p2_inverse is None:
+            out.reshape(self._moved)[...] = source
+        else:
+            out.transpose(self._p2_inverse)[...] = source.reshape(self._mid)
+
+
+def _volume(dims: Sequence[IDimensionExpr]) -> IDimensionExpr:
+    total = constant(1)
+    for dim in dims:
+        total = operation(DimensionOperation.PROD, total, dim)
+    return total

@@ -1,0 +1,72 @@
+"""The softmax operator, numerically stable (the maximum is subtracted first).
+
+The axis is a bitmask, as in TensorRT; unset, it is TensorRT's default axis
+``max(0, rank - 3)``. HALF inputs are summed in FLOAT.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import ShapeError, TypeMismatchError
+from ..core.types import DataType
+from .base import Operator, ShapeExprs, register_operator
+from .concatenation import default_axis
+from .elementwise import FLOAT_TYPES, expect_inputs, label, quiet
+from .reduce import axes_from_mask
+
+__all__ = ["SoftmaxOperator"]
+
+
+@register_operator
+class SoftmaxOperator(Operator):
+    """``out = exp(x - max) / sum(exp(x - max))`` over the axes; params: ``axes`` (bitmask; absent: the default)."""
+
+    kind = "softmax"
+
+    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(params, weights)
+        axes = self.params.get("axes")
+        self.mask: int | None = None if axes is None else int(axes)
+        self._axes: tuple[int, ...] = ()
+        self._rank = -1
+
+    def axes_for(self, rank: int) -> tuple[int, ...]:
+        """The axes normalised over, for an input of ``rank``."""
+        if rank == 0:
+            raise ShapeError(f"{label(self)}: softmax needs an input of rank >= 1, got a scalar")
+        mask = 1 << default_axis(rank) if self.mask is None else self.mask
+        axes = axes_from_mask(self, mask, rank)
+        if not axes:
+            raise ShapeError(f"{label(self)}: softmax axes bitmask is 0; set one axis")
+        return axes
+
+    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
+        expect_inputs(self, len(input_types), 1)
+        if input_types[0] not in FLOAT_TYPES:
+            raise TypeMismatchError(f"{label(self)}: softmax takes FLOAT or HALF, got {input_types[0].name}")
+        return [input_types[0]]
+
+    def output_shapes(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs]:
+        expect_inputs(self, len(input_shapes), 1)
+        self.axes_for(len(input_shapes[0]))
+        return [list(input_shapes[0])]
+
+    def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
+        self._rank = len(input_shapes[0])
+        self._axes = self.axes_for(self._rank)
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        x, out = inputs[0], outputs[0]
+        if x.ndim != self._rank:
+            self.prepare([x.shape], [out.shape])
+        with quiet(xp):
+            xp.subtract(x, x.max(axis=self._axes, keepdims=True), out=out)
+            xp.exp(out, out=out)
+            total = out.sum(axis=self._axes, keepdims=True, dtype=xp.float32)
+            xp.divide(out, total, out=out)

@@ -1,0 +1,146 @@
+"""Elementwise unary operations (TensorRT's UnaryOperation), and ``erf``.
+
+ROUND rounds half to even. NOT takes BOOL; ISINF and ISNAN give BOOL; ABS, NEG
+and SIGN also take integers; the others take FLOAT or HALF.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import NetworkError, TypeMismatchError
+from ..core.types import DataType
+from .base import Operator, ShapeExprs, register_operator
+from .elementwise import FLOAT_TYPES, NUMERIC_TYPES, expect_inputs, label, quiet
+
+__all__ = ["UnaryOperator", "erf"]
+
+_UFUNCS = {
+    "EXP": "exp",
+    "LOG": "log",
+    "SQRT": "sqrt",
+    "RECIP": "reciprocal",
+    "ABS": "absolute",
+    "NEG": "negative",
+    "SIN": "sin",
+    "COS": "cos",
+    "TAN": "tan",
+    "SINH": "sinh",
+    "COSH": "cosh",
+    "ASIN": "arcsin",
+    "ACOS": "arccos",
+    "ATAN": "arctan",
+    "ASINH": "arcsinh",
+    "ACOSH": "arccosh",
+    "ATANH": "arctanh",
+    "CEIL": "ceil",
+    "FLOOR": "floor",
+    "ERF": "",
+    "NOT": "logical_not",
+    "SIGN": "sign",
+    "ROUND": "rint",
+    "ISINF": "isinf",
+    "ISNAN": "isnan",
+}
+_SIGNED_TYPES = FLOAT_TYPES | {DataType.INT8, DataType.INT32, DataType.INT64}
+
+
+def _input_types(op: str) -> frozenset[DataType]:
+    if op == "NOT":
+        return frozenset({DataType.BOOL})
+    if op in ("ABS", "NEG", "SIGN"):
+        return _SIGNED_TYPES if op != "ABS" else NUMERIC_TYPES
+    return FLOAT_TYPES
+
+
+@register_operator
+class UnaryOperator(Operator):
+    """``out = op(x)``; params: ``op`` (a UnaryOperation name)."""
+
+    kind = "unary"
+
+    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(params, weights)
+        self.op = str(self.param("op"))
+        if self.op not in _UFUNCS:
+            raise NetworkError(f"unary: unknown op {self.op!r}; valid: {', '.join(_UFUNCS)}")
+
+    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
+        expect_inputs(self, len(input_types), 1)
+        allowed = _input_types(self.op)
+        if input_types[0] not in allowed:
+            valid = ", ".join(sorted(t.name for t in allowed))
+            raise TypeMismatchError(f"{label(self)}: unary {self.op} takes {valid}, got {input_types[0].name}")
+        return [DataType.BOOL if self.op in ("ISINF", "ISNAN") else input_types[0]]
+
+    def output_shapes(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs]:
+        expect_inputs(self, len(input_shapes), 1)
+        return [list(input_shapes[0])]
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        with quiet(xp):
+            if self.op == "ERF":
+                erf(xp, inputs[0], outputs[0])
+            else:
+                getattr(xp, _UFUNCS[self.op])(inputs[0], out=outputs[0])
+
+
+def erf(xp: Any, x: Any, out: Any) -> None:
+    """Write the error function of ``x`` into ``out``.
+
+    Uses SciPy (NumPy arrays) or CuPy's ``cupyx.scipy.special`` when present, else
+    :func:`erf_fallback`.
+    """
+    _erf_function(xp)(x, out=out)
+
+
+_ERF_CACHE: dict[str, Callable[..., Any]] = {}
+
+
+def _erf_function(xp: Any) -> Callable[..., Any]:
+    key = getattr(xp, "__name__", "")
+    if key not in _ERF_CACHE:
+        try:
+            if key.startswith("cupy"):
+                from cupyx.scipy.special import erf as found
+            else:
+                from scipy.special import erf as found
+        except ImportError:
+            found = _fallback_for(xp)
+        _ERF_CACHE[key] = found
+    return _ERF_CACHE[key]
+
+
+def _fallback_for(xp: Any) -> Callable[..., Any]:
+    def run(x: Any, out: Any) -> None:
+        out[...] = erf_fallback(xp, x)
+
+    return run
+
+
+def erf_fallback(xp: Any, x: Any) -> Any:
+    """``erf(x)`` from elementary functions, accurate to about 1e-14 (float64 work).
+
+    A Taylor series below 2.5 and the Laplace continued fraction of ``erfc`` above.
+    """
+    z = xp.abs(xp.asarray(x, dtype=xp.float64))
+    small = xp.minimum(z, 2.5)
+    square = small * small
+    term = small.copy()
+    series = small.copy()
+    for n in range(1, 37):
+        term *= -square / n
+        series += term / (2 * n + 1)
+    series *= 2.0 / math.sqrt(math.pi)
+    large = xp.maximum(z, 2.5)
+    fraction = large.copy()
+    for k in range(20, 0, -1):
+        fraction = large + (k / 2.0) / fraction
+    tail = 1.0 - xp.exp(-large * large) / (math.sqrt(math.pi) * fraction)
+    return xp.sign(x) * xp.where(z < 2.5, series, tail)

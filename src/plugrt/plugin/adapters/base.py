@@ -1,0 +1,177 @@
+"""What every plugin adapter shares: ports, descriptors and format negotiation.
+
+An adapter drives one plugin family through TensorRT's call order. The builder
+and the executor talk only to adapters, never to plugins directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...core.dims import Dims
+from ...core.errors import FormatNegotiationError, PluginError
+from ...core.layouts import SUPPORTED_FORMATS, format_min_rank
+from ...core.logger import ILogger
+from ...core.types import DataType, TensorFormat
+from ...shape.expr import IDimensionExpr
+from ..descriptors import DynamicPluginTensorDesc, PluginTensorDesc
+from ..recorder import PluginCaller
+
+__all__ = [
+    "Port",
+    "IOChoice",
+    "BuildRequest",
+    "CANDIDATE_TYPES",
+    "negotiate_combination",
+    "candidate_list",
+    "plugin_label",
+    "check_status",
+]
+
+IOChoice = tuple[DataType, TensorFormat]
+
+#: Types plugrt offers plugins during format negotiation (those NumPy can hold).
+CANDIDATE_TYPES: tuple[DataType, ...] = (
+    DataType.FLOAT,
+    DataType.HALF,
+    DataType.INT32,
+    DataType.INT64,
+    DataType.INT8,
+    DataType.UINT8,
+    DataType.BOOL,
+)
+
+
+@dataclass
+class Port:
+    """One plugin input or output at build time: shape expressions and profile ranges."""
+
+    shape: list[IDimensionExpr]
+    #: For each profile: (min, opt, max) concrete dims.
+    ranges: list[tuple[Dims, Dims, Dims]]
+    dtype: DataType = DataType.FLOAT
+    format: TensorFormat = TensorFormat.LINEAR
+    values: list[IDimensionExpr] | None = None
+
+    @property
+    def build_dims(self) -> Dims:
+        """Dims with -1 where the dimension is not a build-time constant."""
+        return Dims([d.get_constant_value() if d.is_constant() else -1 for d in self.shape])
+
+    def desc(self, dtype: DataType | None = None, fmt: TensorFormat | None = None) -> PluginTensorDesc:
+        """A build-time descriptor (dynamic dims are -1)."""
+        return PluginTensorDesc(self.build_dims, self.dtype if dtype is None else dtype,
+                                self.format if fmt is None else fmt, 1.0)
+
+    def dynamic_desc(self, profile: int, dtype: DataType | None = None, fmt: TensorFormat | None = None) -> DynamicPluginTensorDesc:
+        """A descriptor with the min/opt/max of ``profile``."""
+        lo, mid, hi = self.ranges[profile]
+        return DynamicPluginTensorDesc(self.desc(dtype, fmt), Dims(lo), Dims(hi), Dims(mid))
+
+
+@dataclass
+class BuildRequest:
+    """What the builder knows when it asks an adapter to build a plugin layer."""
+
+    layer: str
+    inputs: list[Port]
+    fp16: bool = False
+    int8: bool = False
+    workspace_limit: int = 1 << 40
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def plugin_label(name: str, version: str, namespace: str) -> str:
+    """'Name v1' or 'Name v1 (namespace 'ns')' for messages."""
+    return f"{name} v{version}" + (f" (namespace {namespace!r})" if namespace else "")
+
+
+def check_status(caller: PluginCaller, method: str, status: Any) -> None:
+    """Raise when a hook that returns a status returned failure (not None or 0)."""
+    if status is None or status is True:
+        return
+    if isinstance(status, int) and status == 0:
+        return
+    raise PluginError(f"{caller.describe(method)} returned {status!r}; 0 or None means success")
+
+
+def candidate_list(preferred: IOChoice | None, rank: int, fp16: bool) -> list[IOChoice]:
+    """Type/format candidates for one position, most preferred first."""
+    formats = [f for f in SUPPORTED_FORMATS if rank >= format_min_rank(f)]
+    types = list(CANDIDATE_TYPES)
+    if fp16:
+        types.remove(DataType.HALF)
+        types.insert(0, DataType.HALF)
+    ordered: list[IOChoice] = []
+    if fp16 and preferred is not None and preferred[0] == DataType.FLOAT:
+        ordered.append((DataType.HALF, preferred[1]))
+    if preferred is not None:
+        ordered.append(preferred)
+    for fmt in formats:
+        for dtype in types:
+            if (dtype, fmt) not in ordered:
+                ordered.append((dtype, fmt))
+    return ordered
+
+
+def negotiate_combination(
+    ask: Callable[[int, list[Any], int], Any],
+    candidates: Sequence[Sequence[IOChoice]],
+    make_desc: Callable[[int, IOChoice], Any],
+    num_inputs: int,
+    who: str,
+    limit: int = 20000,
+) -> list[IOChoice]:
+    """Choose one (type, format) per position, asking position by position.
+
+    Inputs come before outputs; the question for position ``p`` shows the
+    choices made for positions ``< p``; later positions hold a placeholder the
+    plugin must not read. Backtracks when a later position rejects everything.
+    """
+    count = len(candidates)
+    descs = [make_desc(pos, cands[0]) for pos, cands in enumerate(candidates)]
+    chosen: list[IOChoice] = []
+    asked = 0
+    deepest = (-1, [])  # type: tuple[int, list[IOChoice]]
+
+    def search(pos: int) -> bool:
+        nonlocal asked, deepest
+        if pos == count:
+            return True
+        rejected: list[IOChoice] = []
+        for cand in candidates[pos]:
+            asked += 1
+            if asked > limit:
+                raise FormatNegotiationError(
+                    f"{who}: format negotiation gave up after {limit} supports_format_combination calls"
+                )
+            descs[pos] = make_desc(pos, cand)
+            if bool(ask(pos, list(descs), num_inputs)):
+                chosen.append(cand)
+                if search(pos + 1):
+                    return True
+                chosen.pop()
+            else:
+                rejected.append(cand)
+        if pos >= deepest[0]:
+            deepest = (pos, rejected)
+        descs[pos] = make_desc(pos, candidates[pos][0])
+        return False
+
+    if not search(0):
+        pos, rejected = deepest
+        role = f"input {pos}" if pos < num_inputs else f"output {pos - num_inputs}"
+        tried = ", ".join(f"{t.name}/{f.name}" for t, f in rejected[:12])
+        more = f" and {len(rejected) - 12} more" if len(rejected) > 12 else ""
+        raise FormatNegotiationError(
+            f"{who}: supports_format_combination accepts no type/format combination; "
+            f"position {pos} ({role}) rejected every candidate tried: {tried}{more}"
+        )
+    return chosen
+
+
+def caller_for(plugin: Any, layer: str, label: str, logger: ILogger | None) -> PluginCaller:
+    """A :class:`PluginCaller` for ``plugin`` in ``layer``."""
+    return PluginCaller(plugin, layer, label, logger)

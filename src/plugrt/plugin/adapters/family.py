@@ -1,0 +1,116 @@
+"""The adapter base class: the hooks the builder and executor call, per family."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from ...core.dims import Dims
+from ...core.logger import ILogger
+from ...core.types import DataType
+from ...shape.builder import IExprBuilder
+from ...shape.expr import IDimensionExpr
+from ..descriptors import PluginTensorDesc
+from ..recorder import PluginCaller
+from .base import BuildRequest, IOChoice, Port
+
+__all__ = ["PluginAdapter", "BuildResult"]
+
+
+class BuildResult:
+    """What a finished plugin build leaves in the plan."""
+
+    def __init__(self, payload: bytes, tactic: int = 0) -> None:
+        self.payload = payload
+        self.tactic = tactic
+
+
+class PluginAdapter:
+    """Drives one plugin layer through TensorRT's call order for its family.
+
+    Build side: ``begin_build`` → ``output_types`` → ``output_shapes`` →
+    ``choose_formats`` → ``configure`` → ``finish_build`` (or ``abort_build``).
+    Run side: ``revive`` (engine) → ``attach`` (context) → ``shape_change`` →
+    ``enqueue``… → ``detach`` (context) → ``release`` (engine).
+    """
+
+    family: ClassVar[str] = ""
+    #: The record's interface tag in the plan ("v2" or "v3").
+    interface: ClassVar[str] = ""
+
+    def __init__(self, layer: str, logger: ILogger | None) -> None:
+        self.layer = layer
+        self.logger = logger
+        self.build_caller: PluginCaller | None = None
+        self.identity_of_build: tuple[str, str, str] = ("", "", "")
+
+    # --- identity -----------------------------------------------------------------
+    @staticmethod
+    def identity(plugin: Any) -> tuple[str, str, str]:
+        """(name, version, namespace) of a plugin of this family."""
+        raise NotImplementedError
+
+    def caller(self, plugin: Any) -> PluginCaller:
+        """A caller recording hook calls of ``plugin`` in this layer."""
+        from .base import plugin_label
+
+        return PluginCaller(plugin, self.layer, plugin_label(*self.identity(plugin)), self.logger)
+
+    # --- build --------------------------------------------------------------------
+    def begin_build(self, plugin: Any) -> None:
+        """Make the build instance (a clone of the network's plugin)."""
+        raise NotImplementedError
+
+    def output_types(self, input_types: list[DataType]) -> list[DataType]:
+        """Declared output types."""
+        raise NotImplementedError
+
+    def output_shapes(self, request: BuildRequest, shape_inputs: list[Port], eb: IExprBuilder) -> list[list[IDimensionExpr]]:
+        """Output shapes as expressions."""
+        raise NotImplementedError
+
+    def choose_formats(
+        self, request: BuildRequest, outputs: list[Port], preferred: list[IOChoice | None]
+    ) -> list[IOChoice]:
+        """One (type, format) per input then output."""
+        raise NotImplementedError
+
+    def configure(self, request: BuildRequest, outputs: list[Port], num_profiles: int) -> int:
+        """Configure the plugin for every profile; return the workspace bytes needed."""
+        raise NotImplementedError
+
+    def finish_build(self, request: BuildRequest, outputs: list[Port]) -> BuildResult:
+        """Serialize and tear down the build instance."""
+        raise NotImplementedError
+
+    def abort_build(self) -> None:
+        """Tear down the build instance after a failed build (errors ignored)."""
+
+    # --- run ----------------------------------------------------------------------
+    def revive(self, name: str, version: str, namespace: str, payload: bytes, registry: Any, tactic: int) -> Any:
+        """The engine's plugin, recreated from the plan through the registry."""
+        raise NotImplementedError
+
+    def attach(self, engine_plugin: Any, resource_context: Any) -> Any:
+        """The plugin instance an execution context uses."""
+        raise NotImplementedError
+
+    def shape_change(
+        self,
+        plugin: Any,
+        inputs: Sequence[PluginTensorDesc],
+        outputs: Sequence[PluginTensorDesc],
+        input_ranges: Sequence[tuple[Dims, Dims, Dims]],
+        output_ranges: Sequence[tuple[Dims, Dims, Dims]],
+    ) -> None:
+        """Tell a context's plugin about new concrete shapes."""
+
+    def make_enqueue(self, plugin: Any) -> Any:
+        """A callable ``(in_descs, out_descs, in_ptrs, out_ptrs, workspace, stream)`` running the plugin."""
+        raise NotImplementedError
+
+    def detach(self, plugin: Any) -> None:
+        """Release a context's plugin."""
+
+    def release(self, engine_plugin: Any) -> None:
+        """Release the engine's plugin."""

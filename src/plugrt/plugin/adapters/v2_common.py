@@ -1,0 +1,129 @@
+"""Lifecycle shared by the IPluginV2 family: clone, serialize, deserialize, teardown."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from ...core.errors import BuildError, PluginError, SerializationError, TypeMismatchError
+from ..recorder import Phase, PluginCaller
+from ..v2 import IPluginV2
+from .base import check_status
+from .family import BuildResult, PluginAdapter
+
+__all__ = ["V2Common"]
+
+
+class V2Common(PluginAdapter):
+    """Clone/serialize/deserialize/teardown in TensorRT's order for IPluginV2 plugins."""
+
+    interface = "v2"
+    expected_class: ClassVar[type] = IPluginV2
+
+    def __init__(self, layer: str, logger: Any) -> None:
+        super().__init__(layer, logger)
+        self._initialized = False
+        self.context_callers: dict[int, PluginCaller] = {}
+        self.engine_callers: dict[int, PluginCaller] = {}
+
+    @staticmethod
+    def identity(plugin: Any) -> tuple[str, str, str]:
+        values = (getattr(plugin, "plugin_type", ""), getattr(plugin, "plugin_version", ""),
+                  getattr(plugin, "plugin_namespace", ""))
+        for label, value in zip(("plugin_type", "plugin_version", "plugin_namespace"), values):
+            if not isinstance(value, str):
+                raise TypeMismatchError(f"{type(plugin).__name__}.{label} must be a str, got {value!r}")
+        return values
+
+    def _build(self) -> PluginCaller:
+        assert self.build_caller is not None, "begin_build was not called"
+        return self.build_caller
+
+    def _check_instance(self, plugin: Any, where: str, caller: PluginCaller) -> Any:
+        if not isinstance(plugin, self.expected_class):
+            raise PluginError(
+                f"{caller.describe(where)} returned {type(plugin).__name__}; expected a {self.expected_class.__name__}"
+            )
+        return plugin
+
+    def begin_build(self, plugin: Any) -> None:
+        source = self.caller(plugin)
+        clone = self._check_instance(source(Phase.BUILD, "clone"), "clone", source)
+        self.identity_of_build = self.identity(clone)
+        self.build_caller = self.caller(clone)
+
+    def finish_build(self, request: Any, outputs: Any) -> BuildResult:
+        caller = self._build()
+        plugin = caller.plugin
+        caller.note(Phase.SERIALIZE, "get_serialization_size")
+        try:
+            declared = plugin.serialization_size
+        except Exception as exc:
+            raise PluginError(f"{caller.describe('get_serialization_size')} raised {type(exc).__name__}: {exc}") from exc
+        payload = caller(Phase.SERIALIZE, "serialize")
+        if isinstance(payload, (bytearray, memoryview)):
+            payload = bytes(payload)
+        if not isinstance(payload, bytes):
+            raise SerializationError(
+                f"{caller.describe('serialize')} returned {type(payload).__name__}; expected bytes"
+            )
+        if declared != len(payload):
+            raise BuildError(
+                f"{caller.describe('serialize')} wrote {len(payload)} bytes but get_serialization_size "
+                f"(serialization_size) says {declared}; the two must agree byte for byte"
+            )
+        self._teardown_build()
+        return BuildResult(payload)
+
+    def _teardown_build(self) -> None:
+        caller = self._build()
+        if self._initialized:
+            caller(Phase.TEARDOWN, "terminate")
+            self._initialized = False
+        caller(Phase.TEARDOWN, "destroy")
+        self.build_caller = None
+
+    def abort_build(self) -> None:
+        if self.build_caller is None:
+            return
+        try:
+            self._teardown_build()
+        except Exception:  # noqa: BLE001 - best effort after another error
+            self.build_caller = None
+
+    def revive(self, name: str, version: str, namespace: str, payload: bytes, registry: Any, tactic: int) -> Any:
+        creator = registry.require_creator(name, version, namespace)
+        creator_caller = PluginCaller(creator, self.layer, f"{name} v{version} creator", self.logger)
+        plugin = creator_caller(Phase.DESERIALIZE, "deserialize_plugin", self.layer, payload)
+        if plugin is None:
+            raise PluginError(f"{creator_caller.describe('deserialize_plugin')} returned None")
+        self._check_instance(plugin, "deserialize_plugin", creator_caller)
+        caller = self.caller(plugin)
+        check_status(caller, "initialize", caller(Phase.DESERIALIZE, "initialize"))
+        self.engine_callers[id(plugin)] = caller
+        return plugin
+
+    def attach(self, engine_plugin: Any, resource_context: Any) -> Any:
+        source = self.engine_callers[id(engine_plugin)]
+        clone = self._check_instance(source(Phase.CONTEXT, "clone"), "clone", source)
+        if clone is engine_plugin:
+            raise PluginError(f"{source.describe('clone')} returned the plugin itself; it must return a new object")
+        caller = self.caller(clone)
+        self.context_callers[id(clone)] = caller
+        if hasattr(clone, "attach_to_context"):
+            caller(Phase.CONTEXT, "attach_to_context", resource_context)
+        return clone
+
+    def detach(self, plugin: Any) -> None:
+        caller = self.context_callers.pop(id(plugin), None)
+        if caller is None:
+            return
+        if hasattr(plugin, "detach_from_context"):
+            caller(Phase.TEARDOWN, "detach_from_context")
+        caller(Phase.TEARDOWN, "destroy")
+
+    def release(self, engine_plugin: Any) -> None:
+        caller = self.engine_callers.pop(id(engine_plugin), None)
+        if caller is None:
+            return
+        caller(Phase.TEARDOWN, "terminate")
+        caller(Phase.TEARDOWN, "destroy")

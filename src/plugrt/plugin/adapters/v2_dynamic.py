@@ -1,0 +1,139 @@
+"""Adapter for ``IPluginV2DynamicExt`` plugins."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ...core.dims import Dims
+from ...core.errors import BuildError, PluginError, SerializationError, TypeMismatchError
+from ...core.types import DataType
+from ...shape.builder import DimsExprs, IExprBuilder
+from ...shape.expr import IDimensionExpr
+from ..descriptors import DynamicPluginTensorDesc, PluginTensorDesc
+from ..recorder import Phase
+from ..v2 import IPluginV2DynamicExt
+from .base import BuildRequest, IOChoice, Port, candidate_list, check_status, negotiate_combination
+from .family import BuildResult, PluginAdapter
+from .v2_common import V2Common
+
+__all__ = ["V2DynamicAdapter"]
+
+
+class V2DynamicAdapter(V2Common):
+    """Build: clone, output types, output dimensions, incremental
+    supports_format_combination, configure_plugin per profile, get_workspace_size,
+    initialize; serialize: get_serialization_size, serialize, terminate, destroy.
+    Run: deserialize_plugin, initialize; per context clone, attach_to_context,
+    configure_plugin on shape change, enqueue; teardown detach/destroy (clone),
+    terminate/destroy (engine's plugin)."""
+
+    family = "v2_dynamic"
+
+    def output_types(self, input_types: list[DataType]) -> list[DataType]:
+        caller = self._build()
+        plugin = caller.plugin
+        return [
+            _as_type(caller, "get_output_datatype", caller(Phase.BUILD, "get_output_datatype", i, list(input_types)))
+            for i in range(plugin.num_outputs)
+        ]
+
+    def output_shapes(self, request: BuildRequest, shape_inputs: list[Port], eb: IExprBuilder) -> list[list[IDimensionExpr]]:
+        caller = self._build()
+        inputs = [DimsExprs(port.shape) for port in request.inputs]
+        shapes = []
+        for i in range(caller.plugin.num_outputs):
+            result = caller(Phase.BUILD, "get_output_dimensions", i, [DimsExprs(d) for d in inputs], eb)
+            shapes.append(_as_shape(caller, f"get_output_dimensions({i})", result))
+        return shapes
+
+    def choose_formats(self, request: BuildRequest, outputs: list[Port], preferred: list[IOChoice | None]) -> list[IOChoice]:
+        caller = self._build()
+        ports = request.inputs + outputs
+        candidates = [candidate_list(pref, len(port.shape), request.fp16) for pref, port in zip(preferred, ports)]
+
+        def ask(pos: int, descs: list[Any], num_inputs: int) -> Any:
+            return caller(Phase.BUILD, "supports_format_combination", pos, descs, num_inputs)
+
+        return negotiate_combination(
+            ask, candidates, lambda pos, c: ports[pos].desc(*c), len(request.inputs), caller.describe("supports_format_combination")
+        )
+
+    def configure(self, request: BuildRequest, outputs: list[Port], num_profiles: int) -> int:
+        caller = self._build()
+        workspace = 0
+        for profile in range(num_profiles):
+            caller(
+                Phase.BUILD,
+                "configure_plugin",
+                [p.dynamic_desc(profile) for p in request.inputs],
+                [p.dynamic_desc(profile) for p in outputs],
+            )
+        for profile in range(num_profiles):
+            size = caller(
+                Phase.BUILD,
+                "get_workspace_size",
+                [_max_desc(p, profile) for p in request.inputs],
+                [_max_desc(p, profile) for p in outputs],
+            )
+            workspace = max(workspace, _as_size(caller, "get_workspace_size", size))
+        check_status(caller, "initialize", caller(Phase.BUILD, "initialize"))
+        self._initialized = True
+        return workspace
+
+    def shape_change(
+        self,
+        plugin: Any,
+        inputs: Sequence[PluginTensorDesc],
+        outputs: Sequence[PluginTensorDesc],
+        input_ranges: Sequence[tuple[Dims, Dims, Dims]],
+        output_ranges: Sequence[tuple[Dims, Dims, Dims]],
+    ) -> None:
+        caller = self.context_callers[id(plugin)]
+        caller(
+            Phase.SHAPE_CHANGE,
+            "configure_plugin",
+            [DynamicPluginTensorDesc(d, r[0], r[2], r[1]) for d, r in zip(inputs, input_ranges)],
+            [DynamicPluginTensorDesc(d, r[0], r[2], r[1]) for d, r in zip(outputs, output_ranges)],
+        )
+
+    def make_enqueue(self, plugin: Any) -> Any:
+        caller = self.context_callers[id(plugin)]
+
+        def run(in_descs: list[Any], out_descs: list[Any], inputs: list[int], outputs: list[int], workspace: int, stream: int) -> None:
+            status = caller(Phase.INFERENCE, "enqueue", in_descs, out_descs, inputs, outputs, workspace, stream)
+            if status is not None and status != 0:
+                check_status(caller, "enqueue", status)
+
+        return run
+
+    expected_class = IPluginV2DynamicExt
+
+
+def _max_desc(port: Port, profile: int) -> PluginTensorDesc:
+    return PluginTensorDesc(Dims(port.ranges[profile][2]), port.dtype, port.format, 1.0)
+
+
+def _as_type(caller: Any, method: str, value: Any) -> DataType:
+    if not isinstance(value, DataType):
+        raise TypeMismatchError(f"{caller.describe(method)} returned {value!r}; expected a DataType")
+    return value
+
+
+def _as_size(caller: Any, method: str, value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise PluginError(f"{caller.describe(method)} returned {value!r}; expected a non-negative int")
+    return value
+
+
+def _as_shape(caller: Any, method: str, value: Any) -> list[IDimensionExpr]:
+    if not isinstance(value, DimsExprs):
+        if isinstance(value, (list, tuple)) and all(isinstance(v, IDimensionExpr) for v in value):
+            value = DimsExprs(value)
+        else:
+            raise TypeMismatchError(f"{caller.describe(method)} returned {type(value).__name__}; expected DimsExprs")
+    unset = value.unset_positions()
+    if unset:
+        raise BuildError(f"{caller.describe(method)} left dimension(s) {unset} of its DimsExprs unset")
+    return list(value)
+

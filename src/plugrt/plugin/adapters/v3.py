@@ -1,0 +1,224 @@
+"""Adapter for ``IPluginV3`` plugins (core, build and runtime capabilities)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ...core.dims import Dims
+from ...core.errors import BuildError, PluginError, TypeMismatchError
+from ...core.layouts import storage_shape
+from ...core.types import DataType
+from ...shape.builder import DimsExprs, IExprBuilder
+from ...shape.expr import IDimensionExpr
+from ..descriptors import PluginTensorDesc
+from ..field_codec import decode_fields, encode_fields
+from ..fields import PluginFieldCollection
+from ..recorder import Phase, PluginCaller
+from ..v3 import IPluginV3, PluginCapabilityType, TensorRTPhase
+from .base import BuildRequest, IOChoice, Port, candidate_list, check_status, negotiate_combination
+from .family import BuildResult, PluginAdapter
+from .v2_dynamic import _as_shape, _as_size, _as_type
+
+__all__ = ["V3Adapter"]
+
+
+def _capability(caller: PluginCaller, phase: str, kind: PluginCapabilityType) -> PluginCaller:
+    found = caller(phase, "get_capability_interface", kind)
+    if found is None:
+        raise PluginError(f"{caller.describe('get_capability_interface')} returned None for {kind.name}")
+    return PluginCaller(found, caller.layer, caller.label, caller.logger)
+
+
+class V3Adapter(PluginAdapter):
+    """Build: clone, capabilities, get_output_data_types, get_output_shapes,
+    supports_format_combination, configure_plugin and get_workspace_size per
+    profile, get_valid_tactics (+ timing), get_fields_to_serialize. Run:
+    create_plugin(RUNTIME), set_tactic; per context attach_to_context,
+    on_shape_change, enqueue."""
+
+    family = "v3"
+    interface = "v3"
+
+    def __init__(self, layer: str, logger: Any) -> None:
+        super().__init__(layer, logger)
+        self._build_runtime: PluginCaller | None = None
+        self.size_tensor_outputs: dict[int, IDimensionExpr] = {}
+        self.tactic = 0
+        self.runtime_callers: dict[int, PluginCaller] = {}
+
+    @staticmethod
+    def identity(plugin: Any) -> tuple[str, str, str]:
+        core = plugin.get_capability_interface(PluginCapabilityType.CORE) if hasattr(plugin, "get_capability_interface") else None
+        source = core if core is not None else plugin
+        values = (getattr(source, "plugin_name", ""), getattr(source, "plugin_version", ""),
+                  getattr(source, "plugin_namespace", ""))
+        for label, value in zip(("plugin_name", "plugin_version", "plugin_namespace"), values):
+            if not isinstance(value, str):
+                raise TypeMismatchError(f"{type(plugin).__name__}.{label} must be a str, got {value!r}")
+        return values
+
+    def _build(self) -> PluginCaller:
+        assert self.build_caller is not None, "begin_build was not called"
+        return self.build_caller
+
+    def begin_build(self, plugin: Any) -> None:
+        source = self.caller(plugin)
+        clone = source(Phase.BUILD, "clone")
+        if not isinstance(clone, IPluginV3):
+            raise PluginError(f"{source.describe('clone')} returned {type(clone).__name__}; expected an IPluginV3")
+        root = self.caller(clone)
+        self.identity_of_build = self.identity(clone)
+        _capability(root, Phase.BUILD, PluginCapabilityType.CORE)
+        self.build_caller = _capability(root, Phase.BUILD, PluginCapabilityType.BUILD)
+        self._root = root
+
+    def output_types(self, input_types: list[DataType]) -> list[DataType]:
+        caller = self._build()
+        result = caller(Phase.BUILD, "get_output_data_types", list(input_types))
+        count = caller.plugin.num_outputs
+        if not isinstance(result, (list, tuple)) or len(result) != count:
+            raise PluginError(f"{caller.describe('get_output_data_types')} returned {result!r}; expected {count} DataTypes")
+        return [_as_type(caller, "get_output_data_types", t) for t in result]
+
+    def output_shapes(self, request: BuildRequest, shape_inputs: list[Port], eb: IExprBuilder) -> list[list[IDimensionExpr]]:
+        caller = self._build()
+        values = []
+        for i, port in enumerate(shape_inputs):
+            if port.values is None:
+                raise BuildError(f"{caller.describe('get_output_shapes')}: shape input {i} is not a shape tensor whose values are known")
+            values.append(DimsExprs(port.values))
+        result = caller(Phase.BUILD, "get_output_shapes", [DimsExprs(p.shape) for p in request.inputs], values, eb)
+        count = caller.plugin.num_outputs
+        if not isinstance(result, (list, tuple)) or len(result) != count:
+            raise PluginError(f"{caller.describe('get_output_shapes')} returned {result!r}; expected {count} DimsExprs")
+        shapes = [_as_shape(caller, f"get_output_shapes()[{i}]", r) for i, r in enumerate(result)]
+        self.size_tensor_outputs = dict(eb.declared_size_tensors)
+        for index in self.size_tensor_outputs:
+            if not 0 <= index < count or shapes[index]:
+                raise BuildError(f"{caller.describe('get_output_shapes')}: size tensor output {index} must exist and be 0-d")
+        return shapes
+
+    def choose_formats(self, request: BuildRequest, outputs: list[Port], preferred: list[IOChoice | None]) -> list[IOChoice]:
+        caller = self._build()
+        ports = request.inputs + outputs
+        candidates = [candidate_list(pref, len(port.shape), request.fp16) for pref, port in zip(preferred, ports)]
+
+        def ask(pos: int, descs: list[Any], num_inputs: int) -> Any:
+            return caller(Phase.BUILD, "supports_format_combination", pos, descs, num_inputs)
+
+        return negotiate_combination(
+            ask, candidates, lambda pos, c: ports[pos].dynamic_desc(0, *c), len(request.inputs),
+            caller.describe("supports_format_combination"),
+        )
+
+    def configure(self, request: BuildRequest, outputs: list[Port], num_profiles: int) -> int:
+        caller = self._build()
+        workspace = 0
+        for profile in range(num_profiles):
+            ins = [p.dynamic_desc(profile) for p in request.inputs]
+            outs = [p.dynamic_desc(profile) for p in outputs]
+            caller(Phase.BUILD, "configure_plugin", ins, outs)
+            size = caller(Phase.BUILD, "get_workspace_size", ins, outs)
+            workspace = max(workspace, _as_size(caller, "get_workspace_size", size))
+        tactics = caller(Phase.BUILD, "get_valid_tactics")
+        tactics = list(tactics or [])
+        if any(not isinstance(t, int) or t <= 0 for t in tactics):
+            raise PluginError(f"{caller.describe('get_valid_tactics')} returned {tactics!r}; tactics are positive ints")
+        if tactics:
+            self.tactic = self._time_tactics(tactics, request.inputs, outputs, workspace)
+        return workspace
+
+    def _time_tactics(self, tactics: list[int], inputs: list[Port], outputs: list[Port], workspace: int) -> int:
+        runtime = _capability(self._root, Phase.BUILD, PluginCapabilityType.RUNTIME)
+        def buffers(ports: list[Port], use_max: bool) -> tuple[list[np.ndarray], list[PluginTensorDesc]]:
+            arrays, descs = [], []
+            for port in ports:
+                dims = Dims(port.ranges[0][2] if use_max else port.ranges[0][1])
+                arrays.append(np.zeros(storage_shape(list(dims), port.format), dtype=port.dtype.nptype()))
+                descs.append(PluginTensorDesc(dims, port.dtype, port.format, 1.0))
+            return arrays, descs
+        in_arrays, in_descs = buffers(inputs, False)
+        out_arrays, out_descs = buffers(outputs, True)
+        scratch = np.zeros(max(workspace, 1), dtype=np.uint8)
+        best, best_time = tactics[0], float("inf")
+        for tactic in tactics:
+            runtime(Phase.BUILD, "set_tactic", tactic)
+            runtime(Phase.BUILD, "on_shape_change", in_descs, out_descs)
+            start = time.perf_counter()
+            for _ in range(3):
+                status = runtime(Phase.BUILD, "enqueue", in_descs, out_descs, [a.ctypes.data for a in in_arrays],
+                                 [a.ctypes.data for a in out_arrays], scratch.ctypes.data if workspace else 0, 0)
+                check_status(runtime, "enqueue", status)
+            elapsed = time.perf_counter() - start
+            if elapsed < best_time:
+                best, best_time = tactic, elapsed
+        return best
+
+    def finish_build(self, request: Any, outputs: Any) -> BuildResult:
+        runtime = _capability(self._root, Phase.SERIALIZE, PluginCapabilityType.RUNTIME)
+        fields = runtime(Phase.SERIALIZE, "get_fields_to_serialize")
+        if not isinstance(fields, PluginFieldCollection):
+            raise TypeMismatchError(
+                f"{runtime.describe('get_fields_to_serialize')} returned {type(fields).__name__}; expected a PluginFieldCollection"
+            )
+        self.build_caller = None
+        return BuildResult(encode_fields(fields), self.tactic)
+
+    def abort_build(self) -> None:
+        self.build_caller = None
+
+    def revive(self, name: str, version: str, namespace: str, payload: bytes, registry: Any, tactic: int) -> Any:
+        creator = registry.require_creator(name, version, namespace)
+        creator_caller = PluginCaller(creator, self.layer, f"{name} v{version} creator", self.logger)
+        fields = decode_fields(payload)
+        plugin = creator_caller(Phase.DESERIALIZE, "create_plugin", self.layer, fields, TensorRTPhase.RUNTIME)
+        if not isinstance(plugin, IPluginV3):
+            raise PluginError(f"{creator_caller.describe('create_plugin')} returned {type(plugin).__name__}; expected an IPluginV3")
+        runtime = _capability(self.caller(plugin), Phase.DESERIALIZE, PluginCapabilityType.RUNTIME)
+        runtime(Phase.DESERIALIZE, "set_tactic", tactic)
+        self.tactic = tactic
+        self.runtime_callers[id(plugin)] = runtime
+        return plugin
+
+    def attach(self, engine_plugin: Any, resource_context: Any) -> Any:
+        source = self.runtime_callers[id(engine_plugin)]
+        clone = source(Phase.CONTEXT, "attach_to_context", resource_context)
+        if not isinstance(clone, IPluginV3) or clone is engine_plugin:
+            raise PluginError(
+                f"{source.describe('attach_to_context')} returned {type(clone).__name__}"
+                + (" (the plugin itself)" if clone is engine_plugin else "")
+                + "; it must return a new IPluginV3 (usually self.clone())"
+            )
+        runtime = _capability(self.caller(clone), Phase.CONTEXT, PluginCapabilityType.RUNTIME)
+        self.runtime_callers[id(clone)] = runtime
+        return clone
+
+    def shape_change(
+        self,
+        plugin: Any,
+        inputs: Sequence[PluginTensorDesc],
+        outputs: Sequence[PluginTensorDesc],
+        input_ranges: Sequence[tuple[Dims, Dims, Dims]],
+        output_ranges: Sequence[tuple[Dims, Dims, Dims]],
+    ) -> None:
+        self.runtime_callers[id(plugin)](Phase.SHAPE_CHANGE, "on_shape_change", list(inputs), list(outputs))
+
+    def make_enqueue(self, plugin: Any) -> Any:
+        caller = self.runtime_callers[id(plugin)]
+
+        def run(in_descs: list[Any], out_descs: list[Any], inputs: list[int], outputs: list[int], workspace: int, stream: int) -> None:
+            status = caller(Phase.INFERENCE, "enqueue", in_descs, out_descs, inputs, outputs, workspace, stream)
+            if status is not None and status != 0:
+                check_status(caller, "enqueue", status)
+
+        return run
+
+    def detach(self, plugin: Any) -> None:
+        self.runtime_callers.pop(id(plugin), None)
+
+    def release(self, engine_plugin: Any) -> None:
+        self.runtime_callers.pop(id(engine_plugin), None)

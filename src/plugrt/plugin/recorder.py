@@ -1,0 +1,136 @@
+"""The plugin call recorder: every hook call with its phase, in order.
+
+>>> import plugrt as trt
+>>> with trt.trace_plugin_calls() as trace:
+...     pass  # build, deserialize and run engines here
+>>> trace.calls
+[]
+
+The same lines go to the logger at VERBOSE severity.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.errors import PluginError, PlugrtError
+from ..core.logger import ILogger, Severity
+
+__all__ = ["PluginCall", "CallRecorder", "trace_plugin_calls", "PluginCaller", "Phase"]
+
+
+class Phase:
+    """Names of the phases a plugin call can happen in."""
+
+    BUILD = "build"
+    SERIALIZE = "serialize"
+    DESERIALIZE = "deserialize"
+    CONTEXT = "context"
+    SHAPE_CHANGE = "shape_change"
+    INFERENCE = "inference"
+    TEARDOWN = "teardown"
+
+
+@dataclass(frozen=True)
+class PluginCall:
+    """One recorded hook call."""
+
+    phase: str
+    layer: str
+    plugin: str
+    method: str
+
+    def __str__(self) -> str:
+        return f"[{self.phase:>12}] {self.layer}: {self.plugin}.{self.method}"
+
+
+class CallRecorder:
+    """Collects :class:`PluginCall` records (thread-safe)."""
+
+    def __init__(self) -> None:
+        self.calls: list[PluginCall] = []
+        self._lock = threading.Lock()
+
+    def add(self, call: PluginCall) -> None:
+        """Record one call."""
+        with self._lock:
+            self.calls.append(call)
+
+    def methods(self, layer: str | None = None, phase: str | None = None) -> list[str]:
+        """Method names in call order, optionally for one layer and/or phase."""
+        return [
+            c.method
+            for c in list(self.calls)
+            if (layer is None or c.layer == layer) and (phase is None or c.phase == phase)
+        ]
+
+    def format(self) -> str:
+        """The trace as text, one call per line."""
+        return "\n".join(str(c) for c in list(self.calls))
+
+
+_ACTIVE: list[CallRecorder] = []
+_ACTIVE_LOCK = threading.Lock()
+
+
+@contextmanager
+def trace_plugin_calls() -> Iterator[CallRecorder]:
+    """Record every plugin hook call made inside the ``with`` block."""
+    recorder = CallRecorder()
+    with _ACTIVE_LOCK:
+        _ACTIVE.append(recorder)
+    try:
+        yield recorder
+    finally:
+        with _ACTIVE_LOCK:
+            _ACTIVE.remove(recorder)
+
+
+def _context_error(exc: BaseException, context: str) -> PlugrtError:
+    if isinstance(exc, PlugrtError):
+        try:
+            return type(exc)(f"{context}: {exc}")
+        except TypeError:
+            return PluginError(f"{context}: {exc}")
+    return PluginError(f"{context} raised {type(exc).__name__}: {exc}")
+
+
+class PluginCaller:
+    """Calls a plugin's hooks: records, logs and turns exceptions into :class:`PlugrtError`.
+
+    Every message names the layer, the plugin (type, version, namespace) and the hook.
+    """
+
+    def __init__(self, plugin: Any, layer: str, label: str, logger: ILogger | None) -> None:
+        self.plugin = plugin
+        self.layer = layer
+        self.label = label
+        self.logger = logger
+        self._verbose = logger is not None and logger.enabled(Severity.VERBOSE)
+
+    def describe(self, method: str) -> str:
+        """'layer 'x' plugin Foo v1 (namespace '') hook enqueue'."""
+        return f"layer {self.layer!r}, plugin {self.label}, {method}()"
+
+    def __call__(self, phase: str, method: str, *args: Any) -> Any:
+        """Call ``plugin.method(*args)`` in ``phase``."""
+        self.note(phase, method)
+        try:
+            hook: Callable[..., Any] = getattr(self.plugin, method)
+            return hook(*args)
+        except Exception as exc:
+            raise _context_error(exc, self.describe(method)) from exc
+
+    def note(self, phase: str, method: str) -> None:
+        """Record and log a call without making it."""
+        if _ACTIVE:
+            call = PluginCall(phase, self.layer, self.label, method)
+            for recorder in list(_ACTIVE):
+                recorder.add(call)
+        if self._verbose:
+            assert self.logger is not None
+            self.logger.log(Severity.VERBOSE, f"[plugin] {PluginCall(phase, self.layer, self.label, method)}")
