@@ -104,9 +104,14 @@ class Executor:
         for sym, (name, axis) in self.plan.symbols.items():
             env[sym] = input_shapes[name][axis]
         self.env = env
+        upper_env = dict(env)
+        for sym, upper in self.size_upper.items():
+            upper_env[sym] = upper.evaluate(upper_env)
+        self.upper: dict[int, tuple[int, ...]] = {}
         for index, tensor in enumerate(self.plan.tensors):
             if any(d.symbols() & self.size_symbols for d in tensor.shape):
                 self.shapes[index] = None
+                self.upper[index] = tuple(d.evaluate(upper_env) for d in tensor.shape)
             else:
                 self.shapes[index] = tuple(d.evaluate(env) for d in tensor.shape)
 
@@ -117,8 +122,9 @@ class Executor:
             if index in io_arrays:
                 self.arrays[index] = io_arrays[index]
                 self.pointers[index] = io_pointers[index]
-            elif shape is not None and tensor.role != "input":
-                self.arrays[index] = self._arena_view(index, shape)
+            elif tensor.role != "input":
+                self.arrays[index] = self._arena_view(index, shape if shape is not None else self.upper[index])
+        self.upper_arrays = {i: self.arrays[i] for i in self.upper}
         if not self.constants_ready:
             for step in self.steps:
                 if step.op is not None and step.op.is_constant:
@@ -126,14 +132,14 @@ class Executor:
                     self._run_step(step, 0)
             self.constants_ready = True
         for step in self.steps:
-            step.late = any(self.shapes[i] is None for i in step.layer.inputs + step.layer.outputs)
+            step.late = any(self.shapes[i] is None for i in step.layer.inputs)
             if not step.late:
                 self._prepare(step)
 
     def _prepare(self, step: Step) -> None:
         layer = step.layer
-        in_shapes = [self.shapes[i] or () for i in layer.inputs]
-        out_shapes = [self.shapes[i] or () for i in layer.outputs]
+        in_shapes = [self._shape_or_upper(i) for i in layer.inputs]
+        out_shapes = [self._shape_or_upper(i) for i in layer.outputs]
         step.in_arrays = [self.arrays[i] for i in layer.inputs]
         step.out_arrays = [self.arrays[i] for i in layer.outputs]
         if step.op is not None:
@@ -150,9 +156,19 @@ class Executor:
         ranges = self.engine.port_ranges(step.index, self.profile)
         adapter.shape_change(step.plugin, step.in_descs, step.out_descs, ranges[0], ranges[1])
 
+    def _shape_or_upper(self, index: int) -> tuple[int, ...]:
+        shape = self.shapes[index]
+        return shape if shape is not None else self.upper[index]
+
     # --- running -----------------------------------------------------------------------
     def run(self, stream: int) -> None:
         """Run every step in order."""
+        if self.upper:
+            for index, array in self.upper_arrays.items():
+                self.shapes[index] = None
+                self.arrays[index] = array
+            for sym in self.size_symbols:
+                self.env.pop(sym, None)
         for step in self.steps:
             if step.op is not None and step.op.is_constant:
                 continue
@@ -191,12 +207,12 @@ class Executor:
             self.env[sym] = value
         for index, tensor in enumerate(self.plan.tensors):
             if self.shapes[index] is None and all(s in self.env for d in tensor.shape for s in d.symbols()):
-                self.shapes[index] = tuple(d.evaluate(self.env) for d in tensor.shape)
-                if tensor.role != "input":
-                    self.arrays[index] = self._arena_view(index, self.shapes[index])
+                shape = tuple(d.evaluate(self.env) for d in tensor.shape)
+                self.shapes[index] = shape
+                self.arrays[index] = self._arena_view(index, shape)
 
     def _prepare_late(self, step: Step) -> None:
-        missing = [self.plan.tensors[i].name for i in step.layer.inputs + step.layer.outputs if self.shapes[i] is None]
+        missing = [self.plan.tensors[i].name for i in step.layer.inputs if self.shapes[i] is None]
         if missing:
             raise ExecutionError(f"layer {step.layer.name!r}: shapes of {missing} are still unknown")
         self._prepare(step)

@@ -93,7 +93,7 @@ def check_enum(cls: type[E]) -> Callable[[str, Any], E]:
     def check(where: str, value: Any) -> E:
         if not isinstance(value, cls):
             choices = ", ".join(member.name for member in cls)
-            raise TypeMismatchError(f"{where} must be a {cls.__name__} ({choices}), got {value!r}")
+            raise TypeMismatchError(f"{where} must be a value of the {cls.__name__} enum ({choices}), got {value!r}")
         return value
 
     return check

@@ -9,6 +9,7 @@ non-constant value is used as a dimension as it is.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -111,15 +112,16 @@ class ShuffleOperator(Operator):
                 raise ShapeError(f"{label(self)}: reshape dimension {index} is {value}; it must be >= -1")
             else:
                 dims.append(dim)
-        total, known = _volume(moved), _volume([d for d in dims if d is not None])
+        others = [d for d in dims if d is not None]
+        total, known = _volume(moved), _volume(others)
         if inferred is not None:
-            if known.is_constant() and known.get_constant_value() == 0:
+            if any(d.is_constant() and d.get_constant_value() == 0 for d in others):
                 raise ShapeError(f"{label(self)}: cannot infer the -1 in {spec}: the other dimensions have volume 0")
             if total.is_constant() and known.is_constant() and total.get_constant_value() % known.get_constant_value():
                 raise ShapeError(
                     f"{label(self)}: cannot reshape {total} elements to {spec}: {total} is not divisible by {known}"
                 )
-            dims[inferred] = operation(DimensionOperation.FLOOR_DIV, total, known)
+            dims[inferred] = _quotient(moved, others)
         elif total.is_constant() and known.is_constant() and total != known:
             raise ShapeError(f"{label(self)}: cannot reshape {moved} ({total} elements) to {spec} ({known} elements)")
         return [d for d in dims if d is not None]
@@ -147,7 +149,29 @@ class ShuffleOperator(Operator):
 
 
 def _volume(dims: Sequence[IDimensionExpr]) -> IDimensionExpr:
-    total = constant(1)
+    """The product of ``dims``: constants folded first, then the symbolic factors."""
+    total = constant(math.prod(d.get_constant_value() for d in dims if d.is_constant()))
     for dim in dims:
-        total = operation(DimensionOperation.PROD, total, dim)
+        if not dim.is_constant():
+            total = operation(DimensionOperation.PROD, total, dim)
     return total
+
+
+def _quotient(numerator: Sequence[IDimensionExpr], denominator: Sequence[IDimensionExpr]) -> IDimensionExpr:
+    """``volume(numerator) // volume(denominator)`` with shared factors cancelled.
+
+    ``(a*b*12) // (a*4)`` becomes ``b*3``: exact, and its bounds over a profile stay tight.
+    """
+    top, bottom = list(numerator), []
+    for factor in denominator:
+        if factor in top:
+            top.remove(factor)
+        else:
+            bottom.append(factor)
+    top_const = math.prod(d.get_constant_value() for d in top if d.is_constant())
+    bottom_const = math.prod(d.get_constant_value() for d in bottom if d.is_constant())
+    if bottom_const and top_const % bottom_const == 0:
+        top_const, bottom_const = top_const // bottom_const, 1
+    top = [constant(top_const)] + [d for d in top if not d.is_constant()]
+    bottom = [constant(bottom_const)] + [d for d in bottom if not d.is_constant()]
+    return operation(DimensionOperation.FLOOR_DIV, _volume(top), _volume(bottom))
