@@ -7,8 +7,8 @@ import gc
 import numpy as np
 from testing_plugins import ScaleV2ExtCreator, build, ensure_registered, fields, run
 
-import circ_pad_v2
-import circ_pad_v3
+from plugrt.examples import circ_pad_v2
+from plugrt.examples import circ_pad_v3
 import plugrt as trt
 
 V2_DYNAMIC_BUILD = [

@@ -73,8 +73,14 @@ def test_add_identity_rejects_non_tensor_and_foreign_tensor() -> None:
 
 # --- elementwise ----------------------------------------------------------------------------------
 ARITHMETIC = {
-    E.SUM: np.add, E.PROD: np.multiply, E.MAX: np.maximum, E.MIN: np.minimum, E.SUB: np.subtract,
-    E.DIV: np.divide, E.POW: np.power, E.FLOOR_DIV: np.floor_divide,
+    E.SUM: np.add,
+    E.PROD: np.multiply,
+    E.MAX: np.maximum,
+    E.MIN: np.minimum,
+    E.SUB: np.subtract,
+    E.DIV: np.divide,
+    E.POW: np.power,
+    E.FLOOR_DIV: np.floor_divide,
 }
 BROADCASTS = [((2, 3, 4), (1, 3, 1)), ((5, 1), (1, 6)), ((), ()), ((3,), (3,))]
 
@@ -152,12 +158,16 @@ def test_elementwise_misuse() -> None:
         network.add_elementwise(a, c, E.SUM)
     with pytest.raises(TypeMismatchError, match="AND needs BOOL inputs, got FLOAT"):
         network.add_elementwise(a, a, E.AND)
-    with pytest.raises(TypeMismatchError, match=r"add_elementwise: op must be a value of the ElementWiseOperation enum .*got 'SUM'"):
+    with pytest.raises(
+        TypeMismatchError, match=r"add_elementwise: op must be a value of the ElementWiseOperation enum .*got 'SUM'"
+    ):
         network.add_elementwise(a, a, "SUM")  # type: ignore[arg-type]
     with pytest.raises(TypeMismatchError, match="add_elementwise input2: expected an ITensor, got float"):
         network.add_elementwise(a, 1.0, E.SUM)  # type: ignore[arg-type]
     layer = network.add_elementwise(a, a, E.SUM)
-    with pytest.raises(TypeMismatchError, match="IElementWiseLayer.op must be a value of the ElementWiseOperation enum"):
+    with pytest.raises(
+        TypeMismatchError, match=r"IElementWiseLayer.op must be a value of the ElementWiseOperation enum"
+    ):
         layer.op = 3
     assert network.num_layers == 1  # failed calls add nothing
 
@@ -175,12 +185,27 @@ def test_elementwise_rules_name_the_layer_when_checked_at_build() -> None:
 # --- unary ----------------------------------------------------------------------------------------
 U = UnaryOperation
 UNARY = {
-    U.EXP: (np.exp, -3, 3), U.LOG: (np.log, 0.1, 5), U.SQRT: (np.sqrt, 0, 5), U.RECIP: (np.reciprocal, 0.5, 4),
-    U.ABS: (np.abs, -3, 3), U.NEG: (np.negative, -3, 3), U.SIN: (np.sin, -3, 3), U.COS: (np.cos, -3, 3),
-    U.TAN: (np.tan, -1, 1), U.SINH: (np.sinh, -2, 2), U.COSH: (np.cosh, -2, 2), U.ASIN: (np.arcsin, -0.9, 0.9),
-    U.ACOS: (np.arccos, -0.9, 0.9), U.ATAN: (np.arctan, -3, 3), U.ASINH: (np.arcsinh, -3, 3),
-    U.ACOSH: (np.arccosh, 1, 4), U.ATANH: (np.arctanh, -0.9, 0.9), U.CEIL: (np.ceil, -3, 3),
-    U.FLOOR: (np.floor, -3, 3), U.SIGN: (np.sign, -3, 3), U.ROUND: (np.round, -3, 3),
+    U.EXP: (np.exp, -3, 3),
+    U.LOG: (np.log, 0.1, 5),
+    U.SQRT: (np.sqrt, 0, 5),
+    U.RECIP: (np.reciprocal, 0.5, 4),
+    U.ABS: (np.abs, -3, 3),
+    U.NEG: (np.negative, -3, 3),
+    U.SIN: (np.sin, -3, 3),
+    U.COS: (np.cos, -3, 3),
+    U.TAN: (np.tan, -1, 1),
+    U.SINH: (np.sinh, -2, 2),
+    U.COSH: (np.cosh, -2, 2),
+    U.ASIN: (np.arcsin, -0.9, 0.9),
+    U.ACOS: (np.arccos, -0.9, 0.9),
+    U.ATAN: (np.arctan, -3, 3),
+    U.ASINH: (np.arcsinh, -3, 3),
+    U.ACOSH: (np.arccosh, 1, 4),
+    U.ATANH: (np.arctanh, -0.9, 0.9),
+    U.CEIL: (np.ceil, -3, 3),
+    U.FLOOR: (np.floor, -3, 3),
+    U.SIGN: (np.sign, -3, 3),
+    U.ROUND: (np.round, -3, 3),
     U.ERF: (np.vectorize(math.erf), -3, 3),
 }
 
@@ -228,7 +253,9 @@ def test_unary_misuse() -> None:
         network.add_unary(i, U.EXP)
     with pytest.raises(TypeMismatchError, match="unary NOT takes BOOL, got FLOAT"):
         network.add_unary(f, U.NOT)
-    with pytest.raises(TypeMismatchError, match="add_unary: op must be a value of the UnaryOperation enum .*got <ActivationType.RELU"):
+    with pytest.raises(
+        TypeMismatchError, match=r"add_unary: op must be a value of the UnaryOperation enum .*got <ActivationType.RELU"
+    ):
         network.add_unary(f, ActivationType.RELU)  # type: ignore[arg-type]
 
 
@@ -295,11 +322,13 @@ def test_activation_layer_attributes_and_misuse() -> None:
     np.testing.assert_array_equal(run(network.add_activation(i, A.RELU).to_operator(), np.array([-2, 3])), [0, 3])
     with pytest.raises(TypeMismatchError, match="activation SIGMOID takes FLOAT, HALF, got INT32"):
         network.add_activation(i, A.SIGMOID)
-    with pytest.raises(TypeMismatchError, match="IActivationLayer.alpha must be a finite float, got nan"):
+    with pytest.raises(TypeMismatchError, match=r"IActivationLayer.alpha must be a finite float, got nan"):
         layer.alpha = float("nan")
-    with pytest.raises(TypeMismatchError, match="IActivationLayer.beta must be a finite float, got '1'"):
+    with pytest.raises(TypeMismatchError, match=r"IActivationLayer.beta must be a finite float, got '1'"):
         layer.beta = "1"
-    with pytest.raises(TypeMismatchError, match="add_activation: type must be a value of the ActivationType enum .*got 'RELU'"):
+    with pytest.raises(
+        TypeMismatchError, match=r"add_activation: type must be a value of the ActivationType enum .*got 'RELU'"
+    ):
         network.add_activation(x, "RELU")  # type: ignore[arg-type]
 
 
@@ -334,5 +363,5 @@ def test_cast_types_values_and_misuse() -> None:
     assert op.output_values([[constant(2)]], [value]) == [None]
     with pytest.raises(TypeMismatchError, match="add_cast: to_type must be a DataType, got 'int32'"):
         network.add_cast(x, "int32")  # type: ignore[arg-type]
-    with pytest.raises(TypeMismatchError, match="ICastLayer.to_type: DataType.FP8 has no NumPy equivalent"):
+    with pytest.raises(TypeMismatchError, match=r"ICastLayer.to_type: DataType.FP8 has no NumPy equivalent"):
         layer.to_type = DataType.FP8

@@ -30,7 +30,7 @@ def host_view(address: int, shape: tuple[int, ...], dtype: np.dtype | type) -> n
     if not isinstance(address, int) or address <= 0:
         raise ExecutionError(f"cannot view {nbytes} bytes at address {address!r}: not a valid host address")
     buffer = (ctypes.c_char * nbytes).from_address(address)
-    return np.frombuffer(buffer, dtype=np_dtype).reshape(shape)
+    return np.frombuffer(buffer, dtype=np_dtype).reshape(shape)  # type: ignore[call-overload]
 
 
 def as_array(address: int, desc: Any, dtype: DataType | None = None) -> np.ndarray:

@@ -246,7 +246,7 @@ class _Build:
                         )
 
     def finish_plugins(self) -> list[PluginRecord]:
-        records = []
+        records: list[PluginRecord] = []
         for plan, adapter, request, outputs in self.pending:
             result = adapter.finish_build(request, outputs)
             name, version, namespace = adapter.identity_of_build

@@ -19,6 +19,9 @@ class Severity(enum.IntEnum):
     VERBOSE = 4
 
 
+_Level = Severity
+
+
 class ILogger:
     """Base class of loggers: override :meth:`log` to receive messages.
 
@@ -40,20 +43,20 @@ class ILogger:
     INFO = Severity.INFO
     VERBOSE = Severity.VERBOSE
 
-    def __init__(self, min_severity: Severity = Severity.VERBOSE) -> None:
+    def __init__(self, min_severity: _Level = Severity.VERBOSE) -> None:
         self.min_severity = Severity(min_severity)
 
-    def log(self, severity: Severity, msg: str) -> None:
+    def log(self, severity: _Level, msg: str) -> None:
         """Receive one message. Subclasses must implement this."""
         from .errors import MissingHookError
 
         raise MissingHookError(f"{type(self).__name__} must implement ILogger.log(severity, msg)")
 
-    def enabled(self, severity: Severity) -> bool:
+    def enabled(self, severity: _Level) -> bool:
         """True when a message of ``severity`` would be delivered."""
         return severity <= getattr(self, "min_severity", Severity.VERBOSE)
 
-    def emit(self, severity: Severity, msg: str) -> None:
+    def emit(self, severity: _Level, msg: str) -> None:
         """Deliver ``msg`` to :meth:`log` if ``severity`` passes the filter."""
         if self.enabled(severity):
             self.log(severity, msg)
@@ -67,10 +70,10 @@ class Logger(ILogger):
 
     _lock = threading.Lock()
 
-    def __init__(self, min_severity: Severity = Severity.WARNING) -> None:
+    def __init__(self, min_severity: _Level = Severity.WARNING) -> None:
         super().__init__(min_severity)
 
-    def log(self, severity: Severity, msg: str) -> None:
+    def log(self, severity: _Level, msg: str) -> None:
         """Print the message to stderr."""
         with self._lock:
             print(f"[plugrt] {Severity(severity).name}: {msg}", file=sys.stderr)

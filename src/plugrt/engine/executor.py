@@ -205,9 +205,9 @@ class Executor:
                         f"bound {upper} it declared with declare_size_tensor"
                     )
             self.env[sym] = value
-        for index, tensor in enumerate(self.plan.tensors):
-            if self.shapes[index] is None and all(s in self.env for d in tensor.shape for s in d.symbols()):
-                shape = tuple(d.evaluate(self.env) for d in tensor.shape)
+        for index, planned in enumerate(self.plan.tensors):
+            if self.shapes[index] is None and all(s in self.env for d in planned.shape for s in d.symbols()):
+                shape = tuple(d.evaluate(self.env) for d in planned.shape)
                 self.shapes[index] = shape
                 self.arrays[index] = self._arena_view(index, shape)
 

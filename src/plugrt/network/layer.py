@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING, Any
 
+from ..core.dims import Dims
 from ..core.errors import NetworkError, TypeMismatchError
 from ..core.types import DataType
 from .tensor import ITensor
@@ -75,7 +76,7 @@ class ILayer:
         self.precision: DataType | None = None
         self.metadata = ""
         self._output_types: dict[int, DataType] = {}
-        self._outputs = [ITensor("", DataType.FLOAT, (), self) for _ in range(num_outputs)]
+        self._outputs = [ITensor("", DataType.FLOAT, Dims(), self) for _ in range(num_outputs)]
 
     @property
     def type(self) -> LayerType:

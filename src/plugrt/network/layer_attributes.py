@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, ClassVar, Generic, TypeVar, overload
 
 import numpy as np
 
@@ -62,6 +62,9 @@ class Attribute(Generic[T]):
 class StandardLayer(ILayer):
     """Base of the standard layers: one output, attributes given as keywords."""
 
+    #: False where a valid layer may need an attribute set after ``add_*`` (concatenation axis).
+    shapes_checked_at_add: ClassVar[bool] = True
+
     def __init__(self, network: Any, inputs: Sequence[ITensor], **attributes: Any) -> None:
         super().__init__(network, list(inputs), 1)
         for name, value in attributes.items():
@@ -79,7 +82,8 @@ class StandardLayer(ILayer):
         operator.name = where
         shapes = [[constant(d) if d >= 0 else symbol(f"{t.name}[{i}]") for i, d in enumerate(t.shape)] for t in tensors]
         operator.output_types([t.dtype for t in tensors])
-        operator.output_shapes(shapes, [None] * len(tensors))
+        if self.shapes_checked_at_add:
+            operator.output_shapes(shapes, [None] * len(tensors))
 
     def _lower(self, cls: type[OpT], params: dict[str, Any], weights: dict[str, np.ndarray] | None = None) -> OpT:
         operator = cls(params, weights)

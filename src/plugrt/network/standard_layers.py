@@ -164,6 +164,7 @@ class IConcatenationLayer(StandardLayer):
     """Joins its inputs along ``axis``."""
 
     layer_type = LayerType.CONCATENATION
+    shapes_checked_at_add = False  # the axis may be set after add_concatenation
     _axis: int | None = None
 
     @property

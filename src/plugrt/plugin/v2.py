@@ -74,8 +74,9 @@ class IPluginV2:
     def terminate(self) -> None:
         """Release what :meth:`initialize` acquired."""
 
-    def get_workspace_size(self, max_batch_size: int) -> int:
-        """Scratch bytes needed by :meth:`execute_async`. Default 0."""
+    def get_workspace_size(self, *args: Any) -> int:
+        """Scratch bytes needed by :meth:`execute_async` (IPluginV2 signature:
+        ``max_batch_size``; IPluginV2DynamicExt: ``input_desc, output_desc``). Default 0."""
         return 0
 
     def serialize(self) -> bytes:
@@ -103,20 +104,17 @@ class IPluginV2Ext(IPluginV2):
         """Type of output ``index``. Default: the first input's type (FLOAT without inputs)."""
         return input_types[0] if input_types else DataType.FLOAT
 
-    def configure_plugin(
-        self,
-        input_shapes: list[Dims],
-        output_shapes: list[Dims],
-        input_types: list[DataType],
-        output_types: list[DataType],
-        input_is_broadcasted: list[bool],
-        output_is_broadcasted: list[bool],
-        format: TensorFormat,  # noqa: A002
-        max_batch_size: int,
-    ) -> None:
-        """Receive the chosen shapes, types and format. Default: calls ``configure_with_format``."""
+    def configure_plugin(self, *args: Any) -> None:
+        """Receive the chosen shapes, types and format (IPluginV2Ext signature:
+        ``input_shapes, output_shapes, input_types, output_types, input_is_broadcasted,
+        output_is_broadcasted, format, max_batch_size``). Default: calls ``configure_with_format``.
+
+        (Declared with ``*args`` because IPluginV2DynamicExt redefines it with
+        descriptors, as TensorRT does.)
+        """
+        input_shapes, output_shapes, input_types, output_types, _, _, fmt, max_batch_size = args
         dtype = input_types[0] if input_types else (output_types[0] if output_types else DataType.FLOAT)
-        self.configure_with_format(input_shapes, output_shapes, dtype, format, max_batch_size)
+        self.configure_with_format(input_shapes, output_shapes, dtype, fmt, max_batch_size)
 
     def attach_to_context(self, resource_context: Any) -> None:
         """Called when a clone joins an execution context."""
@@ -152,13 +150,9 @@ class IPluginV2DynamicExt(IPluginV2Ext):
         """Type of output ``index``; defaults to :meth:`get_output_data_type`."""
         return self.get_output_data_type(index, input_types)
 
-    def configure_plugin(  # type: ignore[override]
-        self, pos_in: Sequence[DynamicPluginTensorDesc], pos_out: Sequence[DynamicPluginTensorDesc]
-    ) -> None:
+    def configure_plugin(self, pos_in: list[DynamicPluginTensorDesc], pos_out: list[DynamicPluginTensorDesc]) -> None:  # type: ignore[override]
         """Receive descriptors with profile ranges; called again when shapes change."""
 
-    def get_workspace_size(  # type: ignore[override]
-        self, input_desc: Sequence[PluginTensorDesc], output_desc: Sequence[PluginTensorDesc]
-    ) -> int:
+    def get_workspace_size(self, input_desc: list[PluginTensorDesc], output_desc: list[PluginTensorDesc]) -> int:  # type: ignore[override]
         """Scratch bytes for these (maximum) shapes. Default 0."""
         return 0

@@ -110,12 +110,10 @@ class IPluginV3OneBuild:
         """Whether position ``pos`` may take ``in_out[pos].desc``. Required."""
         missing_hook(self, "supports_format_combination", "IPluginV3OneBuild")
 
-    def configure_plugin(self, inp: Sequence[DynamicPluginTensorDesc], out: Sequence[DynamicPluginTensorDesc]) -> None:
+    def configure_plugin(self, inp: list[DynamicPluginTensorDesc], out: list[DynamicPluginTensorDesc]) -> None:
         """Receive the chosen descriptors and profile ranges at build time."""
 
-    def get_workspace_size(
-        self, inputs: Sequence[DynamicPluginTensorDesc], outputs: Sequence[DynamicPluginTensorDesc]
-    ) -> int:
+    def get_workspace_size(self, inputs: list[DynamicPluginTensorDesc], outputs: list[DynamicPluginTensorDesc]) -> int:
         """Scratch bytes for the profile's range. Default 0."""
         return 0
 

@@ -11,7 +11,7 @@ optimization profile at build time (interval arithmetic) for memory planning.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from ..core.errors import ShapeError
 
@@ -46,7 +46,7 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-_APPLY = {
+_APPLY: dict[DimensionOperation, Callable[[int, int], int]] = {
     DimensionOperation.SUM: lambda a, b: a + b,
     DimensionOperation.PROD: lambda a, b: a * b,
     DimensionOperation.MAX: max,
