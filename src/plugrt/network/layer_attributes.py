@@ -17,7 +17,7 @@ import numpy as np
 from ..core.dims import Dims
 from ..core.errors import ShapeError, TypeMismatchError
 from ..core.types import DataType, nptype
-from ..ops.base import Operator
+from ..ops.base import Operator, create_operator
 from ..shape import constant, symbol
 from .layer import ILayer
 from .layer_enums import Weights
@@ -28,7 +28,6 @@ __all__ += ["check_mask", "check_permutation", "check_to_type", "check_weights"]
 
 T = TypeVar("T")
 E = TypeVar("E", bound=enum.Enum)
-OpT = TypeVar("OpT", bound=Operator)
 _MISSING: Any = object()
 
 
@@ -85,8 +84,9 @@ class StandardLayer(ILayer):
         if self.shapes_checked_at_add:
             operator.output_shapes(shapes, [None] * len(tensors))
 
-    def _lower(self, cls: type[OpT], params: dict[str, Any], weights: dict[str, np.ndarray] | None = None) -> OpT:
-        operator = cls(params, weights)
+    def _lower(self, kind: str, params: dict[str, Any], weights: dict[str, np.ndarray] | None = None) -> Operator:
+        """The registered operator ``kind`` for these params, named after the layer."""
+        operator = create_operator(kind, params, weights or {})
         operator.name = self.name
         return operator
 

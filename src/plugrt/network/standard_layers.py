@@ -18,17 +18,8 @@ import numpy as np
 from ..core.dims import Dims
 from ..core.errors import NetworkError, ShapeError
 from ..core.types import DataType
-from ..ops.activation import ActivationOperator
-from ..ops.cast import CastOperator
-from ..ops.concatenation import ConcatenationOperator, default_axis
-from ..ops.constant import ConstantOperator
-from ..ops.elementwise import ElementwiseOperator
-from ..ops.identity import IdentityOperator
-from ..ops.matrix_multiply import MatrixMultiplyOperator
-from ..ops.reduce import ReduceOperator
-from ..ops.shuffle import ShuffleOperator
-from ..ops.softmax import SoftmaxOperator
-from ..ops.unary import UnaryOperator
+from ..ops.base import Operator
+from ..ops.concatenation import default_axis
 from .layer import LayerType
 from .layer_attributes import (
     Attribute,
@@ -46,20 +37,9 @@ from .layer_attributes import (
 from .layer_enums import ActivationType, ElementWiseOperation, MatrixOperation, ReduceOperation, UnaryOperation, Weights
 from .tensor import ITensor
 
-__all__ = [
-    "IActivationLayer",
-    "ICastLayer",
-    "IConcatenationLayer",
-    "IConstantLayer",
-    "IElementWiseLayer",
-    "IIdentityLayer",
-    "IMatrixMultiplyLayer",
-    "IReduceLayer",
-    "IShuffleLayer",
-    "ISoftMaxLayer",
-    "IUnaryLayer",
-    "StandardLayers",
-]
+__all__ = ["IActivationLayer", "ICastLayer", "IConcatenationLayer", "IConstantLayer", "IElementWiseLayer"]
+__all__ += ["IIdentityLayer", "IMatrixMultiplyLayer", "IReduceLayer", "IShuffleLayer", "ISoftMaxLayer", "IUnaryLayer"]
+__all__ += ["StandardLayers"]
 
 L = TypeVar("L", bound=StandardLayer)
 _IDENTITY = tuple(range(Dims.MAX_DIMS))
@@ -70,8 +50,8 @@ class IIdentityLayer(StandardLayer):
 
     layer_type = LayerType.IDENTITY
 
-    def to_operator(self) -> IdentityOperator:
-        return self._lower(IdentityOperator, {})
+    def to_operator(self) -> Operator:
+        return self._lower("identity", {})
 
 
 class IElementWiseLayer(StandardLayer):
@@ -80,8 +60,8 @@ class IElementWiseLayer(StandardLayer):
     layer_type = LayerType.ELEMENTWISE
     op = Attribute(check_enum(ElementWiseOperation))
 
-    def to_operator(self) -> ElementwiseOperator:
-        return self._lower(ElementwiseOperator, {"op": self.op.name})
+    def to_operator(self) -> Operator:
+        return self._lower("elementwise", {"op": self.op.name})
 
 
 class IActivationLayer(StandardLayer):
@@ -92,8 +72,8 @@ class IActivationLayer(StandardLayer):
     alpha = Attribute(check_float, default=0.0)
     beta = Attribute(check_float, default=0.0)
 
-    def to_operator(self) -> ActivationOperator:
-        return self._lower(ActivationOperator, {"type": self.type.name, "alpha": self.alpha, "beta": self.beta})
+    def to_operator(self) -> Operator:
+        return self._lower("activation", {"type": self.type.name, "alpha": self.alpha, "beta": self.beta})
 
 
 class IUnaryLayer(StandardLayer):
@@ -102,8 +82,8 @@ class IUnaryLayer(StandardLayer):
     layer_type = LayerType.UNARY
     op = Attribute(check_enum(UnaryOperation))
 
-    def to_operator(self) -> UnaryOperator:
-        return self._lower(UnaryOperator, {"op": self.op.name})
+    def to_operator(self) -> Operator:
+        return self._lower("unary", {"op": self.op.name})
 
 
 class IMatrixMultiplyLayer(StandardLayer):
@@ -113,8 +93,8 @@ class IMatrixMultiplyLayer(StandardLayer):
     op0 = Attribute(check_enum(MatrixOperation))
     op1 = Attribute(check_enum(MatrixOperation))
 
-    def to_operator(self) -> MatrixMultiplyOperator:
-        return self._lower(MatrixMultiplyOperator, {"op0": self.op0.name, "op1": self.op1.name})
+    def to_operator(self) -> Operator:
+        return self._lower("matrix_multiply", {"op0": self.op0.name, "op1": self.op1.name})
 
 
 class IConstantLayer(StandardLayer):
@@ -124,11 +104,11 @@ class IConstantLayer(StandardLayer):
     weights = Attribute(check_weights)
     shape = Attribute(check_dims)
 
-    def to_operator(self) -> ConstantOperator:
+    def to_operator(self) -> Operator:
         value = self.weights.numpy()
         if any(d < 0 for d in self.shape) or value.size != int(np.prod(list(self.shape), dtype=np.int64)):
             raise ShapeError(f"{self.name}: {value.size} weight values do not fill shape {tuple(self.shape)}")
-        return self._lower(ConstantOperator, {"shape": list(self.shape)}, {"value": value.copy()})
+        return self._lower("constant", {"shape": list(self.shape)}, {"value": value.copy()})
 
 
 class IShuffleLayer(StandardLayer):
@@ -149,7 +129,7 @@ class IShuffleLayer(StandardLayer):
     def reshape_dims(self, value: Sequence[int] | Dims) -> None:
         self._reshape_dims = check_dims(f"{type(self).__name__}.reshape_dims", value, allow_unknown=True)
 
-    def to_operator(self) -> ShuffleOperator:
+    def to_operator(self) -> Operator:
         params: dict[str, Any] = {
             "first_transpose": list(self.first_transpose),
             "second_transpose": list(self.second_transpose),
@@ -157,7 +137,7 @@ class IShuffleLayer(StandardLayer):
         }
         if self._reshape_dims is not None:
             params["reshape_dims"] = list(self._reshape_dims)
-        return self._lower(ShuffleOperator, params)
+        return self._lower("shuffle", params)
 
 
 class IConcatenationLayer(StandardLayer):
@@ -177,8 +157,8 @@ class IConcatenationLayer(StandardLayer):
     def axis(self, value: int) -> None:
         self._axis = check_axis(f"{type(self).__name__}.axis", value)
 
-    def to_operator(self) -> ConcatenationOperator:
-        return self._lower(ConcatenationOperator, {} if self._axis is None else {"axis": self._axis})
+    def to_operator(self) -> Operator:
+        return self._lower("concatenation", {} if self._axis is None else {"axis": self._axis})
 
 
 class ICastLayer(StandardLayer):
@@ -187,8 +167,8 @@ class ICastLayer(StandardLayer):
     layer_type = LayerType.CAST
     to_type = Attribute(check_to_type)
 
-    def to_operator(self) -> CastOperator:
-        return self._lower(CastOperator, {"to_type": self.to_type.name})
+    def to_operator(self) -> Operator:
+        return self._lower("cast", {"to_type": self.to_type.name})
 
 
 class ISoftMaxLayer(StandardLayer):
@@ -210,8 +190,8 @@ class ISoftMaxLayer(StandardLayer):
             raise NetworkError(f"{type(self).__name__}.axes must have exactly one bit set (one axis), got {mask:#b}")
         self._axes = mask
 
-    def to_operator(self) -> SoftmaxOperator:
-        return self._lower(SoftmaxOperator, {} if self._axes is None else {"axes": self._axes})
+    def to_operator(self) -> Operator:
+        return self._lower("softmax", {} if self._axes is None else {"axes": self._axes})
 
 
 class IReduceLayer(StandardLayer):
@@ -222,8 +202,8 @@ class IReduceLayer(StandardLayer):
     axes = Attribute(check_mask)
     keep_dims = Attribute(check_bool)
 
-    def to_operator(self) -> ReduceOperator:
-        return self._lower(ReduceOperator, {"op": self.op.name, "axes": self.axes, "keep_dims": self.keep_dims})
+    def to_operator(self) -> Operator:
+        return self._lower("reduce", {"op": self.op.name, "axes": self.axes, "keep_dims": self.keep_dims})
 
 
 class StandardLayers:

@@ -15,7 +15,7 @@ import numpy as np
 from ..core.errors import NetworkError, TypeMismatchError
 from ..core.types import DataType
 from .base import Operator, ShapeExprs, register_operator
-from .elementwise import FLOAT_TYPES, NUMERIC_TYPES, expect_inputs, label, quiet
+from .elementwise import FLOAT_TYPES, NUMERIC_TYPES, expect_inputs, label
 
 __all__ = ["UnaryOperator", "erf"]
 
@@ -84,11 +84,10 @@ class UnaryOperator(Operator):
         return [list(input_shapes[0])]
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
-        with quiet(xp):
-            if self.op == "ERF":
-                erf(xp, inputs[0], outputs[0])
-            else:
-                getattr(xp, _UFUNCS[self.op])(inputs[0], out=outputs[0])
+        if self.op == "ERF":
+            erf(xp, inputs[0], outputs[0])
+        else:
+            getattr(xp, _UFUNCS[self.op])(inputs[0], out=outputs[0])
 
 
 def erf(xp: Any, x: Any, out: Any) -> None:
