@@ -154,7 +154,8 @@ def test_symbolic_division_by_zero_raises_at_evaluation(eb: IExprBuilder, op: Di
 @pytest.mark.parametrize("bad", [3, None, "x", 2.0])
 def test_operation_rejects_non_expressions(eb: IExprBuilder, bad: object) -> None:
     kind = type(bad).__name__
-    with pytest.raises(ShapeError, match=rf"DimensionOperation\.SUM takes two IDimensionExpr, got IDimensionExpr and {kind}"):
+    expected = rf"DimensionOperation\.SUM takes two IDimensionExpr, got IDimensionExpr and {kind}"
+    with pytest.raises(ShapeError, match=expected):
         eb.operation(D.SUM, eb.constant(1), bad)  # type: ignore[arg-type]
     with pytest.raises(ShapeError, match=rf"DimensionOperation\.PROD takes two IDimensionExpr, got {kind} and"):
         eb.operation(D.PROD, bad, symbol("x"))  # type: ignore[arg-type]
@@ -477,7 +478,7 @@ def _ranges(draw: st.DrawFn) -> tuple[dict[str, int], dict[str, int]]:
     return low, high
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, database=None)
 @given(expr=_exprs(), ranges=_ranges())
 def test_bounds_of_random_expressions_contain_every_value(
     expr: IDimensionExpr, ranges: tuple[dict[str, int], dict[str, int]]
@@ -489,7 +490,7 @@ def test_bounds_of_random_expressions_contain_every_value(
     assert lo <= min(values) and max(values) <= hi, (expr, low, high, (lo, hi))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100, deadline=None, database=None)
 @given(
     ops=st.lists(st.sampled_from([D.SUM, D.MAX, D.MIN]), min_size=1, max_size=3),
     ranges=_ranges(),

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from plugrt.core.errors import NetworkError, PlanFormatError
+from plugrt.core.errors import NetworkError, PlanFormatError, ShapeError
 from plugrt.core.types import DataType
 from plugrt.network.definition import INetworkDefinition
 from plugrt.network.layer import ILayer, LayerType
@@ -91,11 +91,15 @@ def test_operator_kinds_reject_bad_params() -> None:
         ("reduce", {"op": "MEDIAN", "axes": 1, "keep_dims": True}, "unknown op 'MEDIAN'"),
         ("cast", {"to_type": "FLOAT128"}, "unknown to_type 'FLOAT128'"),
         ("elementwise", {}, "missing parameter 'op'"),
-        ("constant", {"shape": [2]}, "weight 'value' is missing"),
     ]
     for kind, params, message in cases:
         with pytest.raises(NetworkError, match=message):
             create_operator(kind, params, {})
+    unweighted = create_operator("constant", {"shape": [2]}, {})  # params alone are valid
+    with pytest.raises(NetworkError, match="constant: weight 'value' is missing"):
+        unweighted.output_types([])
+    with pytest.raises(ShapeError, match=r"constant: shape \[2\] does not match 3 weight values"):
+        create_operator("constant", {"shape": [2]}, {"value": np.zeros(3, np.float32)})
     with pytest.raises(PlanFormatError, match="operator kind 'conv9d'"):
         create_operator("conv9d", {}, {})
 

@@ -6,7 +6,6 @@ On the CPU a "stream" is only an integer handle: work is done by the time
 
 from __future__ import annotations
 
-import ctypes
 from typing import Any
 
 import numpy as np
@@ -15,22 +14,39 @@ from ..core.dims import volume
 from ..core.errors import ExecutionError
 from ..core.layouts import storage_shape
 from ..core.types import DataType, TensorFormat, nptype
+from ..plugin.descriptors import PluginTensorDesc
 
 __all__ = ["CpuBackend", "as_array", "host_view"]
 
 _ARENA_ALIGNMENT = 256
 
 
+class _RawMemory:
+    """Exposes raw host memory through NumPy's array interface (no copy, no ownership)."""
+
+    __slots__ = ("__array_interface__",)
+
+    def __init__(self, address: int, shape: tuple[int, ...], typestr: str) -> None:
+        self.__array_interface__ = {"data": (address, False), "shape": shape, "typestr": typestr, "version": 3}
+
+
 def host_view(address: int, shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarray:
     """A NumPy array over ``address`` (no copy). ``address`` must stay valid while it is used."""
     np_dtype = np.dtype(dtype)
+    shape = tuple(int(d) for d in shape)
     nbytes = volume(shape) * np_dtype.itemsize
     if nbytes == 0:
         return np.empty(shape, dtype=np_dtype)
     if not isinstance(address, int) or address <= 0:
         raise ExecutionError(f"cannot view {nbytes} bytes at address {address!r}: not a valid host address")
-    buffer = (ctypes.c_char * nbytes).from_address(address)
-    return np.frombuffer(buffer, dtype=np_dtype).reshape(shape)  # type: ignore[call-overload]
+    return np.asarray(_RawMemory(address, shape, np_dtype.str))
+
+
+# Views made by as_array, keyed by (address, id(desc), dtype); the entry keeps the
+# descriptor alive so its id cannot be reused while cached. Plugins call as_array on
+# every enqueue with the descriptors the executor reuses, so most calls hit.
+_VIEW_CACHE: dict[tuple[int, int, object], tuple[object, np.ndarray]] = {}
+_VIEW_CACHE_LIMIT = 4096
 
 
 def as_array(address: int, desc: Any, dtype: DataType | None = None) -> np.ndarray:
@@ -45,10 +61,19 @@ def as_array(address: int, desc: Any, dtype: DataType | None = None) -> np.ndarr
     >>> trt.as_array(x.ctypes.data, desc)[1, 2]
     np.float32(5.0)
     """
+    key = (address, id(desc), dtype)
+    entry = _VIEW_CACHE.get(key)
+    if entry is not None and entry[0] is desc:
+        return entry[1]
     dims = tuple(desc.dims)
     fmt = getattr(desc, "format", TensorFormat.LINEAR)
     element = nptype(dtype if dtype is not None else desc.type)
-    return host_view(address, storage_shape(dims, fmt), element)
+    view = host_view(address, storage_shape(dims, fmt), element)
+    if isinstance(desc, PluginTensorDesc):  # frozen: the cached view stays right for it
+        if len(_VIEW_CACHE) >= _VIEW_CACHE_LIMIT:
+            _VIEW_CACHE.clear()
+        _VIEW_CACHE[key] = (desc, view)
+    return view
 
 
 class CpuBackend:

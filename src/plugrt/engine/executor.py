@@ -135,6 +135,8 @@ class Executor:
             step.late = any(self.shapes[i] is None for i in step.layer.inputs)
             if not step.late:
                 self._prepare(step)
+        self._calls: list[tuple[Step, Callable[..., Any], tuple[Any, ...]]] | None = None
+        self._calls_stream = -1
 
     def _prepare(self, step: Step) -> None:
         layer = step.layer
@@ -163,6 +165,9 @@ class Executor:
     # --- running -----------------------------------------------------------------------
     def run(self, stream: int) -> None:
         """Run every step in order."""
+        if not self.upper:
+            self._run_static(stream)
+            return
         if self.upper:
             for index, array in self.upper_arrays.items():
                 self.shapes[index] = None
@@ -178,6 +183,27 @@ class Executor:
             if step.layer.size_outputs:
                 self._read_sizes(step)
 
+    def _run_static(self, stream: int) -> None:
+        """The common case (no data-dependent shapes): a flat list of prepared calls."""
+        if self._calls is None or self._calls_stream != stream:
+            calls: list[tuple[Step, Callable[..., Any], tuple[Any, ...]]] = []
+            for step in self.steps:
+                if step.op is not None:
+                    if not step.op.is_constant:
+                        calls.append((step, step.op.run, (step.in_arrays, step.out_arrays, self.backend.xp)))
+                else:
+                    assert step.enqueue is not None
+                    calls.append((step, step.enqueue, (step.in_descs, step.out_descs, step.in_ptrs, step.out_ptrs,
+                                                       step.workspace, stream)))
+            self._calls, self._calls_stream = calls, stream
+        current: Step | None = None
+        try:
+            for current, fn, args in self._calls:
+                fn(*args)
+        except Exception as exc:
+            assert current is not None
+            raise _execution_error(current, exc) from exc
+
     def _run_step(self, step: Step, stream: int) -> None:
         try:
             if step.op is not None:
@@ -185,10 +211,8 @@ class Executor:
             else:
                 assert step.enqueue is not None
                 step.enqueue(step.in_descs, step.out_descs, step.in_ptrs, step.out_ptrs, step.workspace, stream)
-        except PlugrtError as exc:
-            raise ExecutionError(str(exc) if step.op is None else f"layer {step.layer.name!r} ({step.layer.op_kind}): {exc}") from exc
         except Exception as exc:
-            raise ExecutionError(f"layer {step.layer.name!r} ({step.layer.op_kind}) failed: {type(exc).__name__}: {exc}") from exc
+            raise _execution_error(step, exc) from exc
 
     def _read_sizes(self, step: Step) -> None:
         for output, sym in step.layer.size_outputs.items():
@@ -232,3 +256,14 @@ def _size_leaves(expr: Any) -> list[Any]:
     for arg in getattr(expr, "_args", ()):
         leaves.extend(_size_leaves(arg))
     return leaves
+
+
+def _execution_error(step: Step, exc: Exception) -> ExecutionError:
+    """The error raised for a failing step: names the layer (plugin errors already name it)."""
+    if isinstance(exc, ExecutionError):
+        return exc
+    if isinstance(exc, PlugrtError) and step.op is None:
+        return ExecutionError(str(exc))
+    if isinstance(exc, PlugrtError):
+        return ExecutionError(f"layer {step.layer.name!r} ({step.layer.op_kind}): {exc}")
+    return ExecutionError(f"layer {step.layer.name!r} ({step.layer.op_kind}) failed: {type(exc).__name__}: {exc}")

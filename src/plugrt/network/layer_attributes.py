@@ -55,7 +55,9 @@ class Attribute(Generic[T]):
         return value  # type: ignore[no-any-return]
 
     def __set__(self, obj: object, value: Any) -> None:
-        obj.__dict__[self._name] = self._check(f"{type(obj).__name__}.{self._name}", value)
+        adding = getattr(obj, "_adding", "")  # the add_* method while the layer is being made
+        where = f"{adding}: {self._name}" if adding else f"{type(obj).__name__}.{self._name}"
+        obj.__dict__[self._name] = self._check(where, value)
 
 
 class StandardLayer(ILayer):
@@ -64,21 +66,24 @@ class StandardLayer(ILayer):
     #: False where a valid layer may need an attribute set after ``add_*`` (concatenation axis).
     shapes_checked_at_add: ClassVar[bool] = True
 
-    def __init__(self, network: Any, inputs: Sequence[ITensor], **attributes: Any) -> None:
+    def __init__(self, network: Any, inputs: Sequence[ITensor], adding: str = "", **attributes: Any) -> None:
         super().__init__(network, list(inputs), 1)
+        self._made_by = adding
+        self._adding = adding
         for name, value in attributes.items():
             setattr(self, name, value)
+        self._adding = ""
 
-    def probe_rules(self, where: str) -> None:
+    def probe_rules(self) -> None:
         """Run the shape and type rules now when every input is a network input (shape known).
 
-        Errors then name ``where`` (the ``add_*`` method), as TensorRT reports them at once.
+        Errors then name the ``add_*`` method that made the layer, as TensorRT reports them at once.
         """
         tensors = [t for t in self._inputs if t is not None]
         if not tensors or len(tensors) != len(self._inputs) or not all(t.is_network_input for t in tensors):
             return
         operator = self.to_operator()
-        operator.name = where
+        operator.name = self._made_by
         shapes = [[constant(d) if d >= 0 else symbol(f"{t.name}[{i}]") for i, d in enumerate(t.shape)] for t in tensors]
         operator.output_types([t.dtype for t in tensors])
         if self.shapes_checked_at_add:

@@ -217,87 +217,68 @@ class StandardLayers:
 
     def add_identity(self, input: ITensor) -> IIdentityLayer:
         """Add a layer copying ``input``."""
-        return self._finish(IIdentityLayer(self, [self._check_tensor(input, "add_identity")]), "add_identity")
+        return self._finish(IIdentityLayer(self, [self._check_tensor(input, "add_identity")], "add_identity"))
 
     def add_elementwise(self, input1: ITensor, input2: ITensor, op: ElementWiseOperation) -> IElementWiseLayer:
         """Add ``op(input1, input2)``; the inputs must have equal rank (broadcast over size-1 dims)."""
         where = "add_elementwise"
         tensors = [self._check_tensor(input1, f"{where} input1"), self._check_tensor(input2, f"{where} input2")]
-        return self._finish(
-            IElementWiseLayer(self, tensors, op=check_enum(ElementWiseOperation)(f"{where}: op", op)), where
-        )
+        return self._finish(IElementWiseLayer(self, tensors, where, op=op))
 
     def add_activation(self, input: ITensor, type: ActivationType) -> IActivationLayer:
         """Add an activation; set ``alpha``/``beta`` on the layer for the parametric ones (default 0)."""
         where = "add_activation"
-        kind = check_enum(ActivationType)(f"{where}: type", type)
-        return self._finish(IActivationLayer(self, [self._check_tensor(input, where)], type=kind), where)
+        return self._finish(IActivationLayer(self, [self._check_tensor(input, where)], where, type=type))
 
     def add_unary(self, input: ITensor, op: UnaryOperation) -> IUnaryLayer:
         """Add ``op(input)``."""
-        where = "add_unary"
-        return self._finish(
-            IUnaryLayer(self, [self._check_tensor(input, where)], op=check_enum(UnaryOperation)(f"{where}: op", op)),
-            where,
-        )
+        return self._finish(IUnaryLayer(self, [self._check_tensor(input, "add_unary")], "add_unary", op=op))
 
     def add_matrix_multiply(
         self, input0: ITensor, op0: MatrixOperation, input1: ITensor, op1: MatrixOperation
     ) -> IMatrixMultiplyLayer:
         """Add ``op0(input0) @ op1(input1)`` with broadcast batch dimensions."""
         where = "add_matrix_multiply"
-        check = check_enum(MatrixOperation)
         tensors = [self._check_tensor(input0, f"{where} input0"), self._check_tensor(input1, f"{where} input1")]
-        layer = IMatrixMultiplyLayer(self, tensors, op0=check(f"{where}: op0", op0), op1=check(f"{where}: op1", op1))
-        return self._finish(layer, where)
+        return self._finish(IMatrixMultiplyLayer(self, tensors, where, op0=op0, op1=op1))
 
     def add_constant(self, shape: Sequence[int] | Dims, weights: Weights | np.ndarray) -> IConstantLayer:
         """Add a constant of ``shape`` holding ``weights`` (a ``Weights`` or a NumPy array)."""
-        where = "add_constant"
-        dims = check_dims(f"{where}: shape", shape)
-        values = check_weights(f"{where}: weights", weights)
-        count = int(np.prod(list(dims), dtype=np.int64))
-        if values.size != count:
-            raise ShapeError(f"{where}: weights hold {values.size} values but shape {tuple(dims)} has volume {count}")
-        return self._finish(IConstantLayer(self, [], weights=values, shape=dims), where)
+        layer = IConstantLayer(self, [], "add_constant", shape=shape, weights=weights)
+        count = int(np.prod(list(layer.shape), dtype=np.int64))
+        if layer.weights.size != count:
+            raise ShapeError(
+                f"add_constant: weights hold {layer.weights.size} values but shape {tuple(layer.shape)} "
+                f"has volume {count}"
+            )
+        return self._finish(layer)
 
     def add_shuffle(self, input: ITensor) -> IShuffleLayer:
         """Add a shuffle; set ``first_transpose``, ``reshape_dims``, ``second_transpose`` on the layer."""
-        return self._finish(IShuffleLayer(self, [self._check_tensor(input, "add_shuffle")]), "add_shuffle")
+        return self._finish(IShuffleLayer(self, [self._check_tensor(input, "add_shuffle")], "add_shuffle"))
 
     def add_concatenation(self, inputs: Sequence[ITensor]) -> IConcatenationLayer:
         """Add a concatenation of ``inputs`` (at least one) along ``layer.axis``."""
         tensors = self._check_inputs(inputs, "add_concatenation")
         if not tensors:
             raise NetworkError("add_concatenation: inputs is empty; at least one tensor is needed")
-        return self._finish(IConcatenationLayer(self, tensors), "add_concatenation")
+        return self._finish(IConcatenationLayer(self, tensors, "add_concatenation"))
 
     def add_cast(self, input: ITensor, to_type: DataType) -> ICastLayer:
         """Add a conversion of ``input`` to ``to_type``."""
-        where = "add_cast"
-        return self._finish(
-            ICastLayer(self, [self._check_tensor(input, where)], to_type=check_to_type(f"{where}: to_type", to_type)),
-            where,
-        )
+        return self._finish(ICastLayer(self, [self._check_tensor(input, "add_cast")], "add_cast", to_type=to_type))
 
     def add_softmax(self, input: ITensor) -> ISoftMaxLayer:
         """Add a softmax over ``layer.axes`` (default: TensorRT's default axis)."""
-        return self._finish(ISoftMaxLayer(self, [self._check_tensor(input, "add_softmax")]), "add_softmax")
+        return self._finish(ISoftMaxLayer(self, [self._check_tensor(input, "add_softmax")], "add_softmax"))
 
     def add_reduce(self, input: ITensor, op: ReduceOperation, axes: int, keep_dims: bool) -> IReduceLayer:
         """Add a reduction of the axes in the ``axes`` bitmask."""
-        where = "add_reduce"
-        tensor = self._check_tensor(input, where)
-        layer = IReduceLayer(
-            self,
-            [tensor],
-            op=check_enum(ReduceOperation)(f"{where}: op", op),
-            axes=check_mask(f"{where}: axes", axes),
-            keep_dims=check_bool(f"{where}: keep_dims", keep_dims),
-        )
-        return self._finish(layer, where)
+        tensors = [self._check_tensor(input, "add_reduce")]
+        return self._finish(IReduceLayer(self, tensors, "add_reduce", op=op, axes=axes, keep_dims=keep_dims))
 
-    def _finish(self, layer: L, where: str) -> L:
-        layer.probe_rules(where)
+    def _finish(self, layer: L) -> L:
+        """Check the new layer's rules where its inputs' shapes are known, then add it."""
+        layer.probe_rules()
         added: L = self._add_layer(layer)
         return added

@@ -11,7 +11,7 @@ from ..core.errors import NetworkError, ShapeError
 from ..core.types import DataType, from_nptype
 from ..shape import constant
 from .base import Operator, ShapeExprs, register_operator
-from .elementwise import expect_inputs
+from .elementwise import expect_inputs, label
 
 __all__ = ["ConstantOperator"]
 
@@ -29,16 +29,25 @@ class ConstantOperator(Operator):
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
         self.shape = tuple(int(d) for d in self.param("shape"))
+        if any(d < 0 for d in self.shape):
+            raise ShapeError(f"constant: shape {list(self.shape)} has a negative dimension")
+        if "value" in self.weights:  # params alone are enough to check a plan's parameters
+            self.weights["value"] = self._shaped(self.weights["value"])
+
+    def _shaped(self, value: np.ndarray) -> np.ndarray:
+        if value.size != int(np.prod(self.shape, dtype=np.int64)):
+            raise ShapeError(f"{label(self)}: shape {list(self.shape)} does not match {value.size} weight values")
+        return np.ascontiguousarray(value).reshape(self.shape)
+
+    def value(self) -> np.ndarray:
+        """The constant, shaped; a missing weight raises :class:`NetworkError`."""
         if "value" not in self.weights:
-            raise NetworkError(f"constant: weight 'value' is missing (weights given: {sorted(self.weights)})")
-        value = self.weights["value"]
-        if any(d < 0 for d in self.shape) or value.size != int(np.prod(self.shape, dtype=np.int64)):
-            raise ShapeError(f"constant: shape {list(self.shape)} does not match {value.size} weight values")
-        self.weights["value"] = np.ascontiguousarray(value).reshape(self.shape)
+            raise NetworkError(f"{label(self)}: weight 'value' is missing (weights given: {sorted(self.weights)})")
+        return self.weights["value"]
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
         expect_inputs(self, len(input_types), 0)
-        return [from_nptype(self.weights["value"].dtype)]
+        return [from_nptype(self.value().dtype)]
 
     def output_shapes(
         self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
@@ -49,10 +58,10 @@ class ConstantOperator(Operator):
     def output_values(
         self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
     ) -> list[ShapeExprs | None]:
-        value = self.weights["value"]
+        value = self.value()
         if value.ndim <= 1 and value.dtype.kind in "iu" and value.size <= _MAX_VALUES:
             return [[constant(int(v)) for v in value.reshape(-1)]]
         return [None]
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
-        outputs[0][...] = xp.asarray(self.weights["value"])
+        outputs[0][...] = xp.asarray(self.value())

@@ -125,6 +125,23 @@ class PluginCaller:
         except Exception as exc:
             raise _context_error(exc, self.describe(method)) from exc
 
+    def bound(self, phase: str, method: str) -> Callable[..., Any]:
+        """A fast callable for one hook, used on the inference path."""
+        hook: Callable[..., Any] = getattr(self.plugin, method)
+        note = self.note
+        verbose = self._verbose
+        describe = self.describe
+
+        def call(*args: Any) -> Any:
+            if _ACTIVE or verbose:
+                note(phase, method)
+            try:
+                return hook(*args)
+            except Exception as exc:
+                raise _context_error(exc, describe(method)) from exc
+
+        return call
+
     def note(self, phase: str, method: str) -> None:
         """Record and log a call without making it."""
         if _ACTIVE:

@@ -100,8 +100,10 @@ class V2DynamicAdapter(V2Common):
     def make_enqueue(self, plugin: Any) -> Any:
         caller = self.context_callers[id(plugin)]
 
+        hook = caller.bound(Phase.INFERENCE, "enqueue")
+
         def run(in_descs: list[Any], out_descs: list[Any], inputs: list[int], outputs: list[int], workspace: int, stream: int) -> None:
-            status = caller(Phase.INFERENCE, "enqueue", in_descs, out_descs, inputs, outputs, workspace, stream)
+            status = hook(in_descs, out_descs, inputs, outputs, workspace, stream)
             if status is not None and status != 0:
                 check_status(caller, "enqueue", status)
 

@@ -125,11 +125,12 @@ class V2StaticAdapter(V2Common):
 
     def make_enqueue(self, plugin: Any) -> Any:
         caller = self.context_callers[id(plugin)]
+        hook = caller.bound(Phase.INFERENCE, "execute_async")
 
         def run(in_descs: list[Any], out_descs: list[Any], inputs: list[int], outputs: list[int], workspace: int, stream: int) -> None:
             descs = in_descs or out_descs
             batch = descs[0].dims[0] if descs and len(descs[0].dims) else 1
-            status = caller(Phase.INFERENCE, "execute_async", batch, inputs, outputs, workspace, stream)
+            status = hook(batch, inputs, outputs, workspace, stream)
             if status is not None and status != 0:
                 check_status(caller, "execute_async", status)
 

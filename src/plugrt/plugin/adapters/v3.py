@@ -210,8 +210,10 @@ class V3Adapter(PluginAdapter):
     def make_enqueue(self, plugin: Any) -> Any:
         caller = self.runtime_callers[id(plugin)]
 
+        hook = caller.bound(Phase.INFERENCE, "enqueue")
+
         def run(in_descs: list[Any], out_descs: list[Any], inputs: list[int], outputs: list[int], workspace: int, stream: int) -> None:
-            status = caller(Phase.INFERENCE, "enqueue", in_descs, out_descs, inputs, outputs, workspace, stream)
+            status = hook(in_descs, out_descs, inputs, outputs, workspace, stream)
             if status is not None and status != 0:
                 check_status(caller, "enqueue", status)
 
