@@ -142,7 +142,8 @@ def test_two_contexts_created_concurrently(engine: trt.ICudaEngine) -> None:
         assert not errors, errors
         assert made[0] is not None and made[1] is not None and made[0] is not made[1]
         assert trace.methods("pad_v2", "context") == ["clone", "attach_to_context"] * 2
-        assert trace.methods("pad_v3", "context") == ["attach_to_context"] * 2
+        v3_calls = [m for m in trace.methods("pad_v3", "context") if m != "get_capability_interface"]
+        assert v3_calls == ["attach_to_context"] * 2
         rng = np.random.default_rng(round_)
         inputs = [rng.standard_normal(_random_shape(rng)).astype(np.float32) for _ in range(2)]
 
@@ -153,7 +154,9 @@ def test_two_contexts_created_concurrently(engine: trt.ICudaEngine) -> None:
         assert not errors, errors
 
 
-def test_each_context_gets_its_own_plugin_clones(engine: trt.ICudaEngine) -> None:
+def test_each_context_gets_its_own_plugin_clones() -> None:
+    engine = _pad_engine()
+    gc.collect()  # contexts of earlier tests must not be torn down inside the trace
     with trt.trace_plugin_calls() as trace:
         contexts = [engine.create_execution_context() for _ in range(THREADS)]
         for context in contexts:
@@ -304,7 +307,7 @@ def test_one_context_in_two_threads_at_once_is_refused(engine: trt.ICudaEngine) 
 
         def enqueue(self, *args: Any) -> int:
             entered.set()
-            assert release.wait(30)
+            assert release.wait(10)
             return super().enqueue(*args)
 
         def clone(self) -> Blocking:
@@ -316,6 +319,11 @@ def test_one_context_in_two_threads_at_once_is_refused(engine: trt.ICudaEngine) 
         def __init__(self) -> None:
             super().__init__()
             self.name = "BlockingPad_concurrency"
+
+        def create_plugin(self, name: str, fc: trt.PluginFieldCollection) -> Blocking:
+            plugin = Blocking()
+            plugin.pads = circ_pad_v2.CircPadPlugin(fc).pads
+            return plugin
 
         def deserialize_plugin(self, name: str, data: bytes) -> Blocking:
             plugin = Blocking()
@@ -338,7 +346,7 @@ def test_one_context_in_two_threads_at_once_is_refused(engine: trt.ICudaEngine) 
     first = threading.Thread(target=context.execute_async_v3, args=(0,))
     first.start()
     try:
-        assert entered.wait(30)
+        assert entered.wait(10)
         with pytest.raises(trt.ExecutionError, match="already running in another thread"):
             context.execute_async_v3(0)
         # another context of the same engine is not blocked by the lock of the first
@@ -346,7 +354,7 @@ def test_one_context_in_two_threads_at_once_is_refused(engine: trt.ICudaEngine) 
         assert other.set_input_shape("x", x.shape)
     finally:
         release.set()
-        first.join(30)
+        first.join(10)
     assert not first.is_alive()
     np.testing.assert_array_equal(y, reference(x))
     context.execute_async_v3(0)  # free again
