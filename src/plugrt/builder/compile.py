@@ -15,7 +15,6 @@ import numpy as np
 
 from ..core.dims import Dims
 from ..core.errors import BuildError, PlugrtError, ShapeError
-from ..core.layouts import storage_shape
 from ..core.logger import ILogger, Severity
 from ..core.types import DataType, TensorFormat
 from ..engine.plan import EnginePlan, LayerPlan, ProfilePlan, TensorPlan, tensor_max_bytes

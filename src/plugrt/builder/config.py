@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Sequence
 from typing import Any
 
 from ..core.dims import Dims
+from ..core.enums import TrtEnum
 from ..core.errors import ShapeError, TypeMismatchError
 
 __all__ = [
     "BuilderFlag",
+    "IBuilderConfig",
+    "IOptimizationProfile",
+    "IProgressMonitor",
     "MemoryPoolType",
     "ProfilingVerbosity",
-    "IOptimizationProfile",
-    "IBuilderConfig",
-    "IProgressMonitor",
 ]
 
 
-class BuilderFlag(enum.IntEnum):
+class BuilderFlag(TrtEnum):
     """Build options (TensorRT's names; the ones plugrt acts on are documented)."""
 
     FP16 = 0
@@ -41,7 +41,7 @@ class BuilderFlag(enum.IntEnum):
     BF16 = 17
 
 
-class MemoryPoolType(enum.IntEnum):
+class MemoryPoolType(TrtEnum):
     """Memory pools whose size the builder limits."""
 
     WORKSPACE = 0
@@ -52,7 +52,7 @@ class MemoryPoolType(enum.IntEnum):
     TACTIC_SHARED_MEMORY = 5
 
 
-class ProfilingVerbosity(enum.IntEnum):
+class ProfilingVerbosity(TrtEnum):
     """How much layer detail the engine inspector shows."""
 
     LAYER_NAMES_ONLY = 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Block", "plan_memory", "ALIGNMENT", "align"]
+__all__ = ["ALIGNMENT", "Block", "align", "plan_memory"]
 
 #: Every buffer starts on this boundary (enough for any vector load).
 ALIGNMENT = 256

@@ -10,7 +10,7 @@ from typing import Any, SupportsIndex, overload
 
 from .errors import ShapeError
 
-__all__ = ["Dims", "Dims2", "Dims3", "Dims4", "DimsHW", "DimsCHW", "DimsNCHW", "volume"]
+__all__ = ["Dims", "Dims2", "Dims3", "Dims4", "DimsCHW", "DimsHW", "DimsNCHW", "volume"]
 
 
 class Dims:
@@ -57,7 +57,7 @@ class Dims:
         return f"({', '.join(map(str, self._values))})" if len(self) != 1 else f"({self[0]},)"
 
     @property
-    def nbDims(self) -> int:  # noqa: N802 - TensorRT's C++ name
+    def nbDims(self) -> int:
         """Number of dimensions (TensorRT's ``nbDims``)."""
         return len(self._values)
 

@@ -7,22 +7,22 @@ actual value, and the valid choices where there are any.
 from __future__ import annotations
 
 __all__ = [
+    "BuildError",
+    "CreatorNotFoundError",
+    "DuplicateCreatorError",
+    "ExecutionError",
+    "FieldError",
+    "FormatNegotiationError",
+    "MissingBackendError",
+    "MissingHookError",
+    "NetworkError",
+    "PlanFormatError",
+    "PluginError",
     "PlugrtError",
+    "RegistryError",
+    "SerializationError",
     "ShapeError",
     "TypeMismatchError",
-    "FieldError",
-    "PluginError",
-    "MissingHookError",
-    "FormatNegotiationError",
-    "RegistryError",
-    "DuplicateCreatorError",
-    "CreatorNotFoundError",
-    "SerializationError",
-    "PlanFormatError",
-    "NetworkError",
-    "BuildError",
-    "ExecutionError",
-    "MissingBackendError",
 ]
 
 

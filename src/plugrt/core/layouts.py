@@ -16,7 +16,7 @@ import numpy as np
 from .errors import ShapeError
 from .types import TensorFormat
 
-__all__ = ["SUPPORTED_FORMATS", "storage_shape", "to_storage", "from_storage", "format_min_rank"]
+__all__ = ["SUPPORTED_FORMATS", "format_min_rank", "from_storage", "storage_shape", "to_storage"]
 
 _CHW_VECTOR = {TensorFormat.CHW2: 2, TensorFormat.CHW4: 4, TensorFormat.CHW16: 16, TensorFormat.CHW32: 32}
 _HWC_VECTOR = {TensorFormat.HWC8: 8, TensorFormat.HWC16: 16, TensorFormat.HWC: 1}

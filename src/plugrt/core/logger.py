@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import enum
 import sys
 import threading
+
+from ..core.enums import TrtEnum
 
 __all__ = ["ILogger", "Logger", "Severity"]
 
 
-class Severity(enum.IntEnum):
+class Severity(TrtEnum):
     """Message severity; lower is more severe (TensorRT's values)."""
 
     INTERNAL_ERROR = 0

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import enum
-
 import numpy as np
 
+from ..core.enums import TrtEnum
 from .errors import TypeMismatchError
 
-__all__ = ["DataType", "TensorFormat", "PluginFormat", "nptype", "from_nptype"]
+__all__ = ["DataType", "PluginFormat", "TensorFormat", "from_nptype", "nptype"]
 
 
-class DataType(enum.IntEnum):
+class DataType(TrtEnum):
     """Element type of a tensor (TensorRT's ``DataType``, same integer values)."""
 
     FLOAT = 0
@@ -90,7 +89,7 @@ def from_nptype(dtype: np.dtype | type) -> DataType:
     raise TypeMismatchError(f"NumPy dtype {np_dtype} has no DataType; supported: {supported}")
 
 
-class TensorFormat(enum.IntEnum):
+class TensorFormat(TrtEnum):
     """Memory layout of a tensor (TensorRT's ``TensorFormat``, same integer values).
 
     ``LINEAR`` is row-major. ``CHW<k>`` vectorises channels in groups of ``k``

@@ -12,6 +12,7 @@ from ..core.dims import Dims
 from ..core.errors import ExecutionError, TypeMismatchError
 from ..core.logger import Severity
 from ..network.tensor import TensorIOMode
+from ..ops.elementwise import quiet
 from .executor import Executor
 from .output_allocator import IOutputAllocator
 
@@ -172,7 +173,8 @@ class IExecutionContext:
             raise ExecutionError("this execution context is already running in another thread; create one context per thread")
         try:
             self._prepare(int(stream_handle))
-            self._executor.run(int(stream_handle))
+            with quiet(self.engine.backend.xp):
+                self._executor.run(int(stream_handle))
             self._deliver_data_dependent_outputs(int(stream_handle))
         finally:
             self._lock.release()
@@ -252,5 +254,5 @@ class IExecutionContext:
     def __del__(self) -> None:
         try:
             self._executor.release()
-        except Exception:  # noqa: BLE001 - never raise from a finalizer
+        except Exception:
             pass

@@ -181,7 +181,7 @@ class ICudaEngine:
     def __del__(self) -> None:
         try:
             self._release_plugins()
-        except Exception:  # noqa: BLE001 - never raise from a finalizer
+        except Exception:
             pass
 
 
@@ -199,7 +199,7 @@ def _opt_value(expr: Any, opt: dict[str, int]) -> int:
 def _validate(plan: EnginePlan) -> None:
     for layer in plan.layers:
         if not layer.is_plugin:
-            create_operator(layer.op_kind, layer.params, {})
+            create_operator(layer.op_kind, layer.params, {k: plan.weights[v] for k, v in layer.weights.items()})
     for p, profile in enumerate(plan.profiles):
         low, _, high = profile_envs(plan, p)
         for index, offset in profile.offsets.items():

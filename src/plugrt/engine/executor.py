@@ -20,7 +20,7 @@ from ..ops.base import Operator, create_operator
 from ..plugin.descriptors import PluginTensorDesc
 from .plan import EnginePlan, LayerPlan
 
-__all__ = ["Step", "Executor"]
+__all__ = ["Executor", "Step"]
 
 
 @dataclass

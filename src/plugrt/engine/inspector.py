@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import enum
 import json
 from typing import Any
 
+from ..core.enums import TrtEnum
 from ..core.errors import ExecutionError
 
 __all__ = ["EngineInspector", "LayerInformationFormat"]
 
 
-class LayerInformationFormat(enum.IntEnum):
+class LayerInformationFormat(TrtEnum):
     """Output format of the inspector."""
 
     ONELINE = 0

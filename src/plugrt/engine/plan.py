@@ -20,7 +20,7 @@ from ..shape.builder import constant, operation, symbol
 from ..shape.expr import DimensionOperation, IDimensionExpr
 from .plan_format import PlanContents, PluginRecord, decode_plan, encode_plan
 
-__all__ = ["TensorPlan", "LayerPlan", "ProfilePlan", "EnginePlan", "encode_expr", "decode_expr"]
+__all__ = ["EnginePlan", "LayerPlan", "ProfilePlan", "TensorPlan", "decode_expr", "encode_expr"]
 
 ProfileShapes = dict[str, tuple[Dims, Dims, Dims]]
 

@@ -33,7 +33,7 @@ class CircPadPlugin(trt.IPluginV2DynamicExt):
     def get_output_datatype(self, index: int, input_types: list[trt.DataType]) -> trt.DataType:
         return input_types[0]
 
-    def get_output_dimensions(self, output_index: int, inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder) -> trt.DimsExprs:  # noqa: N803
+    def get_output_dimensions(self, output_index: int, inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder) -> trt.DimsExprs:
         out = trt.DimsExprs(inputs[0])
         rank = len(out)
         for i in range(len(self.pads) // 2):

@@ -37,7 +37,7 @@ class CircPadPluginV3(trt.IPluginV3, trt.IPluginV3OneCore, trt.IPluginV3OneBuild
     def get_output_data_types(self, input_types: list[trt.DataType]) -> list[trt.DataType]:
         return [input_types[0]]
 
-    def get_output_shapes(self, inputs: list[trt.DimsExprs], shape_inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder) -> list[trt.DimsExprs]:  # noqa: N803
+    def get_output_shapes(self, inputs: list[trt.DimsExprs], shape_inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder) -> list[trt.DimsExprs]:
         out = trt.DimsExprs(inputs[0])
         rank = len(out)
         for i in range(len(self.pads) // 2):

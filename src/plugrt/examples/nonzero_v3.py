@@ -33,7 +33,7 @@ class NonZeroPlugin(trt.IPluginV3, trt.IPluginV3OneCore, trt.IPluginV3OneBuild, 
     def get_output_data_types(self, input_types: list[trt.DataType]) -> list[trt.DataType]:
         return [trt.DataType.INT32, trt.DataType.INT32]
 
-    def get_output_shapes(self, inputs: list[trt.DimsExprs], shape_inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder) -> list[trt.DimsExprs]:  # noqa: N803
+    def get_output_shapes(self, inputs: list[trt.DimsExprs], shape_inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder) -> list[trt.DimsExprs]:
         upper = exprBuilder.operation(trt.DimensionOperation.PROD, inputs[0][0], inputs[0][1])
         opt = exprBuilder.operation(trt.DimensionOperation.FLOOR_DIV, upper, exprBuilder.constant(2))
         count = exprBuilder.declare_size_tensor(1, opt, upper)

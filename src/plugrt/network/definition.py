@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..core.dims import Dims
+from ..core.enums import TrtEnum
 from ..core.errors import NetworkError, TypeMismatchError
 from ..core.types import DataType
 from ..plugin.v2 import IPluginV2
@@ -18,7 +18,7 @@ from .tensor import ITensor
 __all__ = ["INetworkDefinition", "NetworkDefinitionCreationFlag"]
 
 
-class NetworkDefinitionCreationFlag(enum.IntEnum):
+class NetworkDefinitionCreationFlag(TrtEnum):
     """Flags of ``Builder.create_network`` (networks are always explicit-batch here)."""
 
     EXPLICIT_BATCH = 0
@@ -138,7 +138,7 @@ class INetworkDefinition(StandardLayers):
     # --- shared mechanism ---------------------------------------------------------
     def _add_layer(self, layer: Any) -> Any:
         index = len(self._layers)
-        layer.name = f"(Unnamed Layer* {index}) [{layer.type.name.title().replace('_', '')}]"
+        layer.name = f"(Unnamed Layer* {index}) [{layer.layer_type.name.title().replace('_', '')}]"
         for i, output in enumerate(layer._outputs):
             output._name = f"{layer.name}_output_{i}"
             self._register(output)

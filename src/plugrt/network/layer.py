@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import enum
 from typing import TYPE_CHECKING, Any
 
 from ..core.dims import Dims
+from ..core.enums import TrtEnum
 from ..core.errors import NetworkError, TypeMismatchError
 from ..core.types import DataType
 from .tensor import ITensor
@@ -13,10 +13,10 @@ from .tensor import ITensor
 if TYPE_CHECKING:
     from ..ops.base import Operator
 
-__all__ = ["LayerType", "ILayer", "IPluginV2Layer", "IPluginV3Layer"]
+__all__ = ["ILayer", "IPluginV2Layer", "IPluginV3Layer", "LayerType"]
 
 
-class LayerType(enum.IntEnum):
+class LayerType(TrtEnum):
     """Kind of a layer (TensorRT's names)."""
 
     CONVOLUTION = 0

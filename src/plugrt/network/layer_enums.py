@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import enum
 from typing import Any
 
 import numpy as np
 
+from ..core.enums import TrtEnum
 from ..core.errors import TypeMismatchError
 from ..core.types import DataType, from_nptype, nptype
 
@@ -20,7 +20,7 @@ __all__ = [
 ]
 
 
-class ElementWiseOperation(enum.IntEnum):
+class ElementWiseOperation(TrtEnum):
     """Binary operations of ``add_elementwise``."""
 
     SUM = 0
@@ -39,7 +39,7 @@ class ElementWiseOperation(enum.IntEnum):
     LESS = 13
 
 
-class ActivationType(enum.IntEnum):
+class ActivationType(TrtEnum):
     """Functions of ``add_activation``; ``alpha``/``beta`` as in TensorRT.
 
     LEAKY_RELU ``x if x >= 0 else alpha*x``; ELU ``x if x >= 0 else alpha*(exp(x)-1)``;
@@ -65,7 +65,7 @@ class ActivationType(enum.IntEnum):
     GELU_TANH = 13
 
 
-class UnaryOperation(enum.IntEnum):
+class UnaryOperation(TrtEnum):
     """Operations of ``add_unary``."""
 
     EXP = 0
@@ -95,7 +95,7 @@ class UnaryOperation(enum.IntEnum):
     ISNAN = 24
 
 
-class MatrixOperation(enum.IntEnum):
+class MatrixOperation(TrtEnum):
     """How ``add_matrix_multiply`` treats an input.
 
     NONE: the last two dimensions are a matrix. TRANSPOSE: the same, transposed.
@@ -107,7 +107,7 @@ class MatrixOperation(enum.IntEnum):
     VECTOR = 2
 
 
-class ReduceOperation(enum.IntEnum):
+class ReduceOperation(TrtEnum):
     """Operations of ``add_reduce``."""
 
     SUM = 0

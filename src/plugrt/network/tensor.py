@@ -2,27 +2,27 @@
 
 from __future__ import annotations
 
-import enum
 from typing import TYPE_CHECKING, Any
 
 from ..core.dims import Dims
+from ..core.enums import TrtEnum
 from ..core.errors import NetworkError, TypeMismatchError
 from ..core.types import DataType, TensorFormat
 
 if TYPE_CHECKING:
     from .layer import ILayer
 
-__all__ = ["ITensor", "TensorLocation", "TensorIOMode"]
+__all__ = ["ITensor", "TensorIOMode", "TensorLocation"]
 
 
-class TensorLocation(enum.IntEnum):
+class TensorLocation(TrtEnum):
     """Where a tensor lives (TensorRT's names)."""
 
     DEVICE = 0
     HOST = 1
 
 
-class TensorIOMode(enum.IntEnum):
+class TensorIOMode(TrtEnum):
     """Whether an engine tensor is an input, an output or neither."""
 
     NONE = 0

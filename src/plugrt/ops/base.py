@@ -23,7 +23,7 @@ from ..core.errors import NetworkError, PlanFormatError
 from ..core.types import DataType
 from ..shape.expr import IDimensionExpr
 
-__all__ = ["Operator", "ShapeExprs", "register_operator", "create_operator", "registered_operators"]
+__all__ = ["Operator", "ShapeExprs", "create_operator", "register_operator", "registered_operators"]
 
 ShapeExprs = list[IDimensionExpr]
 

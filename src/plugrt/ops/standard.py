@@ -9,6 +9,7 @@ from . import (  # noqa: F401  (imported for registration)
     identity,
     matrix_multiply,
     reduce,
+    reformat,
     shuffle,
     softmax,
     unary,

@@ -8,7 +8,7 @@ from .fields import PluginFieldCollection
 from .hooks import missing_hook
 from .v3 import TensorRTPhase
 
-__all__ = ["IPluginCreator", "IPluginCreatorV3One", "IPluginCreatorInterface"]
+__all__ = ["IPluginCreator", "IPluginCreatorInterface", "IPluginCreatorV3One"]
 
 
 class IPluginCreatorInterface:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from ..core.dims import Dims
 from ..core.types import DataType, TensorFormat
 
-__all__ = ["PluginTensorDesc", "DynamicPluginTensorDesc"]
+__all__ = ["DynamicPluginTensorDesc", "PluginTensorDesc"]
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from ..core.errors import SerializationError, TypeMismatchError
 from .fields import PluginField, PluginFieldCollection, PluginFieldType, field_numpy_dtype
 from .serialization import SerializationReader, SerializationWriter
 
-__all__ = ["encode_fields", "decode_fields"]
+__all__ = ["decode_fields", "encode_fields"]
 
 _MAGIC = 0x46444C50  # "PLDF"
 _VERSION = 1

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Iterator
 from typing import Any, SupportsIndex, overload
 
 import numpy as np
 
+from ..core.enums import TrtEnum
 from ..core.errors import FieldError, TypeMismatchError
 
-__all__ = ["PluginFieldType", "PluginField", "PluginFieldCollection", "field_numpy_dtype"]
+__all__ = ["PluginField", "PluginFieldCollection", "PluginFieldType", "field_numpy_dtype"]
 
 
-class PluginFieldType(enum.IntEnum):
+class PluginFieldType(TrtEnum):
     """Element type of a plugin field (TensorRT's 14 values)."""
 
     FLOAT16 = 0
@@ -207,7 +207,7 @@ class PluginFieldCollection:
         return len(self._fields)
 
     @property
-    def nbFields(self) -> int:  # noqa: N802 - TensorRT's C++ name
+    def nbFields(self) -> int:
         """Number of fields."""
         return len(self._fields)
 

@@ -6,7 +6,7 @@ from typing import NoReturn
 
 from ..core.errors import MissingHookError
 
-__all__ = ["missing_hook", "is_overridden"]
+__all__ = ["is_overridden", "missing_hook"]
 
 
 def missing_hook(obj: object, hook: str, interface: str) -> NoReturn:

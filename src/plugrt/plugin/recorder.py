@@ -20,7 +20,7 @@ from typing import Any
 from ..core.errors import PluginError, PlugrtError
 from ..core.logger import ILogger, Severity
 
-__all__ = ["PluginCall", "CallRecorder", "trace_plugin_calls", "PluginCaller", "Phase"]
+__all__ = ["CallRecorder", "Phase", "PluginCall", "PluginCaller", "trace_plugin_calls"]
 
 
 class Phase:

@@ -21,7 +21,7 @@ from ..core.errors import CreatorNotFoundError, DuplicateCreatorError, RegistryE
 from ..core.logger import ILogger, Logger, Severity
 from .creator import IPluginCreatorInterface
 
-__all__ = ["IPluginRegistry", "get_plugin_registry", "PluginLibraryHandle", "creator_key"]
+__all__ = ["IPluginRegistry", "PluginLibraryHandle", "creator_key", "get_plugin_registry"]
 
 Key = tuple[str, str, str]
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..core.errors import SerializationError
 
-__all__ = ["SerializationWriter", "SerializationReader"]
+__all__ = ["SerializationReader", "SerializationWriter"]
 
 _SCALARS = {"i8": "<b", "u8": "<B", "i32": "<i", "u32": "<I", "i64": "<q", "f32": "<f", "f64": "<d", "bool": "<?"}
 

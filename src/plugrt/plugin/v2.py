@@ -7,7 +7,6 @@ class when left undefined; optional hooks have TensorRT's defaults.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from ..core.dims import Dims
@@ -16,7 +15,7 @@ from ..shape.builder import DimsExprs, IExprBuilder
 from .descriptors import DynamicPluginTensorDesc, PluginTensorDesc
 from .hooks import missing_hook
 
-__all__ = ["IPluginV2", "IPluginV2Ext", "IPluginV2DynamicExt"]
+__all__ = ["IPluginV2", "IPluginV2DynamicExt", "IPluginV2Ext"]
 
 
 class IPluginV2:
@@ -126,7 +125,7 @@ class IPluginV2Ext(IPluginV2):
 class IPluginV2DynamicExt(IPluginV2Ext):
     """A dynamic-shape plugin: shapes are expressions, formats chosen per position."""
 
-    def get_output_dimensions(self, output_index: int, inputs: list[DimsExprs], exprBuilder: IExprBuilder) -> DimsExprs:  # noqa: N803
+    def get_output_dimensions(self, output_index: int, inputs: list[DimsExprs], exprBuilder: IExprBuilder) -> DimsExprs:
         """Output dims as expressions of the input dims. Required."""
         missing_hook(self, "get_output_dimensions", "IPluginV2DynamicExt")
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Sequence
 from typing import Any
 
+from ..core.enums import TrtEnum
 from ..core.types import DataType
 from ..shape.builder import DimsExprs, IExprBuilder
 from .descriptors import DynamicPluginTensorDesc, PluginTensorDesc
@@ -13,17 +12,17 @@ from .fields import PluginFieldCollection
 from .hooks import missing_hook
 
 __all__ = [
-    "PluginCapabilityType",
-    "TensorRTPhase",
     "IPluginResourceContext",
     "IPluginV3",
-    "IPluginV3OneCore",
     "IPluginV3OneBuild",
+    "IPluginV3OneCore",
     "IPluginV3OneRuntime",
+    "PluginCapabilityType",
+    "TensorRTPhase",
 ]
 
 
-class PluginCapabilityType(enum.IntEnum):
+class PluginCapabilityType(TrtEnum):
     """Capability interfaces an IPluginV3 offers."""
 
     CORE = 0
@@ -31,7 +30,7 @@ class PluginCapabilityType(enum.IntEnum):
     RUNTIME = 2
 
 
-class TensorRTPhase(enum.IntEnum):
+class TensorRTPhase(TrtEnum):
     """Why a V3 plugin is created: to build an engine or to run one."""
 
     BUILD = 0
@@ -101,7 +100,7 @@ class IPluginV3OneBuild:
         missing_hook(self, "get_output_data_types", "IPluginV3OneBuild")
 
     def get_output_shapes(
-        self, inputs: list[DimsExprs], shape_inputs: list[DimsExprs], exprBuilder: IExprBuilder  # noqa: N803
+        self, inputs: list[DimsExprs], shape_inputs: list[DimsExprs], exprBuilder: IExprBuilder
     ) -> list[DimsExprs]:
         """Shapes of all outputs as expressions. Required."""
         missing_hook(self, "get_output_shapes", "IPluginV3OneBuild")

@@ -8,7 +8,7 @@ from typing import SupportsIndex, overload
 from ..core.errors import ShapeError
 from .expr import _APPLY, DimensionOperation, IDimensionExpr
 
-__all__ = ["IExprBuilder", "DimsExprs", "constant", "symbol", "operation"]
+__all__ = ["DimsExprs", "IExprBuilder", "constant", "operation", "symbol"]
 
 
 def constant(value: int) -> IDimensionExpr:
@@ -127,7 +127,7 @@ class DimsExprs:
         return len(self._items)
 
     @property
-    def nbDims(self) -> int:  # noqa: N802 - TensorRT's C++ name
+    def nbDims(self) -> int:
         """Number of dimensions."""
         return len(self._items)
 

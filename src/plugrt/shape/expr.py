@@ -10,9 +10,9 @@ optimization profile at build time (interval arithmetic) for memory planning.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Mapping
 
+from ..core.enums import TrtEnum
 from ..core.errors import ShapeError
 
 __all__ = ["DimensionOperation", "IDimensionExpr", "Interval"]
@@ -20,7 +20,7 @@ __all__ = ["DimensionOperation", "IDimensionExpr", "Interval"]
 Interval = tuple[int, int]
 
 
-class DimensionOperation(enum.IntEnum):
+class DimensionOperation(TrtEnum):
     """Operations of :meth:`IExprBuilder.operation` (TensorRT's values)."""
 
     SUM = 0
@@ -76,7 +76,7 @@ class IDimensionExpr:
     ``get_output_dimensions`` / ``get_output_shapes``.
     """
 
-    __slots__ = ("_kind", "_value", "_name", "_op", "_args", "_hash")
+    __slots__ = ("_args", "_hash", "_kind", "_name", "_op", "_value")
 
     def __init__(
         self,

@@ -12,7 +12,7 @@ from .v2_dynamic import V2DynamicAdapter
 from .v2_static import V2StaticAdapter
 from .v3 import V3Adapter
 
-__all__ = ["PluginAdapter", "adapter_for_plugin", "adapter_for_family", "FAMILIES"]
+__all__ = ["FAMILIES", "PluginAdapter", "adapter_for_family", "adapter_for_plugin"]
 
 FAMILIES: dict[str, type[PluginAdapter]] = {
     V2StaticAdapter.family: V2StaticAdapter,

@@ -20,14 +20,14 @@ from ..descriptors import DynamicPluginTensorDesc, PluginTensorDesc
 from ..recorder import PluginCaller
 
 __all__ = [
-    "Port",
-    "IOChoice",
-    "BuildRequest",
     "CANDIDATE_TYPES",
-    "negotiate_combination",
+    "BuildRequest",
+    "IOChoice",
+    "Port",
     "candidate_list",
-    "plugin_label",
     "check_status",
+    "negotiate_combination",
+    "plugin_label",
 ]
 
 IOChoice = tuple[DataType, TensorFormat]

@@ -14,7 +14,7 @@ from ..descriptors import PluginTensorDesc
 from ..recorder import PluginCaller
 from .base import BuildRequest, IOChoice, Port
 
-__all__ = ["PluginAdapter", "BuildResult"]
+__all__ = ["BuildResult", "PluginAdapter"]
 
 
 class BuildResult:

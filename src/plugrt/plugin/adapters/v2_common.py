@@ -87,7 +87,7 @@ class V2Common(PluginAdapter):
             return
         try:
             self._teardown_build()
-        except Exception:  # noqa: BLE001 - best effort after another error
+        except Exception:
             self.build_caller = None
 
     def revive(self, name: str, version: str, namespace: str, payload: bytes, registry: Any, tactic: int) -> Any:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...core.dims import Dims
-from ...core.errors import BuildError, PluginError, SerializationError, TypeMismatchError
+from ...core.errors import BuildError, PluginError, TypeMismatchError
 from ...core.types import DataType
 from ...shape.builder import DimsExprs, IExprBuilder
 from ...shape.expr import IDimensionExpr
@@ -14,7 +14,6 @@ from ..descriptors import DynamicPluginTensorDesc, PluginTensorDesc
 from ..recorder import Phase
 from ..v2 import IPluginV2DynamicExt
 from .base import BuildRequest, IOChoice, Port, candidate_list, check_status, negotiate_combination
-from .family import BuildResult, PluginAdapter
 from .v2_common import V2Common
 
 __all__ = ["V2DynamicAdapter"]
