@@ -34,7 +34,7 @@ class TrivialPlugin(trt.IPluginV2DynamicExt):
         self.plugin_version = "1"
         self.copy = copy
 
-    def get_output_dimensions(self, output_index, inputs, exprBuilder):  # type: ignore[no-untyped-def]  # noqa: N803
+    def get_output_dimensions(self, output_index, inputs, exprBuilder):  # type: ignore[no-untyped-def]
         return trt.DimsExprs(inputs[0])
 
     def supports_format_combination(self, pos, in_out, num_inputs):  # type: ignore[no-untyped-def]
@@ -120,7 +120,7 @@ def main() -> None:
             context.set_input_shape("x", x.shape)
             context.set_tensor_address("x", x.ctypes.data)
             context.set_tensor_address("y", y.ctypes.data)
-            results[f"{variant}_run"] = median_time(lambda: context.execute_async_v3(0), args.repeats)
+            results[f"{variant}_run"] = median_time(lambda ctx=context: ctx.execute_async_v3(0), args.repeats)
             results[f"{variant}_build"] = build_s
             results[f"{variant}_load"] = load_s
             if copy:
@@ -145,17 +145,29 @@ def main() -> None:
     results["python_floor"] = median_time(python_floor, args.repeats)
     results["numpy_copies"] = median_time(numpy_copies, args.repeats)
 
-    per_layer = {k: v / n * 1e6 for k, v in results.items() if k.endswith("_run") or k in ("python_floor", "numpy_copies")}
-    print(f"{time.strftime('%Y-%m-%d')} {platform.processor() or platform.machine()} Python {platform.python_version()} "
-          f"NumPy {np.__version__}; {n} layers, median of {args.repeats}")
+    per_layer = {
+        k: v / n * 1e6 for k, v in results.items() if k.endswith("_run") or k in ("python_floor", "numpy_copies")
+    }
+    print(
+        f"{time.strftime('%Y-%m-%d')} {platform.processor() or platform.machine()} Python {platform.python_version()} "
+        f"NumPy {np.__version__}; {n} layers, median of {args.repeats}"
+    )
     print(f"{'measure':<34}{'per layer (us)':>16}{'ratio to floor':>16}")
-    for key, label in (("python_floor", "Python loop of no-op calls (floor)"), ("noop_run", "plugrt, no-op enqueue"),
-                       ("numpy_copies", "NumPy copies, direct"), ("copy_run", "plugrt, copying enqueue")):
+    for key, label in (
+        ("python_floor", "Python loop of no-op calls (floor)"),
+        ("noop_run", "plugrt, no-op enqueue"),
+        ("numpy_copies", "NumPy copies, direct"),
+        ("copy_run", "plugrt, copying enqueue"),
+    ):
         print(f"{label:<34}{per_layer[key]:>16.2f}{per_layer[key] / per_layer['python_floor']:>16.1f}")
-    print(f"plugrt overhead per layer over the floor: {per_layer['noop_run'] - per_layer['python_floor']:.2f} us; "
-          f"copying plugin vs direct NumPy: {per_layer['copy_run'] / per_layer['numpy_copies']:.2f}x")
-    print(f"build of {n} layers: {results['noop_build'] * 1e3:.0f} ms ({results['noop_build'] / n * 1e6:.0f} us/layer); "
-          f"deserialize + context: {results['noop_load'] * 1e3:.0f} ms")
+    print(
+        f"plugrt overhead per layer over the floor: {per_layer['noop_run'] - per_layer['python_floor']:.2f} us; "
+        f"copying plugin vs direct NumPy: {per_layer['copy_run'] / per_layer['numpy_copies']:.2f}x"
+    )
+    print(
+        f"build of {n} layers: {results['noop_build'] * 1e3:.0f} ms ({results['noop_build'] / n * 1e6:.0f} us/layer); "
+        f"deserialize + context: {results['noop_load'] * 1e3:.0f} ms"
+    )
 
 
 if __name__ == "__main__":

@@ -67,7 +67,9 @@ class Builder:
         message is logged at ERROR too).
         """
         if not isinstance(network, INetworkDefinition):
-            raise TypeMismatchError(f"build_serialized_network takes an INetworkDefinition, got {type(network).__name__}")
+            raise TypeMismatchError(
+                f"build_serialized_network takes an INetworkDefinition, got {type(network).__name__}"
+            )
         if not isinstance(config, IBuilderConfig):
             raise TypeMismatchError(f"build_serialized_network takes an IBuilderConfig, got {type(config).__name__}")
         start = time.perf_counter()

@@ -52,16 +52,28 @@ class _Build:
         self.profiles: list[ResolvedProfile] = []
 
     # --- tensors ------------------------------------------------------------------
-    def add_tensor(self, name: str, dtype: DataType, fmt: TensorFormat, shape: list[IDimensionExpr], role: str,
-                   values: list[IDimensionExpr] | None = None) -> int:
+    def add_tensor(
+        self,
+        name: str,
+        dtype: DataType,
+        fmt: TensorFormat,
+        shape: list[IDimensionExpr],
+        role: str,
+        values: list[IDimensionExpr] | None = None,
+    ) -> int:
         self.tensors.append(TensorPlan(name, dtype, fmt, list(shape), role))
         self.values.append(values)
         return len(self.tensors) - 1
 
     def port(self, index: int) -> Port:
         t = self.tensors[index]
-        return Port(list(t.shape), [self.ranges(t.shape, p) for p in range(len(self.profiles))], t.dtype, t.format,
-                    self.values[index])
+        return Port(
+            list(t.shape),
+            [self.ranges(t.shape, p) for p in range(len(self.profiles))],
+            t.dtype,
+            t.format,
+            self.values[index],
+        )
 
     def ranges(self, shape: list[IDimensionExpr], profile: int) -> tuple[Dims, Dims, Dims]:
         env = self.profiles[profile]
@@ -81,12 +93,18 @@ class _Build:
         if key not in self.conversions:
             name = f"{source.name} [{dtype.name}/{fmt.name}]"
             out = self.add_tensor(name, dtype, fmt, source.shape, "internal", self.values[index])
-            self.layers.append(LayerPlan(
-                f"Reformat {source.name} {source.dtype.name}/{source.format.name} -> {dtype.name}/{fmt.name}",
-                [index], [out], op_kind="reformat",
-                params={"dst_type": dtype.name, "src_format": source.format.name, "dst_format": fmt.name},
-            ))
-            self.logger.emit(Severity.VERBOSE, f"inserted a reformat of {source.name!r} to {dtype.name}/{fmt.name} for {consumer!r}")
+            self.layers.append(
+                LayerPlan(
+                    f"Reformat {source.name} {source.dtype.name}/{source.format.name} -> {dtype.name}/{fmt.name}",
+                    [index],
+                    [out],
+                    op_kind="reformat",
+                    params={"dst_type": dtype.name, "src_format": source.format.name, "dst_format": fmt.name},
+                )
+            )
+            self.logger.emit(
+                Severity.VERBOSE, f"inserted a reformat of {source.name!r} to {dtype.name}/{fmt.name} for {consumer!r}"
+            )
             self.conversions[key] = out
         return self.conversions[key]
 
@@ -97,10 +115,19 @@ class _Build:
             raise BuildError(f"layer {layer.name!r}: input {position} ({tensor.name!r}) is not produced by any layer")
         return self.index[id(tensor)]
 
-    def bind_outputs(self, layer: ILayer, types: list[DataType], formats: list[TensorFormat],
-                     shapes: list[list[IDimensionExpr]], values: list[Any], role: str = "internal") -> list[int]:
+    def bind_outputs(
+        self,
+        layer: ILayer,
+        types: list[DataType],
+        formats: list[TensorFormat],
+        shapes: list[list[IDimensionExpr]],
+        values: list[Any],
+        role: str = "internal",
+    ) -> list[int]:
         if not len(types) == len(shapes) == layer.num_outputs:
-            raise BuildError(f"layer {layer.name!r}: rules gave {len(types)} types and {len(shapes)} shapes for {layer.num_outputs} outputs")
+            raise BuildError(
+                f"layer {layer.name!r}: rules gave {len(types)} types and {len(shapes)} shapes for {layer.num_outputs} outputs"
+            )
         outputs = []
         for i, tensor in enumerate(layer._outputs):
             index = self.add_tensor(tensor.name, types[i], formats[i], shapes[i], role, values[i])
@@ -114,8 +141,15 @@ class _Build:
     def standard_layer(self, layer: ILayer) -> None:
         op = layer.to_operator()
         op.name = layer.name
-        inputs = [self.converted(self.input_index(layer, i, t), self.tensors[self.input_index(layer, i, t)].dtype,
-                                 TensorFormat.LINEAR, layer.name) for i, t in enumerate(layer._inputs)]
+        inputs = [
+            self.converted(
+                self.input_index(layer, i, t),
+                self.tensors[self.input_index(layer, i, t)].dtype,
+                TensorFormat.LINEAR,
+                layer.name,
+            )
+            for i, t in enumerate(layer._inputs)
+        ]
         in_types = [self.tensors[i].dtype for i in inputs]
         in_shapes = [self.tensors[i].shape for i in inputs]
         in_values = [self.values[i] for i in inputs]
@@ -134,7 +168,9 @@ class _Build:
             key = f"{len(self.layers)}/{name}"
             self.weights[key] = np.ascontiguousarray(array)
             keys[name] = key
-        self.layers.append(LayerPlan(layer.name, inputs, outputs, op_kind=op.kind, params=dict(op.params), weights=keys))
+        self.layers.append(
+            LayerPlan(layer.name, inputs, outputs, op_kind=op.kind, params=dict(op.params), weights=keys)
+        )
 
     def plugin_layer(self, layer: IPluginV2Layer | IPluginV3Layer) -> None:
         adapter = adapter_for_plugin(layer.plugin, layer.name, self.logger)
@@ -143,8 +179,10 @@ class _Build:
         inputs = [self.input_index(layer, i, t) for i, t in enumerate(layer._inputs)]
         shape_inputs = [self.input_index(layer, i, t) for i, t in enumerate(getattr(layer, "shape_inputs", []))]
         request = BuildRequest(
-            layer.name, [self.port(i) for i in inputs],
-            fp16=self.config.get_flag(BuilderFlag.FP16), int8=self.config.get_flag(BuilderFlag.INT8),
+            layer.name,
+            [self.port(i) for i in inputs],
+            fp16=self.config.get_flag(BuilderFlag.FP16),
+            int8=self.config.get_flag(BuilderFlag.INT8),
             workspace_limit=self.config.get_memory_pool_limit(MemoryPoolType.WORKSPACE),
         )
         types = adapter.output_types([p.dtype for p in request.inputs])
@@ -160,7 +198,7 @@ class _Build:
         for i, (dtype, fmt) in enumerate(choices[: len(inputs)]):
             inputs[i] = self.converted(inputs[i], dtype, fmt, layer.name)
             request.inputs[i].dtype, request.inputs[i].format = dtype, fmt
-        for port, (dtype, fmt) in zip(outputs, choices[len(inputs):]):
+        for port, (dtype, fmt) in zip(outputs, choices[len(inputs) :]):
             port.dtype, port.format = dtype, fmt
         workspace = adapter.configure(request, outputs, len(self.profiles))
         if workspace > request.workspace_limit:
@@ -168,10 +206,18 @@ class _Build:
                 f"layer {layer.name!r} needs {workspace} bytes of workspace but MemoryPoolType.WORKSPACE is limited to "
                 f"{request.workspace_limit}; raise it with config.set_memory_pool_limit"
             )
-        out_index = self.bind_outputs(layer, [p.dtype for p in outputs], [p.format for p in outputs], shapes,
-                                      [None] * len(outputs))
-        plan = LayerPlan(layer.name, inputs, out_index, family=adapter.family, workspace=workspace, shape_inputs=shape_inputs,
-                         size_outputs={i: e.symbol for i, e in eb.declared_size_tensors.items()})
+        out_index = self.bind_outputs(
+            layer, [p.dtype for p in outputs], [p.format for p in outputs], shapes, [None] * len(outputs)
+        )
+        plan = LayerPlan(
+            layer.name,
+            inputs,
+            out_index,
+            family=adapter.family,
+            workspace=workspace,
+            shape_inputs=shape_inputs,
+            size_outputs={i: e.symbol for i, e in eb.declared_size_tensors.items()},
+        )
         self.layers.append(plan)
         self.pending.append((plan, adapter, request, outputs))
 
@@ -180,8 +226,10 @@ class _Build:
         network = self.network
         if network.num_outputs == 0:
             raise BuildError("the network has no outputs; mark at least one with network.mark_output(tensor)")
-        self.profiles, symbols = resolve_profiles(network._inputs, [self.config.get_optimization_profile(i)
-                                                                   for i in range(self.config.num_optimization_profiles)])
+        self.profiles, symbols = resolve_profiles(
+            network._inputs,
+            [self.config.get_optimization_profile(i) for i in range(self.config.num_optimization_profiles)],
+        )
         for tensor in network._inputs:
             shape = [symbol(f"{tensor.name}[{k}]") if d < 0 else constant(d) for k, d in enumerate(tensor.shape)]
             self.index[id(tensor)] = self.add_tensor(tensor.name, tensor.dtype, TensorFormat.LINEAR, shape, "input")
@@ -207,8 +255,17 @@ class _Build:
         finally:
             if monitor is not None:
                 monitor.phase_finish("Building engine")
-        return EnginePlan(network.name, self.tensors, io, self.layers, self.memory_plans(), symbols, self.weights,
-                          plugins, self.io_shapes(io))
+        return EnginePlan(
+            network.name,
+            self.tensors,
+            io,
+            self.layers,
+            self.memory_plans(),
+            symbols,
+            self.weights,
+            plugins,
+            self.io_shapes(io),
+        )
 
     def mark_outputs(self) -> list[int]:
         inputs = [self.index[id(t)] for t in self.network._inputs]
@@ -237,7 +294,9 @@ class _Build:
                     try:
                         dims = [d.evaluate(values) for d in tensor.shape]
                     except ShapeError as exc:
-                        raise BuildError(f"tensor {tensor.name!r} (layer {producers.get(index, 'input')!r}) at profile {p} {label}: {exc}") from exc
+                        raise BuildError(
+                            f"tensor {tensor.name!r} (layer {producers.get(index, 'input')!r}) at profile {p} {label}: {exc}"
+                        ) from exc
                     if any(d < 0 for d in dims):
                         raise BuildError(
                             f"tensor {tensor.name!r} produced by layer {producers.get(index, 'input')!r} has shape {dims} "
@@ -264,7 +323,7 @@ class _Build:
                 producer[o] = step
         end = len(self.layers)
         plans = []
-        for p, profile in enumerate(self.profiles):
+        for profile in self.profiles:
             blocks = []
             for index, tensor in enumerate(self.tensors):
                 data_dependent = any(d.symbols() - set(profile.low) for d in tensor.shape)
@@ -278,16 +337,23 @@ class _Build:
                 if layer.workspace:
                     blocks.append(Block(("w", step), layer.workspace, step, step))
             arena, offsets = plan_memory(blocks)
-            plans.append(ProfilePlan(
-                profile.shapes, arena,
-                {k[1]: v for k, v in offsets.items() if isinstance(k, tuple) and k[0] == "t"},
-                {k[1]: v for k, v in offsets.items() if isinstance(k, tuple) and k[0] == "w"},
-            ))
+            plans.append(
+                ProfilePlan(
+                    profile.shapes,
+                    arena,
+                    {k[1]: v for k, v in offsets.items() if isinstance(k, tuple) and k[0] == "t"},
+                    {k[1]: v for k, v in offsets.items() if isinstance(k, tuple) and k[0] == "w"},
+                )
+            )
         return plans
 
     def io_shapes(self, io: list[int]) -> dict[str, Dims]:
-        return {self.tensors[i].name: Dims([d.get_constant_value() if d.is_constant() else -1 for d in self.tensors[i].shape])
-                for i in io}
+        return {
+            self.tensors[i].name: Dims(
+                [d.get_constant_value() if d.is_constant() else -1 for d in self.tensors[i].shape]
+            )
+            for i in io
+        }
 
 
 def build_plan(network: INetworkDefinition, config: IBuilderConfig, logger: ILogger) -> EnginePlan:

@@ -79,16 +79,14 @@ class IOptimizationProfile:
             raise TypeMismatchError(f"set_shape: input must be the input tensor's name, got {type(input).__name__}")
         lo, mid, hi = (_dims(v, f"set_shape({input!r}) {n}") for v, n in ((min, "min"), (opt, "opt"), (max, "max")))
         if not len(lo) == len(mid) == len(hi):
-            raise ShapeError(
-                f"set_shape({input!r}): min {lo}, opt {mid} and max {hi} must have the same rank"
-            )
+            raise ShapeError(f"set_shape({input!r}): min {lo}, opt {mid} and max {hi} must have the same rank")
         for axis, (a, b, c) in enumerate(zip(lo, mid, hi)):
             if a < 0 or b < 0 or c < 0:
-                raise ShapeError(f"set_shape({input!r}): axis {axis} has a negative value (min {lo}, opt {mid}, max {hi})")
-            if not a <= b <= c:
                 raise ShapeError(
-                    f"set_shape({input!r}): axis {axis} needs min <= opt <= max, got {a}, {b}, {c}"
+                    f"set_shape({input!r}): axis {axis} has a negative value (min {lo}, opt {mid}, max {hi})"
                 )
+            if not a <= b <= c:
+                raise ShapeError(f"set_shape({input!r}): axis {axis} needs min <= opt <= max, got {a}, {b}, {c}")
         self._shapes[input] = (lo, mid, hi)
 
     def get_shape(self, input: str) -> list[Dims]:  # noqa: A002
@@ -159,7 +157,9 @@ class IBuilderConfig:
     def add_optimization_profile(self, profile: IOptimizationProfile) -> int:
         """Add a profile; returns its index."""
         if not isinstance(profile, IOptimizationProfile):
-            raise TypeMismatchError(f"add_optimization_profile takes an IOptimizationProfile, got {type(profile).__name__}")
+            raise TypeMismatchError(
+                f"add_optimization_profile takes an IOptimizationProfile, got {type(profile).__name__}"
+            )
         self._profiles.append(profile)
         return len(self._profiles) - 1
 

@@ -28,7 +28,9 @@ class ResolvedProfile:
     high: dict[str, int]
 
 
-def resolve_profiles(inputs: Sequence[ITensor], profiles: Sequence[IOptimizationProfile]) -> tuple[list[ResolvedProfile], dict[str, tuple[str, int]]]:
+def resolve_profiles(
+    inputs: Sequence[ITensor], profiles: Sequence[IOptimizationProfile]
+) -> tuple[list[ResolvedProfile], dict[str, tuple[str, int]]]:
     """Check profiles against the network inputs; return them and the symbol table."""
     names = [t.name for t in inputs]
     dynamic = {t.name: [k for k, d in enumerate(t.shape) if d < 0] for t in inputs}
@@ -45,7 +47,9 @@ def resolve_profiles(inputs: Sequence[ITensor], profiles: Sequence[IOptimization
     for index, profile in enumerate(profiles):
         unknown = [n for n in profile.inputs if n not in names]
         if unknown:
-            raise BuildError(f"optimization profile {index} sets shapes of {unknown}, which are not network inputs; inputs: {names}")
+            raise BuildError(
+                f"optimization profile {index} sets shapes of {unknown}, which are not network inputs; inputs: {names}"
+            )
         shapes: dict[str, tuple[Dims, Dims, Dims]] = {}
         low: dict[str, int] = {}
         opt: dict[str, int] = {}

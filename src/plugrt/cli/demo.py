@@ -40,8 +40,12 @@ def _network(builder: trt.Builder) -> trt.INetworkDefinition:
     first = network.add_plugin_v2([x], v2_creator.create_plugin("pad_last", pads))
     first.name = "pad_last_dim (IPluginV2DynamicExt)"
     v3_creator = registry.get_creator("CircPadPluginV3", "1", "")
-    pads3 = trt.PluginFieldCollection([trt.PluginField("pads", np.array([0, 1, 1, 0], np.int32), trt.PluginFieldType.INT32)])
-    second = network.add_plugin_v3([first.get_output(0)], [], v3_creator.create_plugin("pad_two", pads3, trt.TensorRTPhase.BUILD))
+    pads3 = trt.PluginFieldCollection(
+        [trt.PluginField("pads", np.array([0, 1, 1, 0], np.int32), trt.PluginFieldType.INT32)]
+    )
+    second = network.add_plugin_v3(
+        [first.get_output(0)], [], v3_creator.create_plugin("pad_two", pads3, trt.TensorRTPhase.BUILD)
+    )
     second.name = "pad_two_dims (IPluginV3)"
     second.get_output(0).name = "y"
     network.mark_output(second.get_output(0))
@@ -74,7 +78,10 @@ def run_demo(out: TextIO, trace: bool = True, iterations: int = 50, plan_path: s
         context = engine.create_execution_context()
         load_ms = (time.perf_counter() - start) * 1e3
 
-        print(f"plugrt {trt.__version__} demo: {network.num_layers} plugin layers, plan {len(plan)} bytes -> {path}", file=out)
+        print(
+            f"plugrt {trt.__version__} demo: {network.num_layers} plugin layers, plan {len(plan)} bytes -> {path}",
+            file=out,
+        )
         print(f"build {build_ms:.1f} ms, deserialize + context {load_ms:.1f} ms", file=out)
         failures = 0
         rng = np.random.default_rng(0)
@@ -98,8 +105,11 @@ def run_demo(out: TextIO, trace: bool = True, iterations: int = 50, plan_path: s
             times.append((time.perf_counter() - start) * 1e6)
         ok = np.array_equal(y, _reference(x))
         failures += not ok
-        print(f"  x{shape} -> y{y.shape}: {'matches NumPy' if ok else 'MISMATCH'}; "
-              f"median {statistics.median(times):.1f} us per inference over {len(times)} runs", file=out)
+        print(
+            f"  x{shape} -> y{y.shape}: {'matches NumPy' if ok else 'MISMATCH'}; "
+            f"median {statistics.median(times):.1f} us per inference over {len(times)} runs",
+            file=out,
+        )
     with trt.trace_plugin_calls() as teardown:
         del context, engine
     if trace:

@@ -10,12 +10,18 @@ __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="plugrt", description="TensorRT's plugin system in Python: build, run and inspect engines.")
+    parser = argparse.ArgumentParser(
+        prog="plugrt", description="TensorRT's plugin system in Python: build, run and inspect engines."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="build, serialize, reload and run a network of TensorRT-style plugins on the CPU")
+    demo = sub.add_parser(
+        "demo", help="build, serialize, reload and run a network of TensorRT-style plugins on the CPU"
+    )
     demo.add_argument("--no-trace", action="store_true", help="do not print the plugin call trace")
     demo.add_argument("--iterations", type=int, default=50, help="timed runs per shape (default 50)")
-    demo.add_argument("--save-plan", metavar="PATH", help="where to write the plan file (default: a temporary directory)")
+    demo.add_argument(
+        "--save-plan", metavar="PATH", help="where to write the plan file (default: a temporary directory)"
+    )
     return parser
 
 

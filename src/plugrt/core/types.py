@@ -74,9 +74,7 @@ def nptype(dtype: DataType) -> type[np.generic]:
         return _TO_NUMPY[dtype]
     except KeyError:
         supported = ", ".join(t.name for t in _TO_NUMPY)
-        raise TypeMismatchError(
-            f"DataType.{dtype.name} has no NumPy equivalent; types with one: {supported}"
-        ) from None
+        raise TypeMismatchError(f"DataType.{dtype.name} has no NumPy equivalent; types with one: {supported}") from None
 
 
 def from_nptype(dtype: np.dtype | type) -> DataType:

@@ -59,7 +59,9 @@ class IExecutionContext:
         try:
             dims = tuple(int(d) for d in shape)
         except (TypeError, ValueError):
-            raise TypeMismatchError(f"set_input_shape({name!r}): shape must be a sequence of ints, got {shape!r}") from None
+            raise TypeMismatchError(
+                f"set_input_shape({name!r}): shape must be a sequence of ints, got {shape!r}"
+            ) from None
         lo, _, hi = self.engine.plan.profiles[self._profile].shapes[self.engine.plan.tensors[index].name]
         problem = None
         if len(dims) != len(lo):
@@ -67,7 +69,9 @@ class IExecutionContext:
         else:
             bad = [k for k, (d, a, b) in enumerate(zip(dims, lo, hi)) if not a <= d <= b]
             if bad:
-                problem = f"axis {bad[0]} is outside the profile's range [{lo[bad[0]]}, {hi[bad[0]]}] (min {lo}, max {hi})"
+                problem = (
+                    f"axis {bad[0]} is outside the profile's range [{lo[bad[0]]}, {hi[bad[0]]}] (min {lo}, max {hi})"
+                )
         if problem is not None:
             self.engine.logger.emit(
                 Severity.ERROR,
@@ -99,8 +103,11 @@ class IExecutionContext:
 
     def infer_shapes(self) -> list[str]:
         """Names of inputs whose shape is still missing (empty when all are set)."""
-        return [self.engine.plan.tensors[i].name for i in self._inputs
-                if self.engine.plan.tensors[i].name not in self._input_shapes]
+        return [
+            self.engine.plan.tensors[i].name
+            for i in self._inputs
+            if self.engine.plan.tensors[i].name not in self._input_shapes
+        ]
 
     @property
     def all_binding_shapes_specified(self) -> bool:
@@ -131,7 +138,9 @@ class IExecutionContext:
         if output_allocator is None:
             self._allocators.pop(name, None)
         elif not isinstance(output_allocator, IOutputAllocator):
-            raise TypeMismatchError(f"set_output_allocator takes an IOutputAllocator, got {type(output_allocator).__name__}")
+            raise TypeMismatchError(
+                f"set_output_allocator takes an IOutputAllocator, got {type(output_allocator).__name__}"
+            )
         else:
             self._allocators[name] = output_allocator
         return True
@@ -155,8 +164,9 @@ class IExecutionContext:
         if profile_index != self._profile:
             self._profile = profile_index
             self._executor.set_profile(profile_index)
-            self._input_shapes = {k: v for k, v in self._input_shapes.items()
-                                  if self.engine.plan.io_shapes[k].is_static()}
+            self._input_shapes = {
+                k: v for k, v in self._input_shapes.items() if self.engine.plan.io_shapes[k].is_static()
+            }
             self._dirty = True
         return True
 
@@ -168,9 +178,13 @@ class IExecutionContext:
         the context stays usable.
         """
         if not isinstance(stream_handle, (int, np.integer)):
-            raise TypeMismatchError(f"execute_async_v3: stream_handle must be an int, got {type(stream_handle).__name__}")
+            raise TypeMismatchError(
+                f"execute_async_v3: stream_handle must be an int, got {type(stream_handle).__name__}"
+            )
         if not self._lock.acquire(blocking=False):
-            raise ExecutionError("this execution context is already running in another thread; create one context per thread")
+            raise ExecutionError(
+                "this execution context is already running in another thread; create one context per thread"
+            )
         try:
             self._prepare(int(stream_handle))
             with quiet(self.engine.backend.xp):
@@ -183,7 +197,9 @@ class IExecutionContext:
     def execute_v2(self, bindings: Sequence[int]) -> bool:
         """Run synchronously with ``bindings``: one address per IO tensor, in IO order."""
         if len(bindings) != self.engine.num_io_tensors:
-            raise ExecutionError(f"execute_v2 needs {self.engine.num_io_tensors} bindings (one per IO tensor), got {len(bindings)}")
+            raise ExecutionError(
+                f"execute_v2 needs {self.engine.num_io_tensors} bindings (one per IO tensor), got {len(bindings)}"
+            )
         for i, address in enumerate(bindings):
             self.set_tensor_address(self.engine.get_tensor_name(i), address)
         return self.execute_async_v3(0)
@@ -214,7 +230,9 @@ class IExecutionContext:
                 self._allocators[name].notify_shape(name, Dims(shape))
             address = self._addresses.get(name, 0)
             if nbytes and not address:
-                raise ExecutionError(f"tensor {name!r} has no address; call set_tensor_address({name!r}, ptr) before running")
+                raise ExecutionError(
+                    f"tensor {name!r} has no address; call set_tensor_address({name!r}, ptr) before running"
+                )
             addresses[name] = address
         if self._dirty or addresses != self._bound_addresses:
             backend = self.engine.backend
@@ -243,7 +261,9 @@ class IExecutionContext:
                 raise ExecutionError(f"output {name!r}: its data-dependent shape was never resolved")
             nbytes = int(staged.nbytes)
             allocator = self._allocators[name]
-            address = int(allocator.reallocate_output_async(name, self._addresses.get(name, 0), nbytes, 256, stream) or 0)
+            address = int(
+                allocator.reallocate_output_async(name, self._addresses.get(name, 0), nbytes, 256, stream) or 0
+            )
             if nbytes and not address:
                 raise ExecutionError(f"output allocator for {name!r} returned no memory for {nbytes} bytes")
             self._addresses[name] = address

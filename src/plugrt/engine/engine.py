@@ -54,8 +54,9 @@ class ICudaEngine:
                         f"plan layer {layer.name!r}: plugin family {layer.family!r} does not match record interface {record.interface!r}"
                     )
                 self.adapters[index] = adapter
-                self.plugins[index] = adapter.revive(record.name, record.version, record.namespace, record.payload,
-                                                     registry, layer.tactic)
+                self.plugins[index] = adapter.revive(
+                    record.name, record.version, record.namespace, record.payload, registry, layer.tactic
+                )
         except BaseException:
             self._release_plugins()
             raise
@@ -108,7 +109,9 @@ class ICudaEngine:
         """[min, opt, max] of input ``name`` in profile ``profile_index``."""
         self.tensor_index(name)
         if not 0 <= profile_index < len(self.plan.profiles):
-            raise ExecutionError(f"profile index {profile_index} is out of range (the engine has {len(self.plan.profiles)})")
+            raise ExecutionError(
+                f"profile index {profile_index} is out of range (the engine has {len(self.plan.profiles)})"
+            )
         shapes = self.plan.profiles[profile_index].shapes.get(name)
         if shapes is None:
             raise ExecutionError(f"{name!r} is not an input of profile {profile_index}")
@@ -167,7 +170,9 @@ class ICudaEngine:
                     shape = self.plan.tensors[i].shape
                     bounds = [d.bounds(low, high) for d in shape]
                     opts = [_opt_value(d, opt) for d in shape]
-                    result.append((Dims([max(b[0], 0) for b in bounds]), Dims(opts), Dims([max(b[1], 0) for b in bounds])))
+                    result.append(
+                        (Dims([max(b[0], 0) for b in bounds]), Dims(opts), Dims([max(b[1], 0) for b in bounds]))
+                    )
                 return result
 
             self._ranges[key] = (ranges(layer.inputs), ranges(layer.outputs))
@@ -204,10 +209,14 @@ def _validate(plan: EnginePlan) -> None:
         low, _, high = profile_envs(plan, p)
         for index, offset in profile.offsets.items():
             if offset + tensor_max_bytes(plan.tensors[index], low, high) > profile.arena_size:
-                raise PlanFormatError(f"plan memory plan of profile {p} puts tensor {plan.tensors[index].name!r} outside the arena")
+                raise PlanFormatError(
+                    f"plan memory plan of profile {p} puts tensor {plan.tensors[index].name!r} outside the arena"
+                )
         for step, offset in profile.workspace_offsets.items():
             if offset + plan.layers[step].workspace > profile.arena_size:
-                raise PlanFormatError(f"plan memory plan of profile {p} puts the workspace of layer {step} outside the arena")
+                raise PlanFormatError(
+                    f"plan memory plan of profile {p} puts the workspace of layer {step} outside the arena"
+                )
     for index in plan.io:
         if plan.tensors[index].role not in ("input", "output"):
             raise PlanFormatError(f"plan IO tensor {plan.tensors[index].name!r} has role {plan.tensors[index].role!r}")

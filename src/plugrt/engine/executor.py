@@ -70,8 +70,9 @@ class Executor:
         self.arrays: list[Any] = [None] * len(self.plan.tensors)
         self.pointers: list[int] = [0] * len(self.plan.tensors)
         self.size_symbols = {sym for layer in self.plan.layers for sym in layer.size_outputs.values()}
-        self.size_upper = {leaf.symbol: leaf.size_bounds[1] for t in self.plan.tensors for d in t.shape
-                           for leaf in _size_leaves(d)}
+        self.size_upper = {
+            leaf.symbol: leaf.size_bounds[1] for t in self.plan.tensors for d in t.shape for leaf in _size_leaves(d)
+        }
         self.set_profile(0)
 
     # --- memory ------------------------------------------------------------------------
@@ -148,8 +149,13 @@ class Executor:
             step.op.prepare(in_shapes, out_shapes)
             return
         tensors = self.plan.tensors
-        step.in_descs = [PluginTensorDesc(Dims(s), tensors[i].dtype, tensors[i].format, 1.0) for i, s in zip(layer.inputs, in_shapes)]
-        step.out_descs = [PluginTensorDesc(Dims(s), tensors[i].dtype, tensors[i].format, 1.0) for i, s in zip(layer.outputs, out_shapes)]
+        step.in_descs = [
+            PluginTensorDesc(Dims(s), tensors[i].dtype, tensors[i].format, 1.0) for i, s in zip(layer.inputs, in_shapes)
+        ]
+        step.out_descs = [
+            PluginTensorDesc(Dims(s), tensors[i].dtype, tensors[i].format, 1.0)
+            for i, s in zip(layer.outputs, out_shapes)
+        ]
         step.in_ptrs = [self.pointers[i] for i in layer.inputs]
         step.out_ptrs = [self.pointers[i] for i in layer.outputs]
         offset = self.plan.profiles[self.profile].workspace_offsets.get(step.index)
@@ -193,12 +199,17 @@ class Executor:
                         calls.append((step, step.op.run, (step.in_arrays, step.out_arrays, self.backend.xp)))
                 else:
                     assert step.enqueue is not None
-                    calls.append((step, step.enqueue, (step.in_descs, step.out_descs, step.in_ptrs, step.out_ptrs,
-                                                       step.workspace, stream)))
+                    calls.append(
+                        (
+                            step,
+                            step.enqueue,
+                            (step.in_descs, step.out_descs, step.in_ptrs, step.out_ptrs, step.workspace, stream),
+                        )
+                    )
             self._calls, self._calls_stream = calls, stream
         current: Step | None = None
         try:
-            for current, fn, args in self._calls:
+            for current, fn, args in self._calls:  # noqa: B007 - read in the handler
                 fn(*args)
         except Exception as exc:
             assert current is not None
@@ -220,7 +231,9 @@ class Executor:
             value = int(np.asarray(self.arrays[tensor]).reshape(-1)[0])
             upper_expr = self.size_upper.get(sym)
             if value < 0:
-                raise ExecutionError(f"layer {step.layer.name!r} wrote size {value} to size tensor output {output}; sizes must be >= 0")
+                raise ExecutionError(
+                    f"layer {step.layer.name!r} wrote size {value} to size tensor output {output}; sizes must be >= 0"
+                )
             if upper_expr is not None:
                 upper = upper_expr.evaluate(self.env)
                 if value > upper:

@@ -29,7 +29,9 @@ class EngineInspector:
         """A layer as a dict: name, kind, inputs, outputs, plugin record, workspace, tactic."""
         plan = self.engine.plan
         if not isinstance(layer_index, int) or not 0 <= layer_index < len(plan.layers):
-            raise ExecutionError(f"layer index {layer_index!r} is out of range; the engine has {len(plan.layers)} layers")
+            raise ExecutionError(
+                f"layer index {layer_index!r} is out of range; the engine has {len(plan.layers)} layers"
+            )
         layer = plan.layers[layer_index]
 
         def tensor(i: int) -> dict[str, Any]:
@@ -44,15 +46,24 @@ class EngineInspector:
         }
         if layer.is_plugin:
             record = plan.plugins[layer.plugin]
-            info["plugin"] = {"name": record.name, "version": record.version, "namespace": record.namespace,
-                              "family": layer.family, "payload_bytes": len(record.payload)}
+            info["plugin"] = {
+                "name": record.name,
+                "version": record.version,
+                "namespace": record.namespace,
+                "family": layer.family,
+                "payload_bytes": len(record.payload),
+            }
             info["workspace"] = layer.workspace
             info["tactic"] = layer.tactic
         else:
             info["params"] = layer.params
         return info
 
-    def get_layer_information(self, layer_index: int, format: LayerInformationFormat = LayerInformationFormat.ONELINE) -> str:  # noqa: A002
+    def get_layer_information(
+        self,
+        layer_index: int,
+        format: LayerInformationFormat = LayerInformationFormat.ONELINE,  # noqa: A002 - TensorRT's name
+    ) -> str:
         """One layer as a line of text or as JSON."""
         info = self.layer_info(layer_index)
         if format == LayerInformationFormat.JSON:
@@ -67,12 +78,24 @@ class EngineInspector:
         count = len(self.engine.plan.layers)
         if format == LayerInformationFormat.JSON:
             plan = self.engine.plan
-            return json.dumps({
-                "name": plan.name,
-                "layers": [self.layer_info(i) for i in range(count)],
-                "io": [{"name": plan.tensors[i].name, "role": plan.tensors[i].role, "dtype": plan.tensors[i].dtype.name,
-                        "shape": list(plan.io_shapes[plan.tensors[i].name])} for i in plan.io],
-                "profiles": [{"arena_bytes": p.arena_size,
-                              "shapes": {k: [list(d) for d in v] for k, v in p.shapes.items()}} for p in plan.profiles],
-            }, sort_keys=True)
+            return json.dumps(
+                {
+                    "name": plan.name,
+                    "layers": [self.layer_info(i) for i in range(count)],
+                    "io": [
+                        {
+                            "name": plan.tensors[i].name,
+                            "role": plan.tensors[i].role,
+                            "dtype": plan.tensors[i].dtype.name,
+                            "shape": list(plan.io_shapes[plan.tensors[i].name]),
+                        }
+                        for i in plan.io
+                    ],
+                    "profiles": [
+                        {"arena_bytes": p.arena_size, "shapes": {k: [list(d) for d in v] for k, v in p.shapes.items()}}
+                        for p in plan.profiles
+                    ],
+                },
+                sort_keys=True,
+            )
         return "\n".join(self.get_layer_information(i) for i in range(count))

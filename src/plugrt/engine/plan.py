@@ -90,17 +90,25 @@ class EnginePlan:
             "producer": f"plugrt {__version__}",
             "name": self.name,
             "tensors": [
-                {"name": t.name, "dtype": t.dtype.name, "format": t.format.name,
-                 "shape": [encode_expr(d) for d in t.shape], "role": t.role}
+                {
+                    "name": t.name,
+                    "dtype": t.dtype.name,
+                    "format": t.format.name,
+                    "shape": [encode_expr(d) for d in t.shape],
+                    "role": t.role,
+                }
                 for t in self.tensors
             ],
             "io": list(self.io),
             "io_shapes": {k: list(v) for k, v in self.io_shapes.items()},
             "layers": [_encode_layer(layer) for layer in self.layers],
             "profiles": [
-                {"shapes": {k: [list(d) for d in v] for k, v in p.shapes.items()}, "arena_size": p.arena_size,
-                 "offsets": [[k, v] for k, v in sorted(p.offsets.items())],
-                 "workspace_offsets": [[k, v] for k, v in sorted(p.workspace_offsets.items())]}
+                {
+                    "shapes": {k: [list(d) for d in v] for k, v in p.shapes.items()},
+                    "arena_size": p.arena_size,
+                    "offsets": [[k, v] for k, v in sorted(p.offsets.items())],
+                    "workspace_offsets": [[k, v] for k, v in sorted(p.workspace_offsets.items())],
+                }
                 for p in self.profiles
             ],
             "symbols": {k: [v[0], v[1]] for k, v in self.symbols.items()},
@@ -121,9 +129,17 @@ class EnginePlan:
 
 def _encode_layer(layer: LayerPlan) -> dict[str, Any]:
     return {
-        "name": layer.name, "inputs": layer.inputs, "outputs": layer.outputs, "op_kind": layer.op_kind,
-        "params": layer.params, "weights": layer.weights, "plugin": layer.plugin, "family": layer.family,
-        "workspace": layer.workspace, "tactic": layer.tactic, "shape_inputs": layer.shape_inputs,
+        "name": layer.name,
+        "inputs": layer.inputs,
+        "outputs": layer.outputs,
+        "op_kind": layer.op_kind,
+        "params": layer.params,
+        "weights": layer.weights,
+        "plugin": layer.plugin,
+        "family": layer.family,
+        "workspace": layer.workspace,
+        "tactic": layer.tactic,
+        "shape_inputs": layer.shape_inputs,
         "size_outputs": [[k, v] for k, v in sorted(layer.size_outputs.items())],
     }
 
@@ -153,9 +169,13 @@ def decode_expr(value: Any, depth: int = 0) -> IDimensionExpr:
         if tag == "sym" and len(value) == 2 and isinstance(value[1], str):
             return symbol(value[1])
         if tag == "size" and len(value) == 4 and isinstance(value[1], str):
-            return IDimensionExpr("size", name=value[1], args=(decode_expr(value[2], depth + 1), decode_expr(value[3], depth + 1)))
+            return IDimensionExpr(
+                "size", name=value[1], args=(decode_expr(value[2], depth + 1), decode_expr(value[3], depth + 1))
+            )
         if tag in DimensionOperation.__members__ and len(value) == 3:
-            return operation(DimensionOperation[tag], decode_expr(value[1], depth + 1), decode_expr(value[2], depth + 1))
+            return operation(
+                DimensionOperation[tag], decode_expr(value[1], depth + 1), decode_expr(value[2], depth + 1)
+            )
     raise PlanFormatError(f"plan holds a malformed dimension expression: {str(value)[:80]}")
 
 
@@ -174,8 +194,13 @@ def _index(value: Any, count: int, what: str) -> int:
 def _decode(contents: PlanContents) -> EnginePlan:
     h = contents.header
     tensors = [
-        TensorPlan(str(t["name"]), _enum(DataType, t["dtype"], "dtype"), _enum(TensorFormat, t["format"], "format"),
-                   [decode_expr(d) for d in t["shape"]], str(t["role"]))
+        TensorPlan(
+            str(t["name"]),
+            _enum(DataType, t["dtype"], "dtype"),
+            _enum(TensorFormat, t["format"], "format"),
+            [decode_expr(d) for d in t["shape"]],
+            str(t["role"]),
+        )
         for t in h["tensors"]
     ]
     n = len(tensors)
@@ -219,8 +244,17 @@ def _decode(contents: PlanContents) -> EnginePlan:
     symbols = {str(k): (str(v[0]), int(v[1])) for k, v in dict(h["symbols"]).items()}
     io = [_index(i, n, "io tensor index") for i in h["io"]]
     io_shapes = {str(k): Dims(v) for k, v in dict(h["io_shapes"]).items()}
-    return EnginePlan(str(h["name"]), tensors, io, layers, profiles, symbols, dict(contents.weights),
-                      list(contents.plugins), io_shapes)
+    return EnginePlan(
+        str(h["name"]),
+        tensors,
+        io,
+        layers,
+        profiles,
+        symbols,
+        dict(contents.weights),
+        list(contents.plugins),
+        io_shapes,
+    )
 
 
 def profile_envs(plan: EnginePlan, profile: int) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:

@@ -44,9 +44,7 @@ class Runtime:
         :class:`~plugrt.CreatorNotFoundError` naming it and what is registered.
         """
         if not isinstance(serialized_engine, (bytes, bytearray, memoryview)):
-            raise TypeMismatchError(
-                f"deserialize_cuda_engine takes bytes, got {type(serialized_engine).__name__}"
-            )
+            raise TypeMismatchError(f"deserialize_cuda_engine takes bytes, got {type(serialized_engine).__name__}")
         try:
             plan = EnginePlan.from_bytes(serialized_engine)
             return ICudaEngine(plan, bytes(serialized_engine), self.plugin_registry, self.logger, self._backend())

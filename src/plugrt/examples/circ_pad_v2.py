@@ -33,7 +33,9 @@ class CircPadPlugin(trt.IPluginV2DynamicExt):
     def get_output_datatype(self, index: int, input_types: list[trt.DataType]) -> trt.DataType:
         return input_types[0]
 
-    def get_output_dimensions(self, output_index: int, inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder) -> trt.DimsExprs:
+    def get_output_dimensions(
+        self, output_index: int, inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder
+    ) -> trt.DimsExprs:
         out = trt.DimsExprs(inputs[0])
         rank = len(out)
         for i in range(len(self.pads) // 2):
@@ -52,8 +54,15 @@ class CircPadPlugin(trt.IPluginV2DynamicExt):
     def configure_plugin(self, inp: list[trt.DynamicPluginTensorDesc], out: list[trt.DynamicPluginTensorDesc]) -> None:
         self.input_shape = tuple(inp[0].desc.dims)
 
-    def enqueue(self, input_desc: list[trt.PluginTensorDesc], output_desc: list[trt.PluginTensorDesc],
-                inputs: list[int], outputs: list[int], workspace: int, stream: int) -> int:
+    def enqueue(
+        self,
+        input_desc: list[trt.PluginTensorDesc],
+        output_desc: list[trt.PluginTensorDesc],
+        inputs: list[int],
+        outputs: list[int],
+        workspace: int,
+        stream: int,
+    ) -> int:
         x = trt.as_array(inputs[0], input_desc[0])
         y = trt.as_array(outputs[0], output_desc[0])
         widths = [(0, 0)] * (x.ndim - len(self.pads) // 2)
@@ -81,7 +90,9 @@ class CircPadPluginCreator(trt.IPluginCreator):
         self.name = "CircPadPlugin"
         self.plugin_namespace = ""
         self.plugin_version = "1"
-        self.field_names = trt.PluginFieldCollection([trt.PluginField("pads", np.array([], dtype=np.int32), trt.PluginFieldType.INT32)])
+        self.field_names = trt.PluginFieldCollection(
+            [trt.PluginField("pads", np.array([], dtype=np.int32), trt.PluginFieldType.INT32)]
+        )
 
     def create_plugin(self, name: str, fc: trt.PluginFieldCollection) -> CircPadPlugin:
         return CircPadPlugin(fc)
@@ -97,8 +108,11 @@ class CircPadPluginCreator(trt.IPluginCreator):
 def register(namespace: str = "") -> CircPadPluginCreator:
     """Register the creator once (idempotent) and return it."""
     registry = trt.get_plugin_registry()
-    existing = registry.get_creator("CircPadPlugin", "1", namespace) if any(
-        c.name == "CircPadPlugin" and c.plugin_namespace == namespace for c in registry.all_creators) else None
+    existing = (
+        registry.get_creator("CircPadPlugin", "1", namespace)
+        if any(c.name == "CircPadPlugin" and c.plugin_namespace == namespace for c in registry.all_creators)
+        else None
+    )
     if existing is not None:
         return existing
     creator = CircPadPluginCreator()

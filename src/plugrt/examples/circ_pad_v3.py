@@ -37,7 +37,9 @@ class CircPadPluginV3(trt.IPluginV3, trt.IPluginV3OneCore, trt.IPluginV3OneBuild
     def get_output_data_types(self, input_types: list[trt.DataType]) -> list[trt.DataType]:
         return [input_types[0]]
 
-    def get_output_shapes(self, inputs: list[trt.DimsExprs], shape_inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder) -> list[trt.DimsExprs]:
+    def get_output_shapes(
+        self, inputs: list[trt.DimsExprs], shape_inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder
+    ) -> list[trt.DimsExprs]:
         out = trt.DimsExprs(inputs[0])
         rank = len(out)
         for i in range(len(self.pads) // 2):
@@ -61,8 +63,15 @@ class CircPadPluginV3(trt.IPluginV3, trt.IPluginV3OneCore, trt.IPluginV3OneBuild
         self.widths = [(0, 0)] * (rank - len(self.pads) // 2)
         self.widths += [(self.pads[2 * i], self.pads[2 * i + 1]) for i in reversed(range(len(self.pads) // 2))]
 
-    def enqueue(self, input_desc: list[trt.PluginTensorDesc], output_desc: list[trt.PluginTensorDesc],
-                inputs: list[int], outputs: list[int], workspace: int, stream: int) -> None:
+    def enqueue(
+        self,
+        input_desc: list[trt.PluginTensorDesc],
+        output_desc: list[trt.PluginTensorDesc],
+        inputs: list[int],
+        outputs: list[int],
+        workspace: int,
+        stream: int,
+    ) -> None:
         x = trt.as_array(inputs[0], input_desc[0])
         trt.as_array(outputs[0], output_desc[0])[...] = np.pad(x, self.widths, mode="wrap")
 
@@ -70,7 +79,9 @@ class CircPadPluginV3(trt.IPluginV3, trt.IPluginV3OneCore, trt.IPluginV3OneBuild
         return self.clone()
 
     def get_fields_to_serialize(self) -> trt.PluginFieldCollection:
-        return trt.PluginFieldCollection([trt.PluginField("pads", np.array(self.pads, dtype=np.int32), trt.PluginFieldType.INT32)])
+        return trt.PluginFieldCollection(
+            [trt.PluginField("pads", np.array(self.pads, dtype=np.int32), trt.PluginFieldType.INT32)]
+        )
 
     def set_tactic(self, tactic: int) -> None:
         pass
@@ -90,7 +101,9 @@ class CircPadPluginV3Creator(trt.IPluginCreatorV3One):
         self.name = "CircPadPluginV3"
         self.plugin_namespace = ""
         self.plugin_version = "1"
-        self.field_names = trt.PluginFieldCollection([trt.PluginField("pads", np.array([], dtype=np.int32), trt.PluginFieldType.INT32)])
+        self.field_names = trt.PluginFieldCollection(
+            [trt.PluginField("pads", np.array([], dtype=np.int32), trt.PluginFieldType.INT32)]
+        )
 
     def create_plugin(self, name: str, fc: trt.PluginFieldCollection, phase: trt.TensorRTPhase) -> CircPadPluginV3:
         return CircPadPluginV3(fc)

@@ -33,7 +33,9 @@ class NonZeroPlugin(trt.IPluginV3, trt.IPluginV3OneCore, trt.IPluginV3OneBuild, 
     def get_output_data_types(self, input_types: list[trt.DataType]) -> list[trt.DataType]:
         return [trt.DataType.INT32, trt.DataType.INT32]
 
-    def get_output_shapes(self, inputs: list[trt.DimsExprs], shape_inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder) -> list[trt.DimsExprs]:
+    def get_output_shapes(
+        self, inputs: list[trt.DimsExprs], shape_inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder
+    ) -> list[trt.DimsExprs]:
         upper = exprBuilder.operation(trt.DimensionOperation.PROD, inputs[0][0], inputs[0][1])
         opt = exprBuilder.operation(trt.DimensionOperation.FLOOR_DIV, upper, exprBuilder.constant(2))
         count = exprBuilder.declare_size_tensor(1, opt, upper)
@@ -53,8 +55,15 @@ class NonZeroPlugin(trt.IPluginV3, trt.IPluginV3OneCore, trt.IPluginV3OneBuild, 
     def on_shape_change(self, inp: list[trt.PluginTensorDesc], out: list[trt.PluginTensorDesc]) -> None:
         pass
 
-    def enqueue(self, input_desc: list[trt.PluginTensorDesc], output_desc: list[trt.PluginTensorDesc],
-                inputs: list[int], outputs: list[int], workspace: int, stream: int) -> None:
+    def enqueue(
+        self,
+        input_desc: list[trt.PluginTensorDesc],
+        output_desc: list[trt.PluginTensorDesc],
+        inputs: list[int],
+        outputs: list[int],
+        workspace: int,
+        stream: int,
+    ) -> None:
         x = trt.as_array(inputs[0], input_desc[0])
         rows, cols = np.nonzero(x)
         count = len(rows)

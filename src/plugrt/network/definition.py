@@ -124,7 +124,9 @@ class INetworkDefinition(StandardLayers):
         tensors = self._check_inputs(inputs, "add_plugin_v2")
         return self._add_layer(IPluginV2Layer(self, list(tensors), plugin))
 
-    def add_plugin_v3(self, inputs: Sequence[ITensor], shape_inputs: Sequence[ITensor], plugin: IPluginV3) -> IPluginV3Layer:
+    def add_plugin_v3(
+        self, inputs: Sequence[ITensor], shape_inputs: Sequence[ITensor], plugin: IPluginV3
+    ) -> IPluginV3Layer:
         """Add a layer running an IPluginV3 plugin; ``shape_inputs`` are host shape tensors."""
         if not isinstance(plugin, IPluginV3):
             raise TypeMismatchError(

@@ -176,7 +176,5 @@ def _build_capability() -> Any:
 def _plugin_num_outputs(plugin: Any) -> int:
     count = getattr(plugin, "num_outputs", None)
     if not isinstance(count, int) or count < 0:
-        raise TypeMismatchError(
-            f"plugin {type(plugin).__name__}.num_outputs must be a non-negative int, got {count!r}"
-        )
+        raise TypeMismatchError(f"plugin {type(plugin).__name__}.num_outputs must be a non-negative int, got {count!r}")
     return count

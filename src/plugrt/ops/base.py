@@ -116,7 +116,9 @@ def create_operator(kind: str, params: dict[str, Any], weights: dict[str, np.nda
     _load_builtin_operators()
     cls = _OPERATORS.get(kind)
     if cls is None:
-        raise PlanFormatError(f"plan names operator kind {kind!r}, which this plugrt does not have; known: {sorted(_OPERATORS)}")
+        raise PlanFormatError(
+            f"plan names operator kind {kind!r}, which this plugrt does not have; known: {sorted(_OPERATORS)}"
+        )
     return cls(params, weights)
 
 

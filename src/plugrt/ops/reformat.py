@@ -27,10 +27,14 @@ class Reformat(Operator):
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
         return [DataType[self.param("dst_type")]]
 
-    def output_shapes(self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]) -> list[ShapeExprs]:
+    def output_shapes(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs]:
         return [list(input_shapes[0])]
 
-    def output_values(self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]) -> list[ShapeExprs | None]:
+    def output_values(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs | None]:
         return [input_values[0]]
 
     def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:

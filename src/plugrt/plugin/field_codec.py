@@ -42,7 +42,9 @@ def decode_fields(payload: bytes) -> PluginFieldCollection:
         try:
             field_type = PluginFieldType(raw_type)
         except ValueError:
-            raise SerializationError(f"serialized field {name!r} has unknown PluginFieldType value {raw_type}") from None
+            raise SerializationError(
+                f"serialized field {name!r} has unknown PluginFieldType value {raw_type}"
+            ) from None
         dtype = field_numpy_dtype(field_type).newbyteorder("<")
         raw = reader.read_bytes()
         if len(raw) % dtype.itemsize:

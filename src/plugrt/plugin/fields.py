@@ -68,8 +68,10 @@ def _to_array(name: str, data: Any, field_type: PluginFieldType) -> np.ndarray:
             )
         data = data.encode("utf-8")
     if isinstance(data, (bytes, bytearray, memoryview)):
-        return np.frombuffer(bytes(data), dtype=np.uint8).view(expected) if expected.itemsize == 1 else (
-            _reject(name, "bytes", field_type)
+        return (
+            np.frombuffer(bytes(data), dtype=np.uint8).view(expected)
+            if expected.itemsize == 1
+            else (_reject(name, "bytes", field_type))
         )
     array = np.asarray(data)
     if array.dtype == expected:
@@ -77,11 +79,7 @@ def _to_array(name: str, data: Any, field_type: PluginFieldType) -> np.ndarray:
     if array.size == 0:
         return np.zeros(0, dtype=expected)
     kind, want = array.dtype.kind, expected.kind
-    compatible = (
-        (kind == want)
-        or (kind in "iub" and want in "iu")
-        or (kind in "iub" and want == "f")
-    )
+    compatible = (kind == want) or (kind in "iub" and want in "iu") or (kind in "iub" and want == "f")
     if field_type in (PluginFieldType.BF16, PluginFieldType.FP8, PluginFieldType.INT4, PluginFieldType.FP4):
         compatible = kind == "u" and array.dtype.itemsize == expected.itemsize
     if not compatible:
@@ -126,8 +124,10 @@ class PluginField:
             field_type = PluginFieldType(type)
         except ValueError:
             raise TypeMismatchError(f"plugin field {name!r}: {type!r} is not a PluginFieldType") from None
-        if field_type == PluginFieldType.UNKNOWN and data is not None and not isinstance(
-            data, (bytes, bytearray, memoryview, str)
+        if (
+            field_type == PluginFieldType.UNKNOWN
+            and data is not None
+            and not isinstance(data, (bytes, bytearray, memoryview, str))
         ):
             array = np.asarray(data)
             field_type = _infer_type(array)
@@ -174,9 +174,15 @@ def type_name(value: object) -> str:
 
 
 def _infer_type(array: np.ndarray) -> PluginFieldType:
-    for field_type in (PluginFieldType.FLOAT32, PluginFieldType.FLOAT64, PluginFieldType.FLOAT16,
-                       PluginFieldType.INT32, PluginFieldType.INT64, PluginFieldType.INT16,
-                       PluginFieldType.INT8):
+    for field_type in (
+        PluginFieldType.FLOAT32,
+        PluginFieldType.FLOAT64,
+        PluginFieldType.FLOAT16,
+        PluginFieldType.INT32,
+        PluginFieldType.INT64,
+        PluginFieldType.INT16,
+        PluginFieldType.INT8,
+    ):
         if _STORAGE[field_type] == array.dtype:
             return field_type
     return PluginFieldType.UNKNOWN
@@ -198,9 +204,7 @@ class PluginFieldCollection:
     def append(self, field: PluginField) -> None:
         """Add a field at the end."""
         if not isinstance(field, PluginField):
-            raise TypeMismatchError(
-                f"PluginFieldCollection holds PluginField objects, got {type_name(field)}"
-            )
+            raise TypeMismatchError(f"PluginFieldCollection holds PluginField objects, got {type_name(field)}")
         self._fields.append(field)
 
     def __len__(self) -> int:

@@ -168,7 +168,9 @@ class IPluginRegistry:
     def deregister_library(self, handle: PluginLibraryHandle) -> None:
         """Deregister every creator the library registered."""
         if not isinstance(handle, PluginLibraryHandle):
-            raise TypeMismatchError(f"deregister_library takes the handle load_library returned, got {type(handle).__name__}")
+            raise TypeMismatchError(
+                f"deregister_library takes the handle load_library returned, got {type(handle).__name__}"
+            )
         for creator in handle.creators:
             self.deregister_creator(creator)
 

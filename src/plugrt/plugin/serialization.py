@@ -97,13 +97,17 @@ _ARRAY_DTYPES = {"|b1", "|i1", "|u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8", 
 class SerializationReader:
     """Reads what :class:`SerializationWriter` wrote; checks magic, version and length."""
 
-    def __init__(self, data: bytes | bytearray | memoryview, magic: int | None = None, version: int | None = None) -> None:
+    def __init__(
+        self, data: bytes | bytearray | memoryview, magic: int | None = None, version: int | None = None
+    ) -> None:
         self._data = bytes(data)
         self._pos = 0
         if magic is not None:
             found = self._read_header_u32("magic number")
             if found != magic:
-                raise SerializationError(f"bad magic number 0x{found:08X}, expected 0x{magic:08X}: not this plugin's data")
+                raise SerializationError(
+                    f"bad magic number 0x{found:08X}, expected 0x{magic:08X}: not this plugin's data"
+                )
         if version is not None:
             found = self._read_header_u32("version")
             if found != version:

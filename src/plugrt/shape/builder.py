@@ -26,16 +26,20 @@ def operation(op: DimensionOperation, a: IDimensionExpr, b: IDimensionExpr) -> I
     op = DimensionOperation(op)
     if not isinstance(a, IDimensionExpr) or not isinstance(b, IDimensionExpr):
         raise ShapeError(
-            f"DimensionOperation.{op.name} takes two IDimensionExpr, got "
-            f"{type(a).__name__} and {type(b).__name__}"
+            f"DimensionOperation.{op.name} takes two IDimensionExpr, got {type(a).__name__} and {type(b).__name__}"
         )
     if a.is_constant() and b.is_constant():
         return constant(_APPLY[op](a.get_constant_value(), b.get_constant_value()))
     simplified = _simplify(op, a, b)
     if simplified is not None:
         return simplified
-    if op in (DimensionOperation.SUM, DimensionOperation.PROD, DimensionOperation.MAX,
-              DimensionOperation.MIN, DimensionOperation.EQUAL) and hash(b) < hash(a):
+    if op in (
+        DimensionOperation.SUM,
+        DimensionOperation.PROD,
+        DimensionOperation.MAX,
+        DimensionOperation.MIN,
+        DimensionOperation.EQUAL,
+    ) and hash(b) < hash(a):
         a, b = b, a  # canonical order for commutative operations
     return IDimensionExpr("op", op=op, args=(a, b))
 

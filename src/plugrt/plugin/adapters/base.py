@@ -62,10 +62,13 @@ class Port:
 
     def desc(self, dtype: DataType | None = None, fmt: TensorFormat | None = None) -> PluginTensorDesc:
         """A build-time descriptor (dynamic dims are -1)."""
-        return PluginTensorDesc(self.build_dims, self.dtype if dtype is None else dtype,
-                                self.format if fmt is None else fmt, 1.0)
+        return PluginTensorDesc(
+            self.build_dims, self.dtype if dtype is None else dtype, self.format if fmt is None else fmt, 1.0
+        )
 
-    def dynamic_desc(self, profile: int, dtype: DataType | None = None, fmt: TensorFormat | None = None) -> DynamicPluginTensorDesc:
+    def dynamic_desc(
+        self, profile: int, dtype: DataType | None = None, fmt: TensorFormat | None = None
+    ) -> DynamicPluginTensorDesc:
         """A descriptor with the min/opt/max of ``profile``."""
         lo, mid, hi = self.ranges[profile]
         return DynamicPluginTensorDesc(self.desc(dtype, fmt), Dims(lo), Dims(hi), Dims(mid))

@@ -65,7 +65,9 @@ class PluginAdapter:
         """Declared output types."""
         raise NotImplementedError
 
-    def output_shapes(self, request: BuildRequest, shape_inputs: list[Port], eb: IExprBuilder) -> list[list[IDimensionExpr]]:
+    def output_shapes(
+        self, request: BuildRequest, shape_inputs: list[Port], eb: IExprBuilder
+    ) -> list[list[IDimensionExpr]]:
         """Output shapes as expressions."""
         raise NotImplementedError
 

@@ -27,8 +27,11 @@ class V2Common(PluginAdapter):
 
     @staticmethod
     def identity(plugin: Any) -> tuple[str, str, str]:
-        values = (getattr(plugin, "plugin_type", ""), getattr(plugin, "plugin_version", ""),
-                  getattr(plugin, "plugin_namespace", ""))
+        values = (
+            getattr(plugin, "plugin_type", ""),
+            getattr(plugin, "plugin_version", ""),
+            getattr(plugin, "plugin_namespace", ""),
+        )
         for label, value in zip(("plugin_type", "plugin_version", "plugin_namespace"), values):
             if not isinstance(value, str):
                 raise TypeMismatchError(f"{type(plugin).__name__}.{label} must be a str, got {value!r}")
@@ -58,7 +61,9 @@ class V2Common(PluginAdapter):
         try:
             declared = plugin.serialization_size
         except Exception as exc:
-            raise PluginError(f"{caller.describe('get_serialization_size')} raised {type(exc).__name__}: {exc}") from exc
+            raise PluginError(
+                f"{caller.describe('get_serialization_size')} raised {type(exc).__name__}: {exc}"
+            ) from exc
         payload = caller(Phase.SERIALIZE, "serialize")
         if isinstance(payload, (bytearray, memoryview)):
             payload = bytes(payload)

@@ -37,7 +37,9 @@ class V2DynamicAdapter(V2Common):
             for i in range(plugin.num_outputs)
         ]
 
-    def output_shapes(self, request: BuildRequest, shape_inputs: list[Port], eb: IExprBuilder) -> list[list[IDimensionExpr]]:
+    def output_shapes(
+        self, request: BuildRequest, shape_inputs: list[Port], eb: IExprBuilder
+    ) -> list[list[IDimensionExpr]]:
         caller = self._build()
         inputs = [DimsExprs(port.shape) for port in request.inputs]
         shapes = []
@@ -46,7 +48,9 @@ class V2DynamicAdapter(V2Common):
             shapes.append(_as_shape(caller, f"get_output_dimensions({i})", result))
         return shapes
 
-    def choose_formats(self, request: BuildRequest, outputs: list[Port], preferred: list[IOChoice | None]) -> list[IOChoice]:
+    def choose_formats(
+        self, request: BuildRequest, outputs: list[Port], preferred: list[IOChoice | None]
+    ) -> list[IOChoice]:
         caller = self._build()
         ports = request.inputs + outputs
         candidates = [candidate_list(pref, len(port.shape), request.fp16) for pref, port in zip(preferred, ports)]
@@ -55,7 +59,11 @@ class V2DynamicAdapter(V2Common):
             return caller(Phase.BUILD, "supports_format_combination", pos, descs, num_inputs)
 
         return negotiate_combination(
-            ask, candidates, lambda pos, c: ports[pos].desc(*c), len(request.inputs), caller.describe("supports_format_combination")
+            ask,
+            candidates,
+            lambda pos, c: ports[pos].desc(*c),
+            len(request.inputs),
+            caller.describe("supports_format_combination"),
         )
 
     def configure(self, request: BuildRequest, outputs: list[Port], num_profiles: int) -> int:
@@ -101,7 +109,14 @@ class V2DynamicAdapter(V2Common):
 
         hook = caller.bound(Phase.INFERENCE, "enqueue")
 
-        def run(in_descs: list[Any], out_descs: list[Any], inputs: list[int], outputs: list[int], workspace: int, stream: int) -> None:
+        def run(
+            in_descs: list[Any],
+            out_descs: list[Any],
+            inputs: list[int],
+            outputs: list[int],
+            workspace: int,
+            stream: int,
+        ) -> None:
             status = hook(in_descs, out_descs, inputs, outputs, workspace, stream)
             if status is not None and status != 0:
                 check_status(caller, "enqueue", status)
@@ -137,4 +152,3 @@ def _as_shape(caller: Any, method: str, value: Any) -> list[IDimensionExpr]:
     if unset:
         raise BuildError(f"{caller.describe(method)} left dimension(s) {unset} of its DimsExprs unset")
     return list(value)
-

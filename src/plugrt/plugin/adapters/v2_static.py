@@ -49,12 +49,18 @@ class V2StaticAdapter(V2Common):
         dims: list[Dims] = []
         for i, port in enumerate(request.inputs):
             if not port.shape:
-                raise BuildError(f"{caller.describe('get_output_shape')}: input {i} is 0-d; an IPluginV2 input needs a batch dimension")
+                raise BuildError(
+                    f"{caller.describe('get_output_shape')}: input {i} is 0-d; an IPluginV2 input needs a batch dimension"
+                )
             if i == 0:
                 batch = port.shape[0]
-            elif any(r[0][0] != request.inputs[0].ranges[p][0][0] or r[2][0] != request.inputs[0].ranges[p][2][0]
-                     for p, r in enumerate(port.ranges)):
-                raise BuildError(f"{caller.describe('get_output_shape')}: input {i} has a different batch range than input 0")
+            elif any(
+                r[0][0] != request.inputs[0].ranges[p][0][0] or r[2][0] != request.inputs[0].ranges[p][2][0]
+                for p, r in enumerate(port.ranges)
+            ):
+                raise BuildError(
+                    f"{caller.describe('get_output_shape')}: input {i} has a different batch range than input 0"
+                )
             rest = port.shape[1:]
             dynamic = [k + 1 for k, d in enumerate(rest) if not d.is_constant()]
             if dynamic:
@@ -66,7 +72,9 @@ class V2StaticAdapter(V2Common):
             dims.append(Dims([d.get_constant_value() for d in rest]))
         return batch, dims
 
-    def output_shapes(self, request: BuildRequest, shape_inputs: list[Port], eb: IExprBuilder) -> list[list[IDimensionExpr]]:
+    def output_shapes(
+        self, request: BuildRequest, shape_inputs: list[Port], eb: IExprBuilder
+    ) -> list[list[IDimensionExpr]]:
         caller = self._build()
         batch, input_dims = self._static_dims(request)
         shapes = []
@@ -75,13 +83,17 @@ class V2StaticAdapter(V2Common):
             try:
                 out = Dims(result)
             except Exception as exc:
-                raise TypeMismatchError(f"{caller.describe('get_output_shape')} returned {result!r}; expected Dims") from exc
+                raise TypeMismatchError(
+                    f"{caller.describe('get_output_shape')} returned {result!r}; expected Dims"
+                ) from exc
             if not out.is_static():
                 raise BuildError(f"{caller.describe('get_output_shape')} returned {out}; dims must be known (no -1)")
             shapes.append([batch] + [constant(d) for d in out])
         return shapes
 
-    def choose_formats(self, request: BuildRequest, outputs: list[Port], preferred: list[IOChoice | None]) -> list[IOChoice]:
+    def choose_formats(
+        self, request: BuildRequest, outputs: list[Port], preferred: list[IOChoice | None]
+    ) -> list[IOChoice]:
         caller = self._build()
         ranks = [len(p.shape) for p in request.inputs + outputs]
         first = preferred[0] if request.inputs and preferred[0] is not None else (DataType.FLOAT, SUPPORTED_FORMATS[0])
@@ -111,9 +123,16 @@ class V2StaticAdapter(V2Common):
         fmt = (request.inputs + outputs)[0].format if (request.inputs or outputs) else SUPPORTED_FORMATS[0]
         if isinstance(caller.plugin, IPluginV2Ext):
             caller(
-                Phase.BUILD, "configure_plugin", input_dims, output_dims,
-                [p.dtype for p in request.inputs], [p.dtype for p in outputs],
-                [False] * len(input_dims), [False] * len(output_dims), fmt, max_batch,
+                Phase.BUILD,
+                "configure_plugin",
+                input_dims,
+                output_dims,
+                [p.dtype for p in request.inputs],
+                [p.dtype for p in outputs],
+                [False] * len(input_dims),
+                [False] * len(output_dims),
+                fmt,
+                max_batch,
             )
         else:
             dtype = request.inputs[0].dtype if request.inputs else DataType.FLOAT
@@ -127,7 +146,14 @@ class V2StaticAdapter(V2Common):
         caller = self.context_callers[id(plugin)]
         hook = caller.bound(Phase.INFERENCE, "execute_async")
 
-        def run(in_descs: list[Any], out_descs: list[Any], inputs: list[int], outputs: list[int], workspace: int, stream: int) -> None:
+        def run(
+            in_descs: list[Any],
+            out_descs: list[Any],
+            inputs: list[int],
+            outputs: list[int],
+            workspace: int,
+            stream: int,
+        ) -> None:
             descs = in_descs or out_descs
             batch = descs[0].dims[0] if descs and len(descs[0].dims) else 1
             status = hook(batch, inputs, outputs, workspace, stream)

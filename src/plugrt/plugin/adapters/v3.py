@@ -52,10 +52,17 @@ class V3Adapter(PluginAdapter):
 
     @staticmethod
     def identity(plugin: Any) -> tuple[str, str, str]:
-        core = plugin.get_capability_interface(PluginCapabilityType.CORE) if hasattr(plugin, "get_capability_interface") else None
+        core = (
+            plugin.get_capability_interface(PluginCapabilityType.CORE)
+            if hasattr(plugin, "get_capability_interface")
+            else None
+        )
         source = core if core is not None else plugin
-        values = (getattr(source, "plugin_name", ""), getattr(source, "plugin_version", ""),
-                  getattr(source, "plugin_namespace", ""))
+        values = (
+            getattr(source, "plugin_name", ""),
+            getattr(source, "plugin_version", ""),
+            getattr(source, "plugin_namespace", ""),
+        )
         for label, value in zip(("plugin_name", "plugin_version", "plugin_namespace"), values):
             if not isinstance(value, str):
                 raise TypeMismatchError(f"{type(plugin).__name__}.{label} must be a str, got {value!r}")
@@ -81,15 +88,21 @@ class V3Adapter(PluginAdapter):
         result = caller(Phase.BUILD, "get_output_data_types", list(input_types))
         count = caller.plugin.num_outputs
         if not isinstance(result, (list, tuple)) or len(result) != count:
-            raise PluginError(f"{caller.describe('get_output_data_types')} returned {result!r}; expected {count} DataTypes")
+            raise PluginError(
+                f"{caller.describe('get_output_data_types')} returned {result!r}; expected {count} DataTypes"
+            )
         return [_as_type(caller, "get_output_data_types", t) for t in result]
 
-    def output_shapes(self, request: BuildRequest, shape_inputs: list[Port], eb: IExprBuilder) -> list[list[IDimensionExpr]]:
+    def output_shapes(
+        self, request: BuildRequest, shape_inputs: list[Port], eb: IExprBuilder
+    ) -> list[list[IDimensionExpr]]:
         caller = self._build()
         values = []
         for i, port in enumerate(shape_inputs):
             if port.values is None:
-                raise BuildError(f"{caller.describe('get_output_shapes')}: shape input {i} is not a shape tensor whose values are known")
+                raise BuildError(
+                    f"{caller.describe('get_output_shapes')}: shape input {i} is not a shape tensor whose values are known"
+                )
             values.append(DimsExprs(port.values))
         result = caller(Phase.BUILD, "get_output_shapes", [DimsExprs(p.shape) for p in request.inputs], values, eb)
         count = caller.plugin.num_outputs
@@ -99,10 +112,14 @@ class V3Adapter(PluginAdapter):
         self.size_tensor_outputs = dict(eb.declared_size_tensors)
         for index in self.size_tensor_outputs:
             if not 0 <= index < count or shapes[index]:
-                raise BuildError(f"{caller.describe('get_output_shapes')}: size tensor output {index} must exist and be 0-d")
+                raise BuildError(
+                    f"{caller.describe('get_output_shapes')}: size tensor output {index} must exist and be 0-d"
+                )
         return shapes
 
-    def choose_formats(self, request: BuildRequest, outputs: list[Port], preferred: list[IOChoice | None]) -> list[IOChoice]:
+    def choose_formats(
+        self, request: BuildRequest, outputs: list[Port], preferred: list[IOChoice | None]
+    ) -> list[IOChoice]:
         caller = self._build()
         ports = request.inputs + outputs
         candidates = [candidate_list(pref, len(port.shape), request.fp16) for pref, port in zip(preferred, ports)]
@@ -111,7 +128,10 @@ class V3Adapter(PluginAdapter):
             return caller(Phase.BUILD, "supports_format_combination", pos, descs, num_inputs)
 
         return negotiate_combination(
-            ask, candidates, lambda pos, c: ports[pos].dynamic_desc(0, *c), len(request.inputs),
+            ask,
+            candidates,
+            lambda pos, c: ports[pos].dynamic_desc(0, *c),
+            len(request.inputs),
             caller.describe("supports_format_combination"),
         )
 
@@ -134,6 +154,7 @@ class V3Adapter(PluginAdapter):
 
     def _time_tactics(self, tactics: list[int], inputs: list[Port], outputs: list[Port], workspace: int) -> int:
         runtime = _capability(self._root, Phase.BUILD, PluginCapabilityType.RUNTIME)
+
         def buffers(ports: list[Port], use_max: bool) -> tuple[list[np.ndarray], list[PluginTensorDesc]]:
             arrays, descs = [], []
             for port in ports:
@@ -141,6 +162,7 @@ class V3Adapter(PluginAdapter):
                 arrays.append(np.zeros(storage_shape(list(dims), port.format), dtype=port.dtype.nptype()))
                 descs.append(PluginTensorDesc(dims, port.dtype, port.format, 1.0))
             return arrays, descs
+
         in_arrays, in_descs = buffers(inputs, False)
         out_arrays, out_descs = buffers(outputs, True)
         scratch = np.zeros(max(workspace, 1), dtype=np.uint8)
@@ -150,8 +172,16 @@ class V3Adapter(PluginAdapter):
             runtime(Phase.BUILD, "on_shape_change", in_descs, out_descs)
             start = time.perf_counter()
             for _ in range(3):
-                status = runtime(Phase.BUILD, "enqueue", in_descs, out_descs, [a.ctypes.data for a in in_arrays],
-                                 [a.ctypes.data for a in out_arrays], scratch.ctypes.data if workspace else 0, 0)
+                status = runtime(
+                    Phase.BUILD,
+                    "enqueue",
+                    in_descs,
+                    out_descs,
+                    [a.ctypes.data for a in in_arrays],
+                    [a.ctypes.data for a in out_arrays],
+                    scratch.ctypes.data if workspace else 0,
+                    0,
+                )
                 check_status(runtime, "enqueue", status)
             elapsed = time.perf_counter() - start
             if elapsed < best_time:
@@ -177,7 +207,9 @@ class V3Adapter(PluginAdapter):
         fields = decode_fields(payload)
         plugin = creator_caller(Phase.DESERIALIZE, "create_plugin", self.layer, fields, TensorRTPhase.RUNTIME)
         if not isinstance(plugin, IPluginV3):
-            raise PluginError(f"{creator_caller.describe('create_plugin')} returned {type(plugin).__name__}; expected an IPluginV3")
+            raise PluginError(
+                f"{creator_caller.describe('create_plugin')} returned {type(plugin).__name__}; expected an IPluginV3"
+            )
         runtime = _capability(self.caller(plugin), Phase.DESERIALIZE, PluginCapabilityType.RUNTIME)
         runtime(Phase.DESERIALIZE, "set_tactic", tactic)
         self.tactic = tactic
@@ -212,7 +244,14 @@ class V3Adapter(PluginAdapter):
 
         hook = caller.bound(Phase.INFERENCE, "enqueue")
 
-        def run(in_descs: list[Any], out_descs: list[Any], inputs: list[int], outputs: list[int], workspace: int, stream: int) -> None:
+        def run(
+            in_descs: list[Any],
+            out_descs: list[Any],
+            inputs: list[int],
+            outputs: list[int],
+            workspace: int,
+            stream: int,
+        ) -> None:
             status = hook(in_descs, out_descs, inputs, outputs, workspace, stream)
             if status is not None and status != 0:
                 check_status(caller, "enqueue", status)
