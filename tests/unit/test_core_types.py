@@ -705,4 +705,3 @@ def test_layout_conversion_of_unsupported_format_raises() -> None:
     x = np.ones((1, 2, 3, 4), dtype=np.float32)
     with pytest.raises(ShapeError, match=r"TensorFormat\.DHWC8 is not supported"):
         to_storage(x, TensorFormat.DHWC8, np.zeros((1, 3, 4, 8), dtype=np.float32))
-

@@ -30,9 +30,7 @@ from plugrt.shape import DimsExprs, IExprBuilder
 
 def missing(hook: str, interface: str, cls: str) -> str:
     """The regex of the MissingHookError message for ``cls`` lacking ``interface.hook``."""
-    return (
-        rf"^{cls} does not implement {interface}\.{hook}\(\), which is required; define {hook} on {cls}$"
-    )
+    return rf"^{cls} does not implement {interface}\.{hook}\(\), which is required; define {hook} on {cls}$"
 
 
 # ---------------------------------------------------------------------------

@@ -172,10 +172,7 @@ def test_random_block_sets() -> None:
         arena, offsets = plan_memory(blocks)
         check_plan(blocks, arena, offsets)
         # the arena can never be smaller than the (aligned) bytes alive at the busiest step
-        peak = max(
-            sum(align(max(b.size, 1)) for b in blocks if b.start <= step <= b.end)
-            for step in range(0, 22)
-        )
+        peak = max(sum(align(max(b.size, 1)) for b in blocks if b.start <= step <= b.end) for step in range(0, 22))
         assert arena >= peak
 
 

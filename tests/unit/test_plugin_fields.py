@@ -522,9 +522,11 @@ def test_encoding_is_little_endian_and_documented_layout() -> None:
     payload = encode_fields(PluginFieldCollection([PluginField("a", [1, 2], T.INT32)]))
     assert payload == (
         struct.pack("<III", FIELD_MAGIC, FIELD_VERSION, 1)
-        + struct.pack("<I", 1) + b"a"
+        + struct.pack("<I", 1)
+        + b"a"
         + struct.pack("<I", int(T.INT32))
-        + struct.pack("<I", 8) + struct.pack("<ii", 1, 2)
+        + struct.pack("<I", 8)
+        + struct.pack("<ii", 1, 2)
     )
 
 

@@ -411,9 +411,7 @@ def test_load_library_registers_and_deregister_library_removes(tmp_path: Path, g
         registry.require_creator(name, "2", "lib_ns")
 
 
-def test_load_library_handle_lists_only_that_librarys_creators(
-    tmp_path: Path, global_cleanup: list[Any]
-) -> None:
+def test_load_library_handle_lists_only_that_librarys_creators(tmp_path: Path, global_cleanup: list[Any]) -> None:
     registry = plugrt.get_plugin_registry()
     outside = Creator(unique("Outside"))
     registry.register_creator(outside)
@@ -472,8 +470,11 @@ def test_load_library_of_directory(tmp_path: Path) -> None:
 def test_library_raising_during_import(tmp_path: Path, global_cleanup: list[Any]) -> None:
     path = tmp_path / f"{unique('broken')}.py"
     path.write_text("raise RuntimeError('library init exploded')\n")
-    with pytest.raises(RegistryError, match=r"loading plugin library '.*broken_\w+\.py' failed: RuntimeError: "
-                       r"library init exploded") as info:
+    with pytest.raises(
+        RegistryError,
+        match=r"loading plugin library '.*broken_\w+\.py' failed: RuntimeError: "
+        r"library init exploded",
+    ) as info:
         get_plugin_registry().load_library(str(path))
     assert str(path) in str(info.value)
     assert isinstance(info.value.__cause__, RuntimeError)
@@ -512,9 +513,7 @@ def test_library_raising_after_registering_leaves_nothing_behind(tmp_path: Path,
 
 
 def test_deregister_library_rejects_other_objects(registry: IPluginRegistry) -> None:
-    with pytest.raises(
-        TypeMismatchError, match=r"deregister_library takes the handle load_library returned, got str"
-    ):
+    with pytest.raises(TypeMismatchError, match=r"deregister_library takes the handle load_library returned, got str"):
         registry.deregister_library("some/path.py")  # type: ignore[arg-type]
 
 

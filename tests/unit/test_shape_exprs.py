@@ -402,9 +402,7 @@ def test_bounds_of_division_by_negative_range(eb: IExprBuilder, op: DimensionOpe
     "(src/plugrt/shape/expr.py, _interval, the 'divisors' list)",
 )
 @pytest.mark.parametrize("op", DIVISIONS)
-def test_bounds_of_division_by_range_crossing_zero_contain_all_values(
-    eb: IExprBuilder, op: DimensionOperation
-) -> None:
+def test_bounds_of_division_by_range_crossing_zero_contain_all_values(eb: IExprBuilder, op: DimensionOperation) -> None:
     expr = eb.operation(op, symbol("x"), symbol("y"))
     low, high = {"x": 5, "y": -2}, {"x": 10, "y": 3}
     lo, hi = expr.bounds(low, high)

@@ -56,11 +56,16 @@ def storage_shape(shape: Sequence[int], fmt: TensorFormat) -> tuple[int, ...]:
     return (*lead, h, w, -(-c // k) * k)
 
 
+def _check_convertible(shape: Sequence[int], fmt: TensorFormat) -> None:
+    storage_shape(shape, fmt)  # raises ShapeError for unsupported formats and ranks below 3
+
+
 def to_storage(linear: Any, fmt: TensorFormat, out: Any) -> None:
     """Write the LINEAR array ``linear`` into ``out`` laid out as ``fmt``."""
     if fmt == TensorFormat.LINEAR:
         out[...] = linear
         return
+    _check_convertible(linear.shape, fmt)
     *lead, c, h, w = linear.shape
     if fmt in _CHW_VECTOR:
         k = _CHW_VECTOR[fmt]
@@ -80,6 +85,7 @@ def from_storage(stored: Any, fmt: TensorFormat, out: Any) -> None:
     if fmt == TensorFormat.LINEAR:
         out[...] = stored
         return
+    _check_convertible(out.shape, fmt)
     *lead, c, h, w = out.shape
     if fmt in _CHW_VECTOR:
         k = _CHW_VECTOR[fmt]

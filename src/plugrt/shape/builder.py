@@ -122,6 +122,8 @@ class DimsExprs:
             if init < 0:
                 raise ShapeError(f"DimsExprs length must be >= 0, got {init}")
             self._items = [None] * init
+        elif isinstance(init, DimsExprs):
+            self._items = list(init._items)  # a copy keeps unset entries unset
         else:
             self._items = list(init)
             for item in self._items:

@@ -175,6 +175,22 @@ def negotiate_combination(
     return chosen
 
 
+def require_hooks(plugin: Any, hooks: Sequence[str], interface: type) -> None:
+    """Raise :class:`MissingHookError` for the first required hook ``plugin``'s class lacks.
+
+    The message names the interface class that declares the hook (e.g. ``IPluginV2.clone``).
+    """
+    from ..hooks import missing_hook
+
+    for hook in hooks:
+        declared = [
+            base for base in type(plugin).__mro__ if base.__module__.startswith("plugrt.plugin.") and hook in vars(base)
+        ]
+        implementation = getattr(type(plugin), hook, None)
+        if implementation is None or any(implementation is vars(base)[hook] for base in declared):
+            missing_hook(plugin, hook, declared[-1].__name__ if declared else interface.__name__)
+
+
 def caller_for(plugin: Any, layer: str, label: str, logger: ILogger | None) -> PluginCaller:
     """A :class:`PluginCaller` for ``plugin`` in ``layer``."""
     return PluginCaller(plugin, layer, label, logger)

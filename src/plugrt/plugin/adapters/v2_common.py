@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 from ...core.errors import BuildError, PluginError, SerializationError, TypeMismatchError
 from ..recorder import Phase, PluginCaller
 from ..v2 import IPluginV2
-from .base import check_status
+from .base import check_status, require_hooks
 from .family import BuildResult, PluginAdapter
 
 __all__ = ["V2Common"]
@@ -48,7 +48,11 @@ class V2Common(PluginAdapter):
             )
         return plugin
 
+    #: Hooks a plugin must define to be able to run (checked before building).
+    required_hooks: ClassVar[tuple[str, ...]] = ("clone",)
+
     def begin_build(self, plugin: Any) -> None:
+        require_hooks(plugin, self.required_hooks, self.expected_class)
         source = self.caller(plugin)
         clone = self._check_instance(source(Phase.BUILD, "clone"), "clone", source)
         self.identity_of_build = self.identity(clone)

@@ -124,6 +124,7 @@ class V2DynamicAdapter(V2Common):
         return run
 
     expected_class = IPluginV2DynamicExt
+    required_hooks = ("clone", "get_output_dimensions", "supports_format_combination", "enqueue")
 
 
 def _max_desc(port: Port, profile: int) -> PluginTensorDesc:

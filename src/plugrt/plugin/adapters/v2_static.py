@@ -32,6 +32,7 @@ class V2StaticAdapter(V2Common):
 
     family = "v2_static"
     expected_class = IPluginV2
+    required_hooks = ("clone", "get_output_shape", "execute_async")
 
     def output_types(self, input_types: list[DataType]) -> list[DataType]:
         caller = self._build()

@@ -19,7 +19,7 @@ from ..field_codec import decode_fields, encode_fields
 from ..fields import PluginFieldCollection
 from ..recorder import Phase, PluginCaller
 from ..v3 import IPluginV3, PluginCapabilityType, TensorRTPhase
-from .base import BuildRequest, IOChoice, Port, candidate_list, check_status, negotiate_combination
+from .base import BuildRequest, IOChoice, Port, candidate_list, check_status, negotiate_combination, require_hooks
 from .family import BuildResult, PluginAdapter
 from .v2_dynamic import _as_shape, _as_size, _as_type
 
@@ -73,6 +73,18 @@ class V3Adapter(PluginAdapter):
         return self.build_caller
 
     def begin_build(self, plugin: Any) -> None:
+        require_hooks(
+            plugin,
+            (
+                "clone",
+                "get_output_data_types",
+                "get_output_shapes",
+                "supports_format_combination",
+                "enqueue",
+                "get_fields_to_serialize",
+            ),
+            IPluginV3,
+        )
         source = self.caller(plugin)
         clone = source(Phase.BUILD, "clone")
         if not isinstance(clone, IPluginV3):
