@@ -552,13 +552,6 @@ def test_creator_with_assigned_field_names() -> None:
     assert creator.create_plugin("clip", fc) == ("clip", ["min"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="IPluginCreatorInterface.field_names is one PluginFieldCollection shared by every creator class "
-    "that does not assign its own, so appending to one creator's field_names changes all of them "
-    "(src/plugrt/plugin/creator.py, class attribute field_names: create a fresh collection per instance, "
-    "e.g. in __init__ or through a property)",
-)
 def test_default_field_names_are_not_shared_between_creators() -> None:
     class A(IPluginCreator):
         pass

@@ -8,7 +8,9 @@ import re
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FILES = ["README.md"] + [os.path.join("docs", f) for f in sorted(os.listdir(os.path.join(ROOT, "docs"))) if f.endswith(".md")]
+FILES = ["README.md"] + [
+    os.path.join("docs", f) for f in sorted(os.listdir(os.path.join(ROOT, "docs"))) if f.endswith(".md")
+]
 
 
 def _blocks() -> list[tuple[str, int, str]]:
@@ -21,6 +23,8 @@ def _blocks() -> list[tuple[str, int, str]]:
     return found
 
 
-@pytest.mark.parametrize(("name", "index", "code"), _blocks(), ids=lambda v: str(v)[:30] if isinstance(v, str) else str(v))
+@pytest.mark.parametrize(
+    ("name", "index", "code"), _blocks(), ids=lambda v: str(v)[:30] if isinstance(v, str) else str(v)
+)
 def test_doc_example_runs(name: str, index: int, code: str) -> None:
     exec(compile(code, f"{name}[{index}]", "exec"), {"__name__": f"doc_example_{index}"})

@@ -497,12 +497,6 @@ def test_failed_load_stops_recording(tmp_path: Path, global_cleanup: list[Any]) 
     assert len(handle.creators) == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="load_library leaves the creators a library registered before it raised in the registry, and "
-    "returns no handle to remove them (src/plugrt/plugin/registry.py, IPluginRegistry.load_library: on "
-    "failure, deregister the creators recorded so far)",
-)
 def test_library_raising_after_registering_leaves_nothing_behind(tmp_path: Path, global_cleanup: list[Any]) -> None:
     name = unique("Partial")
     path = _library(tmp_path, name, "\nraise RuntimeError('late failure')\n")

@@ -181,11 +181,6 @@ def test_array_round_trip(array: np.ndarray) -> None:
     got[...] = 0  # an independent copy
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="write_array calls np.ascontiguousarray, which turns a 0-d array into shape (1,), so a 0-d "
-    "array reads back as shape (1,) (src/plugrt/plugin/serialization.py, SerializationWriter.write_array)",
-)
 def test_zero_dim_array_round_trip_keeps_its_shape() -> None:
     writer = SerializationWriter()
     writer.write_array(np.array(3.5, dtype=np.float32))
@@ -457,22 +452,11 @@ def test_typed_writer_helpers_report_their_kind() -> None:
         SerializationWriter(magic=-1)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SerializationWriter.write catches struct.error only; a float too large for f32 raises a bare "
-    "OverflowError instead of SerializationError (src/plugrt/plugin/serialization.py, SerializationWriter.write)",
-)
 def test_float_out_of_range_for_f32() -> None:
     with pytest.raises(SerializationError, match=r"cannot write 1e\+40 as f32"):
         SerializationWriter().write_f32(1e40)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="write_array accepts any dtype/rank, so it writes arrays (complex, object, >8 dims) that "
-    "read_array then rejects; the writer should refuse them up front "
-    "(src/plugrt/plugin/serialization.py, SerializationWriter.write_array vs _ARRAY_DTYPES)",
-)
 @pytest.mark.parametrize(
     "array",
     [np.array([1 + 2j]), np.array(["abc"]), np.zeros((1,) * 9, dtype=np.float32)],

@@ -395,12 +395,6 @@ def test_bounds_of_division_by_negative_range(eb: IExprBuilder, op: DimensionOpe
         assert expr.bounds(low, high) == (min(values), max(values)), (op, low, high)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_interval() only tries divisors blo, bhi and 1; for a divisor range crossing zero it misses -1, "
-    "so FLOOR_DIV(x in [5, 10], y in [-2, 3]).bounds() is (-5, 10) although x // -1 reaches -10 "
-    "(src/plugrt/shape/expr.py, _interval, the 'divisors' list)",
-)
 @pytest.mark.parametrize("op", DIVISIONS)
 def test_bounds_of_division_by_range_crossing_zero_contain_all_values(eb: IExprBuilder, op: DimensionOperation) -> None:
     expr = eb.operation(op, symbol("x"), symbol("y"))
@@ -605,17 +599,14 @@ def test_dims_exprs_from_iterable_and_copy_is_independent(eb: IExprBuilder) -> N
     assert from_generator == original
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DimsExprs(other) validates every copied entry, so copying a DimsExprs that still has unset "
-    "entries raises 'a DimsExprs entry must be an IDimensionExpr, got NoneType' instead of copying "
-    "(src/plugrt/shape/builder.py, DimsExprs.__init__)",
-)
 def test_dims_exprs_copy_keeps_unset_entries(eb: IExprBuilder) -> None:
     partial = DimsExprs(2)
     partial[0] = eb.constant(1)
     copy = DimsExprs(partial)
     assert copy.unset_positions() == [1]
+    assert copy[0] == eb.constant(1)
+    copy[1] = eb.constant(2)
+    assert partial.unset_positions() == [1]  # the copy is independent
 
 
 @pytest.mark.parametrize("bad", [3, None, "n", 2.5])

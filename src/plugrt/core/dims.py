@@ -47,7 +47,9 @@ class Dims:
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (Dims, tuple, list)):
-            return list(self._values) == [int(v) for v in other]
+            if not all(isinstance(v, int) or (hasattr(v, "__index__") and not isinstance(v, float)) for v in other):
+                return False
+            return list(self._values) == [v.__index__() for v in other]
         return NotImplemented
 
     def __hash__(self) -> int:

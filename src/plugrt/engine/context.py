@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..core.dims import Dims
-from ..core.errors import ExecutionError, TypeMismatchError
+from ..core.errors import ExecutionError, PlugrtError, TypeMismatchError
 from ..core.logger import Severity
 from ..network.tensor import TensorIOMode
 from ..ops.elementwise import quiet
@@ -190,6 +190,10 @@ class IExecutionContext:
             with quiet(self.engine.backend.xp):
                 self._executor.run(int(stream_handle))
             self._deliver_data_dependent_outputs(int(stream_handle))
+        except PlugrtError:
+            raise
+        except Exception as exc:  # a safety net: running never surfaces anything but PlugrtError
+            raise ExecutionError(f"execute_async_v3 failed: {type(exc).__name__}: {exc}") from exc
         finally:
             self._lock.release()
         return True

@@ -7,16 +7,16 @@ import weakref
 from typing import Any
 
 from ..core.dims import Dims
-from ..core.errors import ExecutionError, PlanFormatError
+from ..core.errors import ExecutionError, PlanFormatError, PlugrtError
 from ..core.logger import ILogger
 from ..core.types import DataType, TensorFormat
 from ..network.tensor import TensorIOMode, TensorLocation
-from ..ops.base import create_operator
 from ..plugin.adapters import PluginAdapter, adapter_for_family
 from ..plugin.registry import IPluginRegistry
 from ..plugin.v3 import IPluginResourceContext
 from .host_memory import IHostMemory
-from .plan import EnginePlan, profile_envs, tensor_max_bytes
+from .plan import EnginePlan, profile_envs
+from .validate import validate_plan
 
 __all__ = ["ICudaEngine"]
 
@@ -42,7 +42,7 @@ class ICudaEngine:
         self._contexts: weakref.WeakSet[Any] = weakref.WeakSet()
         self.adapters: dict[int, PluginAdapter] = {}
         self.plugins: dict[int, Any] = {}
-        _validate(plan)
+        validate_plan(plan)
         try:
             for index, layer in enumerate(plan.layers):
                 if not layer.is_plugin:
@@ -146,7 +146,12 @@ class ICudaEngine:
         """A new context with its own memory and plugin clones."""
         from .context import IExecutionContext
 
-        context = IExecutionContext(self)
+        try:
+            context = IExecutionContext(self)
+        except PlugrtError:
+            raise
+        except Exception as exc:
+            raise ExecutionError(f"creating an execution context failed: {type(exc).__name__}: {exc}") from exc
         with self._lock:
             self._contexts.add(context)
         return context
@@ -199,24 +204,3 @@ def _opt_value(expr: Any, opt: dict[str, int]) -> int:
             env[node.symbol] = _opt_value(node.size_bounds[0], opt)
         stack.extend(getattr(node, "_args", ()))
     return max(expr.evaluate(env), 0)
-
-
-def _validate(plan: EnginePlan) -> None:
-    for layer in plan.layers:
-        if not layer.is_plugin:
-            create_operator(layer.op_kind, layer.params, {k: plan.weights[v] for k, v in layer.weights.items()})
-    for p, profile in enumerate(plan.profiles):
-        low, _, high = profile_envs(plan, p)
-        for index, offset in profile.offsets.items():
-            if offset + tensor_max_bytes(plan.tensors[index], low, high) > profile.arena_size:
-                raise PlanFormatError(
-                    f"plan memory plan of profile {p} puts tensor {plan.tensors[index].name!r} outside the arena"
-                )
-        for step, offset in profile.workspace_offsets.items():
-            if offset + plan.layers[step].workspace > profile.arena_size:
-                raise PlanFormatError(
-                    f"plan memory plan of profile {p} puts the workspace of layer {step} outside the arena"
-                )
-    for index in plan.io:
-        if plan.tensors[index].role not in ("input", "output"):
-            raise PlanFormatError(f"plan IO tensor {plan.tensors[index].name!r} has role {plan.tensors[index].role!r}")

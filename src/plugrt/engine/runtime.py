@@ -53,3 +53,6 @@ class Runtime:
             raise
         except RecursionError:
             raise PlanFormatError("plan is nested too deeply to read") from None
+        except Exception as exc:  # a safety net: a plan must never surface anything but PlugrtError
+            self.logger.emit(Severity.ERROR, f"deserialize_cuda_engine failed: {type(exc).__name__}: {exc}")
+            raise PlanFormatError(f"plan could not be loaded: {type(exc).__name__}: {exc}") from exc

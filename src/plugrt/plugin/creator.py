@@ -18,10 +18,21 @@ class IPluginCreatorInterface:
     name: str = ""
     plugin_version: str = "1"
     plugin_namespace: str = ""
-    field_names: PluginFieldCollection = PluginFieldCollection()
 
     def __init__(self) -> None:
-        pass
+        self.field_names = PluginFieldCollection()
+
+    @property
+    def field_names(self) -> PluginFieldCollection:
+        """The fields this creator accepts (a collection of its own per creator)."""
+        fields = self.__dict__.get("_field_names")
+        if fields is None:
+            fields = self.__dict__["_field_names"] = PluginFieldCollection()
+        return fields
+
+    @field_names.setter
+    def field_names(self, value: PluginFieldCollection) -> None:
+        self.__dict__["_field_names"] = value
 
 
 class IPluginCreator(IPluginCreatorInterface):

@@ -84,7 +84,13 @@ def _to_array(name: str, data: Any, field_type: PluginFieldType) -> np.ndarray:
         compatible = kind == "u" and array.dtype.itemsize == expected.itemsize
     if not compatible:
         _reject(name, str(array.dtype), field_type)
-    converted = array.astype(expected).reshape(-1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        converted = array.astype(expected).reshape(-1)
+    if want == "f" and not np.array_equal(np.isfinite(converted), np.isfinite(array.reshape(-1).astype(np.float64))):
+        raise FieldError(
+            f"plugin field {name!r}: values {array.reshape(-1)[:8].tolist()} overflow "
+            f"PluginFieldType.{field_type.name} ({expected})"
+        )
     if want in "iu" and not np.array_equal(converted.astype(array.dtype), array.reshape(-1)):
         raise FieldError(
             f"plugin field {name!r}: values {array.reshape(-1)[:8].tolist()} do not fit "

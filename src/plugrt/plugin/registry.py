@@ -156,9 +156,11 @@ class IPluginRegistry:
             self._recording.append(recording)
         try:
             _import_library(plugin_path)
-        except RegistryError:
-            raise
         except Exception as exc:
+            for creator in recording:  # a library that fails leaves nothing registered
+                self.deregister_creator(creator)
+            if isinstance(exc, RegistryError):
+                raise
             raise RegistryError(f"loading plugin library {plugin_path!r} failed: {type(exc).__name__}: {exc}") from exc
         finally:
             with self._lock:

@@ -38,7 +38,7 @@ class SerializationWriter:
             raise SerializationError(f"unknown scalar kind {kind!r}; choose from {sorted(_SCALARS)}")
         try:
             self._parts.append(struct.pack(_SCALARS[kind], value))
-        except struct.error as exc:
+        except (struct.error, OverflowError) as exc:
             raise SerializationError(f"cannot write {value!r} as {kind}: {exc}") from None
 
     def write_i32(self, value: int) -> None:
@@ -76,8 +76,16 @@ class SerializationWriter:
 
     def write_array(self, array: np.ndarray) -> None:
         """Write a 1-d or n-d array: dtype string, shape, then the raw little-endian data."""
-        array = np.ascontiguousarray(array)
-        self.write_str(array.dtype.newbyteorder("<").str)
+        source = np.asarray(array)
+        array = np.ascontiguousarray(source).reshape(source.shape)
+        dtype_str = array.dtype.newbyteorder("<").str
+        if dtype_str not in _ARRAY_DTYPES:
+            raise SerializationError(
+                f"cannot write an array of dtype {array.dtype}; supported: {sorted(_ARRAY_DTYPES)}"
+            )
+        if array.ndim > 8:
+            raise SerializationError(f"cannot write an array of {array.ndim} dimensions; at most 8 are supported")
+        self.write_str(dtype_str)
         self.write_u32(array.ndim)
         for dim in array.shape:
             self.write_i64(dim)

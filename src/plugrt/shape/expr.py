@@ -201,7 +201,9 @@ def _interval(op: DimensionOperation, a: Interval, b: Interval) -> Interval:
         if ahi < blo:
             return 1, 1
         return (0, 0) if alo >= bhi else (0, 1)
-    divisors = [v for v in (blo, bhi, 1 if blo <= 1 <= bhi else None) if v]
+    # Floor/ceil division is monotone in the divisor on each side of zero, so the
+    # extremes are at the interval ends or at +-1 when the interval crosses them.
+    divisors = [v for v in (blo, bhi, 1 if blo <= 1 <= bhi else None, -1 if blo <= -1 <= bhi else None) if v]
     if op == DimensionOperation.PROD:
         divisors = [blo, bhi]
     if not divisors:
