@@ -9,7 +9,9 @@ timings. It returns a non-zero exit code if any output is wrong.
 
 from __future__ import annotations
 
+import argparse
 import os
+import sys
 import statistics
 import tempfile
 import time
@@ -20,7 +22,10 @@ import numpy as np
 import plugrt as trt
 from plugrt.examples import circ_pad_v2, circ_pad_v3
 
-__all__ = ["run_demo"]
+__all__ = ["run_demo", "NAME", "HELP", "add_arguments", "run"]
+
+NAME = "demo"
+HELP = "build, serialize, reload and run a network of TensorRT-style plugins on the CPU"
 
 SHAPES = [(1, 3, 2), (2, 3, 8), (8, 3, 32), (3, 3, 5)]
 
@@ -119,3 +124,15 @@ def run_demo(out: TextIO, trace: bool = True, iterations: int = 50, plan_path: s
             print(f"  {call}", file=out)
     print("all outputs match NumPy" if not failures else f"{failures} output(s) differ from NumPy", file=out)
     return 1 if failures else 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``plugrt demo``."""
+    parser.add_argument("--no-trace", action="store_true", help="do not print the plugin call trace")
+    parser.add_argument("--iterations", type=int, default=50, help="timed runs per shape (default 50)")
+    parser.add_argument("--save-plan", metavar="PATH", help="where to write the plan file (default: a temporary directory)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``plugrt demo``."""
+    return run_demo(sys.stdout, trace=not args.no_trace, iterations=args.iterations, plan_path=args.save_plan)

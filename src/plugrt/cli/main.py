@@ -1,41 +1,45 @@
-"""The ``plugrt`` command."""
+"""The ``plugrt`` command: one module per subcommand, listed in ``SUBCOMMANDS``.
+
+A subcommand module defines ``NAME``, ``HELP``, ``add_arguments(parser)`` and
+``run(args) -> int``. Exit codes: 0 success, 1 a check or comparison failed,
+2 usage error, 3 model/plan error, 4 runtime error.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
-__all__ = ["main"]
+__all__ = ["main", "SUBCOMMANDS"]
+
+#: Modules of ``plugrt.cli`` implementing subcommands, in help order.
+SUBCOMMANDS = ["demo"]
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser() -> tuple[argparse.ArgumentParser, dict[str, object]]:
     parser = argparse.ArgumentParser(
-        prog="plugrt", description="TensorRT's plugin system in Python: build, run and inspect engines."
+        prog="plugrt", description="TensorRT's plugin system in Python: build, run, check and inspect engines."
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser(
-        "demo", help="build, serialize, reload and run a network of TensorRT-style plugins on the CPU"
-    )
-    demo.add_argument("--no-trace", action="store_true", help="do not print the plugin call trace")
-    demo.add_argument("--iterations", type=int, default=50, help="timed runs per shape (default 50)")
-    demo.add_argument(
-        "--save-plan", metavar="PATH", help="where to write the plan file (default: a temporary directory)"
-    )
-    return parser
+    modules: dict[str, object] = {}
+    for module_name in SUBCOMMANDS:
+        module = importlib.import_module(f"plugrt.cli.{module_name}")
+        command = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
+        module.add_arguments(command)
+        modules[module.NAME] = module
+    return parser, modules
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit code (2 for usage errors)."""
-    args = _parser().parse_args(argv)
-    if args.command == "demo":
-        from .demo import run_demo
-
-        try:
-            return run_demo(sys.stdout, trace=not args.no_trace, iterations=args.iterations, plan_path=args.save_plan)
-        except BrokenPipeError:  # output piped into a command that stopped reading
-            return 0
-    return 2
+    """Entry point; returns the exit code."""
+    parser, modules = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(modules[args.command].run(args))  # type: ignore[attr-defined]
+    except BrokenPipeError:  # output piped into a command that stopped reading
+        return 0
 
 
 if __name__ == "__main__":

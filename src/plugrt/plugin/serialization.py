@@ -77,7 +77,7 @@ class SerializationWriter:
     def write_array(self, array: np.ndarray) -> None:
         """Write a 1-d or n-d array: dtype string, shape, then the raw little-endian data."""
         source = np.asarray(array)
-        array = np.ascontiguousarray(source).reshape(source.shape)
+        array: np.ndarray = np.ascontiguousarray(source).reshape(source.shape)
         dtype_str = array.dtype.newbyteorder("<").str
         if dtype_str not in _ARRAY_DTYPES:
             raise SerializationError(
@@ -87,7 +87,7 @@ class SerializationWriter:
             raise SerializationError(f"cannot write an array of {array.ndim} dimensions; at most 8 are supported")
         self.write_str(dtype_str)
         self.write_u32(array.ndim)
-        for dim in array.shape:
+        for dim in map(int, array.shape):
             self.write_i64(dim)
         self._parts.append(array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes())
 
