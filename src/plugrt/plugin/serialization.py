@@ -77,7 +77,7 @@ class SerializationWriter:
     def write_array(self, array: np.ndarray) -> None:
         """Write a 1-d or n-d array: dtype string, shape, then the raw little-endian data."""
         source = np.asarray(array)
-        array: np.ndarray = np.ascontiguousarray(source).reshape(source.shape)
+        array = np.ascontiguousarray(source).reshape(source.shape)
         dtype_str = array.dtype.newbyteorder("<").str
         if dtype_str not in _ARRAY_DTYPES:
             raise SerializationError(
