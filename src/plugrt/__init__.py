@@ -13,6 +13,7 @@ bytes, deserialize with ``Runtime`` and run in an ``IExecutionContext`` on the C
 __version__ = "0.1.0"
 
 from .backends.cpu import as_array
+from .backends.memory import DeviceBuffer, active_device, device_malloc, live_allocations
 from .builder.builder import Builder
 from .builder.config import (
     BuilderFlag,
@@ -112,6 +113,7 @@ __all__ = [
     "CallRecorder",
     "CreatorNotFoundError",
     "DataType",
+    "DeviceBuffer",
     "DimensionOperation",
     "Dims",
     "Dims2",
@@ -202,9 +204,11 @@ __all__ = [
     "UnaryOperation",
     "Weights",
     "__version__",
+    "active_device",
     "as_array",
     "bfloat16",
     "bool",
+    "device_malloc",
     "float16",
     "float32",
     "fp4",
@@ -215,6 +219,7 @@ __all__ = [
     "int8",
     "int32",
     "int64",
+    "live_allocations",
     "nptype",
     "trace_plugin_calls",
     "uint8",

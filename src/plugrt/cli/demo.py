@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import statistics
+import sys
 import tempfile
 import time
 from typing import TextIO
@@ -22,7 +22,7 @@ import numpy as np
 import plugrt as trt
 from plugrt.examples import circ_pad_v2, circ_pad_v3
 
-__all__ = ["run_demo", "NAME", "HELP", "add_arguments", "run"]
+__all__ = ["HELP", "NAME", "add_arguments", "run", "run_demo"]
 
 NAME = "demo"
 HELP = "build, serialize, reload and run a network of TensorRT-style plugins on the CPU"
@@ -130,7 +130,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``plugrt demo``."""
     parser.add_argument("--no-trace", action="store_true", help="do not print the plugin call trace")
     parser.add_argument("--iterations", type=int, default=50, help="timed runs per shape (default 50)")
-    parser.add_argument("--save-plan", metavar="PATH", help="where to write the plan file (default: a temporary directory)")
+    parser.add_argument(
+        "--save-plan", metavar="PATH", help="where to write the plan file (default: a temporary directory)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-__all__ = ["main", "SUBCOMMANDS"]
+__all__ = ["SUBCOMMANDS", "main"]
 
 #: Modules of ``plugrt.cli`` implementing subcommands, in help order.
 SUBCOMMANDS = ["demo"]
