@@ -168,8 +168,19 @@ class _Build:
             key = f"{len(self.layers)}/{name}"
             self.weights[key] = np.ascontiguousarray(array)
             keys[name] = key
+        for expr in op.size_exprs.values():
+            for profile in self.profiles:
+                profile.opt[expr.symbol] = expr.size_bounds[0].evaluate(profile.opt)
         self.layers.append(
-            LayerPlan(layer.name, inputs, outputs, op_kind=op.kind, params=dict(op.params), weights=keys)
+            LayerPlan(
+                layer.name,
+                inputs,
+                outputs,
+                op_kind=op.kind,
+                params=dict(op.params),
+                weights=keys,
+                size_outputs={i: e.symbol for i, e in op.size_exprs.items()},
+            )
         )
 
     def plugin_layer(self, layer: IPluginV2Layer | IPluginV3Layer) -> None:

@@ -12,6 +12,7 @@ from ..core.types import DataType
 from ..plugin.v2 import IPluginV2
 from ..plugin.v3 import IPluginV3
 from .layer import ILayer, IPluginV2Layer, IPluginV3Layer
+from .operator_layer import IOperatorLayer
 from .standard_layers import StandardLayers
 from .tensor import ITensor
 
@@ -137,10 +138,33 @@ class INetworkDefinition(StandardLayers):
         shape_tensors = self._check_inputs(shape_inputs, "add_plugin_v3 shape_inputs")
         return self._add_layer(IPluginV3Layer(self, list(tensors), list(shape_tensors), plugin))
 
+    def add_operator(
+        self,
+        kind: str,
+        inputs: Sequence[ITensor],
+        params: dict[str, Any] | None = None,
+        weights: dict[str, Any] | None = None,
+        num_outputs: int = 1,
+    ) -> IOperatorLayer:
+        """Add a layer running the registered operator ``kind`` (plugrt extension).
+
+        Optional inputs that are absent are simply left out (tell the operator
+        through ``params``). Unknown kinds raise :class:`NetworkError` listing the known ones.
+        """
+        from ..ops.base import registered_operators
+
+        known = registered_operators()
+        if kind not in known:
+            raise NetworkError(f"add_operator: unknown operator kind {kind!r}; known: {sorted(known)}")
+        tensors: list[ITensor | None] = list(self._check_inputs(inputs, f"add_operator({kind!r})"))
+        layer = IOperatorLayer(self, tensors, kind, params or {}, weights or {}, num_outputs)
+        return self._add_layer(layer)
+
     # --- shared mechanism ---------------------------------------------------------
     def _add_layer(self, layer: Any) -> Any:
         index = len(self._layers)
-        layer.name = f"(Unnamed Layer* {index}) [{layer.layer_type.name.title().replace('_', '')}]"
+        kind = getattr(layer, "kind", None) or layer.layer_type.name.title().replace("_", "")
+        layer.name = f"(Unnamed Layer* {index}) [{kind}]"
         for i, output in enumerate(layer._outputs):
             output._name = f"{layer.name}_output_{i}"
             self._register(output)

@@ -45,6 +45,21 @@ class Operator:
         self.params: dict[str, Any] = dict(params or {})
         self.weights: dict[str, np.ndarray] = dict(weights or {})
         self.name = ""
+        #: output index -> size expression, for outputs that hold a data-dependent size (0-d ints)
+        self.size_exprs: dict[int, IDimensionExpr] = {}
+
+    def declare_size(self, output_index: int, opt: IDimensionExpr, upper: IDimensionExpr) -> IDimensionExpr:
+        """Declare 0-d output ``output_index`` as a data-dependent size; use the result in other output shapes.
+
+        The kernel must write the size into that output; buffers of outputs whose
+        shapes use it are sized by ``upper`` (as plugins do with ``declare_size_tensor``).
+        """
+        from ..shape.builder import IExprBuilder
+
+        builder = IExprBuilder(owner=self.name or self.kind)
+        expr = builder.declare_size_tensor(output_index, opt, upper)
+        self.size_exprs[output_index] = expr
+        return expr
 
     @property
     def num_outputs(self) -> int:

@@ -1,0 +1,1 @@
+"""ONNX op importers, one module per op family."""

@@ -1,0 +1,1 @@
+"""Imports every built-in importer module so their op types are registered."""
