@@ -1,0 +1,3 @@
+"""ONNX importers: basic ops."""
+
+from __future__ import annotations

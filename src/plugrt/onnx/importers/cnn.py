@@ -1,0 +1,3 @@
+"""ONNX importers: cnn ops."""
+
+from __future__ import annotations

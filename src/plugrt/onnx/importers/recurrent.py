@@ -1,0 +1,3 @@
+"""ONNX importers: recurrent ops."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""ONNX importers: tensor ops."""
+
+from __future__ import annotations
