@@ -6,6 +6,7 @@ On the CPU a "stream" is only an integer handle: work is done by the time
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ from ..core.errors import ExecutionError
 from ..core.layouts import storage_shape
 from ..core.types import DataType, TensorFormat, nptype
 from ..plugin.descriptors import PluginTensorDesc
+from .memory import active_device
 
 __all__ = ["CpuBackend", "as_array", "host_view"]
 
@@ -45,12 +47,16 @@ def host_view(address: int, shape: tuple[int, ...], dtype: np.dtype | type) -> n
 # Views made by as_array, keyed by (address, id(desc), dtype); the entry keeps the
 # descriptor alive so its id cannot be reused while cached. Plugins call as_array on
 # every enqueue with the descriptors the executor reuses, so most calls hit.
-_VIEW_CACHE: dict[tuple[int, int, object], tuple[object, np.ndarray]] = {}
+_VIEW_CACHE: dict[tuple[int, int, object, str], tuple[object, Any]] = {}
 _VIEW_CACHE_LIMIT = 4096
 
 
-def as_array(address: int, desc: Any, dtype: DataType | None = None) -> np.ndarray:
-    """A zero-copy NumPy array for a plugin buffer: ``address`` plus a ``PluginTensorDesc``.
+def as_array(address: int, desc: Any, dtype: DataType | None = None) -> Any:
+    """A zero-copy array for a plugin buffer: ``address`` plus a ``PluginTensorDesc``.
+
+    NumPy on the CPU device; a CuPy array while a CUDA engine runs the plugin
+    (the active device, see :func:`plugrt.active_device`), so one ``enqueue``
+    written with ``as_array`` and array-module-generic code runs on both.
 
     The array has the buffer's storage shape (the logical dims for LINEAR; see
     :mod:`plugrt.core.layouts` for vectorised formats).
@@ -61,14 +67,20 @@ def as_array(address: int, desc: Any, dtype: DataType | None = None) -> np.ndarr
     >>> trt.as_array(x.ctypes.data, desc)[1, 2]
     np.float32(5.0)
     """
-    key = (address, id(desc), dtype)
+    device = active_device()
+    key = (address, id(desc), dtype, device)
     entry = _VIEW_CACHE.get(key)
     if entry is not None and entry[0] is desc:
         return entry[1]
     dims = tuple(desc.dims)
     fmt = getattr(desc, "format", TensorFormat.LINEAR)
     element = nptype(dtype if dtype is not None else desc.type)
-    view = host_view(address, storage_shape(dims, fmt), element)
+    if device == "cuda":
+        from .registry import get_backend
+
+        view = get_backend("cuda").view(address, storage_shape(dims, fmt), element)
+    else:
+        view = host_view(address, storage_shape(dims, fmt), element)
     if isinstance(desc, PluginTensorDesc):  # frozen: the cached view stays right for it
         if len(_VIEW_CACHE) >= _VIEW_CACHE_LIMIT:
             _VIEW_CACHE.clear()
@@ -99,3 +111,7 @@ class CpuBackend:
     def address_of(self, array: np.ndarray) -> int:
         """The address of an array's first element."""
         return int(array.ctypes.data) if array.size else 0
+
+    def stream_scope(self, stream: int) -> contextlib.AbstractContextManager[None]:
+        """Nothing to do: CPU work completes before ``execute_async_v3`` returns."""
+        return contextlib.nullcontext()

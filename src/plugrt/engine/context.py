@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.memory import using_device
 from ..core.dims import Dims
 from ..core.errors import ExecutionError, PlugrtError, TypeMismatchError
 from ..core.logger import Severity
@@ -186,10 +187,11 @@ class IExecutionContext:
                 "this execution context is already running in another thread; create one context per thread"
             )
         try:
-            self._prepare(int(stream_handle))
-            with quiet(self.engine.backend.xp):
+            backend = self.engine.backend
+            with using_device(backend.name), backend.stream_scope(int(stream_handle)), quiet(backend.xp):
+                self._prepare(int(stream_handle))
                 self._executor.run(int(stream_handle))
-            self._deliver_data_dependent_outputs(int(stream_handle))
+                self._deliver_data_dependent_outputs(int(stream_handle))
         except PlugrtError:
             raise
         except Exception as exc:  # a safety net: running never surfaces anything but PlugrtError
@@ -277,6 +279,7 @@ class IExecutionContext:
 
     def __del__(self) -> None:
         try:
-            self._executor.release()
+            with using_device(self.engine.backend.name):
+                self._executor.release()
         except Exception:
             pass

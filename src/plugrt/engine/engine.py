@@ -6,6 +6,7 @@ import threading
 import weakref
 from typing import Any
 
+from ..backends.memory import using_device
 from ..core.dims import Dims
 from ..core.errors import ExecutionError, PlanFormatError, PlugrtError
 from ..core.logger import ILogger
@@ -147,7 +148,8 @@ class ICudaEngine:
         from .context import IExecutionContext
 
         try:
-            context = IExecutionContext(self)
+            with using_device(self.backend.name):
+                context = IExecutionContext(self)
         except PlugrtError:
             raise
         except Exception as exc:
@@ -184,8 +186,9 @@ class ICudaEngine:
         return self._ranges[key]
 
     def _release_plugins(self) -> None:
-        for index, plugin in list(self.plugins.items()):
-            self.adapters[index].release(plugin)
+        with using_device(self.backend.name):
+            for index, plugin in list(self.plugins.items()):
+                self.adapters[index].release(plugin)
         self.plugins.clear()
 
     def __del__(self) -> None:

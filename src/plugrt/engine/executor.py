@@ -228,7 +228,7 @@ class Executor:
     def _read_sizes(self, step: Step) -> None:
         for output, sym in step.layer.size_outputs.items():
             tensor = step.layer.outputs[output]
-            value = int(np.asarray(self.arrays[tensor]).reshape(-1)[0])
+            value = int(self.arrays[tensor].reshape(-1)[0])  # a device read: sizes must be known to go on
             upper_expr = self.size_upper.get(sym)
             if value < 0:
                 raise ExecutionError(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..backends.memory import using_device
 from ..core.errors import PlanFormatError, PlugrtError, TypeMismatchError
 from ..core.logger import ILogger, Logger, Severity
 from ..plugin.registry import IPluginRegistry, get_plugin_registry
@@ -21,20 +22,18 @@ class Runtime:
     """
 
     def __init__(self, logger: ILogger | None = None, device: str = "cpu") -> None:
+        """``device`` is 'cpu' (NumPy, the default) or 'cuda' (CuPy; a plugrt extension)."""
         if logger is not None and not isinstance(logger, ILogger):
             raise TypeMismatchError(f"Runtime takes an ILogger, got {type(logger).__name__}")
         self.logger: ILogger = logger or Logger()
+        from ..backends.registry import get_backend
+
         self.device = device
+        self.backend = get_backend(device)  # fails now, not at the first plan, when the device is unusable
         self.plugin_registry: IPluginRegistry = get_plugin_registry()
 
     def _backend(self) -> Any:
-        from ..backends.cpu import CpuBackend
-
-        if self.device != "cpu":
-            from ..core.errors import MissingBackendError
-
-            raise MissingBackendError(f"device {self.device!r} is not available; this build of plugrt runs on 'cpu'")
-        return CpuBackend()
+        return self.backend
 
     def deserialize_cuda_engine(self, serialized_engine: bytes | bytearray | memoryview) -> ICudaEngine:
         """The engine in ``serialized_engine``.
@@ -47,7 +46,9 @@ class Runtime:
             raise TypeMismatchError(f"deserialize_cuda_engine takes bytes, got {type(serialized_engine).__name__}")
         try:
             plan = EnginePlan.from_bytes(serialized_engine)
-            return ICudaEngine(plan, bytes(serialized_engine), self.plugin_registry, self.logger, self._backend())
+            backend = self._backend()
+            with using_device(backend.name):
+                return ICudaEngine(plan, bytes(serialized_engine), self.plugin_registry, self.logger, backend)
         except PlugrtError as exc:
             self.logger.emit(Severity.ERROR, f"deserialize_cuda_engine failed: {exc}")
             raise

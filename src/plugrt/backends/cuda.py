@@ -1,0 +1,86 @@
+"""The CUDA backend: device memory and streams through CuPy (imported only when used).
+
+``execute_async_v3(stream)`` takes a real CUDA stream handle (an integer, as
+``cupy.cuda.Stream().ptr`` or ``torch.cuda.current_stream().cuda_stream``); kernels
+of standard layers launch on it through CuPy, plugins receive it unchanged, and
+nothing synchronises inside a run except for data-dependent sizes, which must
+be read back to size what follows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from ..core.dims import volume
+from ..core.errors import ExecutionError, MissingBackendError
+
+__all__ = ["CudaBackend", "import_cupy"]
+
+
+def import_cupy() -> Any:
+    """CuPy, or :class:`MissingBackendError` saying what to install."""
+    try:
+        import cupy
+    except ImportError as exc:
+        raise MissingBackendError(
+            "the 'cuda' device needs CuPy; install it with pip install 'plugrt[cuda]' (or the cupy build for your CUDA)"
+        ) from exc
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            raise MissingBackendError("the 'cuda' device needs an NVIDIA GPU; CuPy sees none")
+    except cupy.cuda.runtime.CUDARuntimeError as exc:
+        raise MissingBackendError(f"the 'cuda' device is not usable: {exc}") from exc
+    return cupy
+
+
+class CudaBackend:
+    """Device arenas and CuPy as the array module."""
+
+    name = "cuda"
+
+    def __init__(self) -> None:
+        self.cupy = import_cupy()
+        self.xp = self.cupy
+
+    def allocate_arena(self, nbytes: int) -> tuple[Any, int]:
+        """A device buffer of ``nbytes`` (256-byte aligned): (owner array, base address)."""
+        cp = self.cupy
+        try:
+            raw = cp.zeros(nbytes + 256, dtype=cp.uint8)
+        except cp.cuda.memory.OutOfMemoryError:
+            raise ExecutionError(f"cannot allocate a device activation arena of {nbytes} bytes") from None
+        base = int(raw.data.ptr)
+        shift = (-base) % 256
+        return raw[shift : shift + nbytes], base + shift
+
+    def view(self, address: int, shape: tuple[int, ...], dtype: Any) -> Any:
+        """A zero-copy CuPy array over device ``address``."""
+        cp = self.cupy
+        np_dtype = np.dtype(dtype)
+        shape = tuple(int(d) for d in shape)
+        nbytes = volume(shape) * np_dtype.itemsize
+        if nbytes == 0:
+            return cp.empty(shape, dtype=np_dtype)
+        if not isinstance(address, int) or address <= 0:
+            raise ExecutionError(f"cannot view {nbytes} bytes at device address {address!r}")
+        memory = cp.cuda.UnownedMemory(address, nbytes, None)
+        return cp.ndarray(shape, dtype=np_dtype, memptr=cp.cuda.MemoryPointer(memory, 0))
+
+    def address_of(self, array: Any) -> int:
+        """The device address of an array's first element."""
+        return int(array.data.ptr) if array.size else 0
+
+    @contextlib.contextmanager
+    def stream_scope(self, stream: int) -> Iterator[None]:
+        """Make CuPy launch on ``stream`` (0 means the legacy default stream)."""
+        cp = self.cupy
+        if stream:
+            with cp.cuda.ExternalStream(stream):
+                yield
+        else:
+            with cp.cuda.Stream.null:
+                yield
