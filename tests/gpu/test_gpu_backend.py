@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from testing_plugins import build, fields
 
 import plugrt as trt
 from plugrt.examples import circ_pad_v2, circ_pad_v3
+from testing_plugins import build, fields
 
 pytestmark = pytest.mark.gpu
 LOGGER = trt.Logger(trt.Logger.ERROR)
@@ -178,3 +178,59 @@ def test_device_malloc_on_cuda() -> None:
     assert float(view.sum()) == 256.0
     buffer.free()
     assert buffer not in trt.live_allocations()
+
+
+def test_cuda_graph_replay_follows_new_data_and_recaptures_on_shape_change() -> None:
+    import cupy as cp
+
+    def network(net):  # type: ignore[no-untyped-def]
+        x = net.add_input("x", trt.float32, (-1, 16))
+        t = x
+        for _ in range(8):
+            t = net.add_activation(t, trt.ActivationType.TANH).get_output(0)
+            t = net.add_elementwise(t, x, trt.ElementWiseOperation.SUM).get_output(0)
+        t.name = "y"
+        net.mark_output(t)
+        return net
+
+    builder = trt.Builder(LOGGER)
+    plan = build(network(builder.create_network(0)), builder, [{"x": ((1, 16), (4, 16), (64, 16))}])
+    engine = trt.Runtime(LOGGER, device="cuda").deserialize_cuda_engine(plan)
+    cpu_engine = trt.Runtime(LOGGER).deserialize_cuda_engine(plan)
+    context = engine.create_execution_context()
+    context.use_cuda_graph = True
+    stream = cp.cuda.Stream(non_blocking=True)
+    rng = np.random.default_rng(5)
+    for shape in [(4, 16), (4, 16), (4, 16), (9, 16), (9, 16)]:
+        host = rng.standard_normal(shape).astype(np.float32)
+        x = cp.asarray(host)
+        y = cp.zeros(shape, cp.float32)
+        context.set_input_shape("x", shape)
+        context.set_tensor_address("x", x.data.ptr)
+        context.set_tensor_address("y", y.data.ptr)
+        context.execute_async_v3(stream.ptr)
+        stream.synchronize()
+        expected = _run(cpu_engine, {"x": host})["y"]
+        np.testing.assert_allclose(cp.asnumpy(y), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_cuda_graph_needs_a_stream() -> None:
+    import cupy as cp
+
+    def network(net):  # type: ignore[no-untyped-def]
+        x = net.add_input("x", trt.float32, (2, 2))
+        y = net.add_identity(x).get_output(0)
+        net.mark_output(y)
+        return net
+
+    builder = trt.Builder(LOGGER)
+    engine = trt.Runtime(LOGGER, device="cuda").deserialize_cuda_engine(
+        build(network(builder.create_network(0)), builder)
+    )
+    context = engine.create_execution_context()
+    context.use_cuda_graph = True
+    x, y = cp.zeros((2, 2), cp.float32), cp.zeros((2, 2), cp.float32)
+    context.set_tensor_address(engine.get_tensor_name(0), x.data.ptr)
+    context.set_tensor_address(engine.get_tensor_name(1), y.data.ptr)
+    with pytest.raises(trt.ExecutionError, match="non-default stream"):
+        context.execute_async_v3(0)

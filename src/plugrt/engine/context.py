@@ -50,6 +50,8 @@ class IExecutionContext:
         self._bound_addresses: dict[str, int] | None = None
         self._executor = Executor(engine, engine.backend)
         self._profile = 0
+        #: Replay runs as a CUDA graph (plugrt extension; CUDA engines, non-default streams).
+        self.use_cuda_graph = False
 
     # --- shapes --------------------------------------------------------------------------
     def set_input_shape(self, name: str, shape: Sequence[int]) -> bool:
@@ -190,7 +192,10 @@ class IExecutionContext:
             backend = self.engine.backend
             with using_device(backend.name), backend.stream_scope(int(stream_handle)), quiet(backend.xp):
                 self._prepare(int(stream_handle))
-                self._executor.run(int(stream_handle))
+                if self.use_cuda_graph and backend.name == "cuda":
+                    self._executor.run_graph(int(stream_handle))
+                else:
+                    self._executor.run(int(stream_handle))
                 self._deliver_data_dependent_outputs(int(stream_handle))
         except PlugrtError:
             raise

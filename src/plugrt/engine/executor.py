@@ -138,6 +138,9 @@ class Executor:
                 self._prepare(step)
         self._calls: list[tuple[Step, Callable[..., Any], tuple[Any, ...]]] | None = None
         self._calls_stream = -1
+        self._graph: Any = None
+        self._graph_pool: Any = None
+        self._graph_key: tuple[int, int] | None = None
 
     def _prepare(self, step: Step) -> None:
         layer = step.layer
@@ -214,6 +217,36 @@ class Executor:
         except Exception as exc:
             assert current is not None
             raise _execution_error(current, exc) from exc
+
+    def run_graph(self, stream: int) -> None:
+        """Replay the whole run as a CUDA graph, capturing it first for the current shapes and addresses.
+
+        Capture happens on the first call after anything changed (that call runs
+        eagerly once, then captures); temporaries allocated while capturing come
+        from a memory pool owned by the graph, so replays never touch memory
+        someone else was given since.
+        """
+        if self.upper:
+            raise ExecutionError("CUDA graphs cannot hold data-dependent shapes: the sizes must be read back")
+        if not stream:
+            raise ExecutionError("CUDA graph capture needs a non-default stream; pass a stream handle other than 0")
+        cp = self.backend.cupy
+        cuda_stream = cp.cuda.ExternalStream(stream)
+        if self._graph is not None and self._graph_key == (self._calls_id(), stream):
+            self._graph.launch(cuda_stream)
+            return
+        self._run_static(stream)
+        pool = cp.cuda.MemoryPool()
+        with cp.cuda.using_allocator(pool.malloc):
+            cuda_stream.begin_capture()
+            try:
+                self._run_static(stream)
+            finally:
+                graph = cuda_stream.end_capture()
+        self._graph, self._graph_pool, self._graph_key = graph, pool, (self._calls_id(), stream)
+
+    def _calls_id(self) -> int:
+        return id(self._calls)
 
     def _run_step(self, step: Step, stream: int) -> None:
         try:

@@ -111,7 +111,10 @@ class Schema:
                         "is missing"
                     )
                 if spec.ambiguous:
-                    _log(logger, f"{self.plugin}: field {spec.name!r} not given; using {spec.default!r}. {spec.ambiguous}")
+                    _log(
+                        logger,
+                        f"{self.plugin}: field {spec.name!r} not given; using {spec.default!r}. {spec.ambiguous}",
+                    )
                 values[spec.name] = spec.default
                 continue
             values[spec.name] = self._convert(spec, field)

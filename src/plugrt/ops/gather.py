@@ -1,0 +1,152 @@
+"""Gather operators: ``gather`` (along an axis), ``gather_elements`` and ``gather_nd`` (ONNX semantics).
+
+Indices may be negative (counted from the end of the indexed dimension); an
+index out of range fails the run with an error naming the layer. ``gather``
+propagates shape-tensor values, so ``Shape → Gather`` picks dimensions symbolically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import ShapeError
+from ..core.types import DataType
+from .base import Operator, ShapeExprs, register_operator
+from .elementwise import expect_inputs, label, merge_dim
+from .tensor_common import constant_ints, expect_index_type, normalize_axis
+
+__all__ = ["GatherElementsOperator", "GatherNdOperator", "GatherOperator"]
+
+
+def _wrap(xp: Any, indices: Any, size: Any) -> Any:
+    """Negative indices counted from the end, for kernels that do not wrap them themselves."""
+    return xp.where(indices < 0, indices + size, indices)
+
+
+@register_operator
+class GatherOperator(Operator):
+    """``out = take(data, indices, axis)``; params: ``axis`` (int, default 0)."""
+
+    kind = "gather"
+
+    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(params, weights)
+        self.axis = int(self.params.get("axis", 0))
+
+    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
+        expect_inputs(self, len(input_types), 2)
+        expect_index_type(self, input_types[1], "the indices")
+        return [input_types[0]]
+
+    def output_shapes(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs]:
+        expect_inputs(self, len(input_shapes), 2)
+        data, indices = input_shapes
+        if not data:
+            raise ShapeError(f"{label(self)}: gather needs data of rank >= 1, got a 0-d tensor")
+        axis = normalize_axis(self, self.axis, len(data))
+        return [list(data[:axis]) + list(indices) + list(data[axis + 1 :])]
+
+    def output_values(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs | None]:
+        data, indices = input_values
+        picks = constant_ints(indices)
+        if data is None or picks is None or len(input_shapes[0]) != 1:
+            return [None]
+        count = len(data)
+        if any(not -count <= i < count for i in picks):
+            raise ShapeError(f"{label(self)}: gather indices {picks} are out of range for {count} values")
+        return [[data[i] for i in picks]]
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        data, indices = inputs
+        axis = self.axis + data.ndim if self.axis < 0 else self.axis
+        size = data.shape[axis]
+        if indices.size and (int(indices.min()) < -size or int(indices.max()) >= size):
+            raise IndexError(f"gather indices must be in [{-size}, {size - 1}] for axis {axis} of size {size}")
+        xp.take(data, indices, axis=axis, out=outputs[0], mode="wrap")
+
+
+@register_operator
+class GatherElementsOperator(Operator):
+    """``out[i][j][k] = data[index][j][k]`` along ``axis`` (params: ``axis``, default 0); out has the indices' shape."""
+
+    kind = "gather_elements"
+
+    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(params, weights)
+        self.axis = int(self.params.get("axis", 0))
+
+    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
+        expect_inputs(self, len(input_types), 2)
+        expect_index_type(self, input_types[1], "the indices")
+        return [input_types[0]]
+
+    def output_shapes(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs]:
+        expect_inputs(self, len(input_shapes), 2)
+        data, indices = input_shapes
+        if len(data) != len(indices) or not data:
+            raise ShapeError(
+                f"{label(self)}: data and indices must have the same rank >= 1, got {len(data)} and {len(indices)}"
+            )
+        normalize_axis(self, self.axis, len(data))
+        return [list(indices)]
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        data, indices = inputs
+        axis = self.axis + data.ndim if self.axis < 0 else self.axis
+        outputs[0][...] = xp.take_along_axis(data, _wrap(xp, indices, data.shape[axis]), axis=axis)
+
+
+@register_operator
+class GatherNdOperator(Operator):
+    """ONNX GatherND: the last indices dimension addresses the leading data dimensions.
+
+    params: ``batch_dims`` (int, default 0): that many leading dimensions are shared by data and indices.
+    """
+
+    kind = "gather_nd"
+
+    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(params, weights)
+        self.batch_dims = int(self.params.get("batch_dims", 0))
+
+    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
+        expect_inputs(self, len(input_types), 2)
+        expect_index_type(self, input_types[1], "the indices")
+        return [input_types[0]]
+
+    def output_shapes(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs]:
+        expect_inputs(self, len(input_shapes), 2)
+        data, indices = input_shapes
+        b = self.batch_dims
+        if not indices or not indices[-1].is_constant():
+            raise ShapeError(f"{label(self)}: the last dimension of the indices must be a build-time constant")
+        depth = indices[-1].get_constant_value()
+        if b < 0 or b >= min(len(data), len(indices)) or b + depth > len(data):
+            raise ShapeError(
+                f"{label(self)}: batch_dims {b} and index depth {depth} do not fit data of rank {len(data)} "
+                f"and indices of rank {len(indices)}"
+            )
+        batch = [merge_dim(self, d, i, f"batch dimension {k}") for k, (d, i) in enumerate(zip(data[:b], indices[:b]))]
+        return [batch + list(indices[b:-1]) + list(data[b + depth :])]
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        data, indices = inputs
+        b, depth = self.batch_dims, indices.shape[-1]
+        batch = int(np.prod(data.shape[:b], dtype=np.int64))
+        flat_data = data.reshape((batch, *data.shape[b:]))
+        flat_indices = indices.reshape(batch, -1, depth)
+        picks = [xp.arange(batch).reshape(batch, 1)]
+        for k in range(depth):
+            picks.append(_wrap(xp, flat_indices[..., k], data.shape[b + k]))
+        outputs[0][...] = flat_data[tuple(picks)].reshape(outputs[0].shape)

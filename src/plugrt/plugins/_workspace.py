@@ -1,0 +1,65 @@
+"""Scratch buffers carved out of a plugin's workspace.
+
+A plugin describes its scratch arrays once with :class:`WorkspaceLayout`;
+``get_workspace_size`` returns ``layout.nbytes`` and ``enqueue`` turns the
+``workspace`` address into named NumPy views with :meth:`WorkspaceLayout.bind`
+(every array starts on a 256-byte boundary, as TensorRT's plugins align theirs).
+
+>>> import numpy as np
+>>> layout = WorkspaceLayout().add("scores", (2, 3), np.float32).add("index", (4,), np.int32)
+>>> layout.nbytes
+272
+>>> views = layout.allocate()
+>>> views["scores"].shape, views["index"].dtype
+((2, 3), dtype('int32'))
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..backends.cpu import host_view
+from ..core.errors import ExecutionError
+
+__all__ = ["WorkspaceLayout"]
+
+_ALIGN = 256
+
+
+class WorkspaceLayout:
+    """Named, aligned arrays inside one block of bytes."""
+
+    def __init__(self) -> None:
+        self._entries: list[tuple[str, tuple[int, ...], np.dtype, int]] = []
+        self.nbytes = 0
+
+    def add(self, name: str, shape: tuple[int, ...], dtype: Any) -> WorkspaceLayout:
+        """Reserve an array ``name`` of ``shape`` and ``dtype``; returns self for chaining."""
+        np_dtype = np.dtype(dtype)
+        offset = -(-self.nbytes // _ALIGN) * _ALIGN
+        shape = tuple(int(d) for d in shape)
+        self._entries.append((name, shape, np_dtype, offset))
+        self.nbytes = offset + int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
+        return self
+
+    def bind(self, address: int, available: int | None = None) -> dict[str, np.ndarray]:
+        """Views of the arrays inside the workspace at ``address`` (no copy)."""
+        if available is not None and available < self.nbytes:
+            raise ExecutionError(f"workspace of {available} bytes is smaller than the {self.nbytes} bytes needed")
+        if self.nbytes == 0:
+            return self.allocate()
+        raw = host_view(address, (self.nbytes,), np.uint8)
+        return self._views(raw)
+
+    def allocate(self) -> dict[str, np.ndarray]:
+        """Fresh arrays laid out the same way (for calling a kernel outside an engine)."""
+        return self._views(np.empty(max(self.nbytes, 1), dtype=np.uint8))
+
+    def _views(self, raw: np.ndarray) -> dict[str, np.ndarray]:
+        views = {}
+        for name, shape, dtype, offset in self._entries:
+            count = int(np.prod(shape, dtype=np.int64))
+            views[name] = raw[offset : offset + count * dtype.itemsize].view(dtype).reshape(shape)
+        return views
