@@ -49,6 +49,7 @@ from .engine.engine import ICudaEngine
 from .engine.host_memory import IHostMemory
 from .engine.inspector import EngineInspector, LayerInformationFormat
 from .engine.output_allocator import IOutputAllocator
+from .engine.profiler import IProfiler
 from .engine.runtime import Runtime
 from .network.definition import INetworkDefinition, NetworkDefinitionCreationFlag
 from .network.layer import ILayer, IPluginV2Layer, IPluginV3Layer, LayerType
@@ -162,6 +163,7 @@ __all__ = [
     "IPluginV3OneBuild",
     "IPluginV3OneCore",
     "IPluginV3OneRuntime",
+    "IProfiler",
     "IProgressMonitor",
     "IReduceLayer",
     "IShuffleLayer",

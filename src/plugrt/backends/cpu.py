@@ -112,6 +112,9 @@ class CpuBackend:
         """The address of an array's first element."""
         return int(array.ctypes.data) if array.size else 0
 
+    def synchronize(self, stream: int) -> None:
+        """Nothing to wait for on the CPU."""
+
     def stream_scope(self, stream: int) -> contextlib.AbstractContextManager[None]:
         """Nothing to do: CPU work completes before ``execute_async_v3`` returns."""
         return contextlib.nullcontext()

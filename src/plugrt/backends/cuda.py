@@ -74,6 +74,13 @@ class CudaBackend:
         """The device address of an array's first element."""
         return int(array.data.ptr) if array.size else 0
 
+    def synchronize(self, stream: int) -> None:
+        """Wait for the work queued on ``stream``."""
+        if stream:
+            self.cupy.cuda.ExternalStream(stream).synchronize()
+        else:
+            self.cupy.cuda.Stream.null.synchronize()
+
     @contextlib.contextmanager
     def stream_scope(self, stream: int) -> Iterator[None]:
         """Make CuPy launch on ``stream`` (0 means the legacy default stream)."""

@@ -16,6 +16,7 @@ from ..network.tensor import TensorIOMode
 from ..ops.elementwise import quiet
 from .executor import Executor
 from .output_allocator import IOutputAllocator
+from .profiler import IProfiler
 
 __all__ = ["IExecutionContext"]
 
@@ -52,6 +53,8 @@ class IExecutionContext:
         self._profile = 0
         #: Replay runs as a CUDA graph (plugrt extension; CUDA engines, non-default streams).
         self.use_cuda_graph = False
+        #: An IProfiler receiving each layer's time (synchronises per layer on the GPU).
+        self.profiler: IProfiler | None = None
 
     # --- shapes --------------------------------------------------------------------------
     def set_input_shape(self, name: str, shape: Sequence[int]) -> bool:
@@ -195,7 +198,7 @@ class IExecutionContext:
                 if self.use_cuda_graph and backend.name == "cuda":
                     self._executor.run_graph(int(stream_handle))
                 else:
-                    self._executor.run(int(stream_handle))
+                    self._executor.run(int(stream_handle), self.profiler)
                 self._deliver_data_dependent_outputs(int(stream_handle))
         except PlugrtError:
             raise

@@ -7,6 +7,7 @@ depend on data (after a plugin's size tensor) are prepared during the run.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,6 +70,7 @@ class Executor:
         self.shapes: list[tuple[int, ...] | None] = [None] * len(self.plan.tensors)
         self.arrays: list[Any] = [None] * len(self.plan.tensors)
         self.pointers: list[int] = [0] * len(self.plan.tensors)
+        self.upper_arrays: dict[int, Any] = {}
         self.size_symbols = {sym for layer in self.plan.layers for sym in layer.size_outputs.values()}
         self.size_upper = {
             leaf.symbol: leaf.size_bounds[1] for t in self.plan.tensors for d in t.shape for leaf in _size_leaves(d)
@@ -172,23 +174,28 @@ class Executor:
         return shape if shape is not None else self.upper[index]
 
     # --- running -----------------------------------------------------------------------
-    def run(self, stream: int) -> None:
-        """Run every step in order."""
-        if not self.upper:
+    def run(self, stream: int, profiler: Any = None) -> None:
+        """Run every step in order; with an ``IProfiler``, time each layer and report it."""
+        if not self.upper and profiler is None:
             self._run_static(stream)
             return
-        if self.upper:
-            for index, array in self.upper_arrays.items():
-                self.shapes[index] = None
-                self.arrays[index] = array
-            for sym in self.size_symbols:
-                self.env.pop(sym, None)
+        for index, array in self.upper_arrays.items():
+            self.shapes[index] = None
+            self.arrays[index] = array
+        for sym in self.size_symbols:
+            self.env.pop(sym, None)
         for step in self.steps:
             if step.op is not None and step.op.is_constant:
                 continue
             if step.late:
                 self._prepare_late(step)
-            self._run_step(step, stream)
+            if profiler is None:
+                self._run_step(step, stream)
+            else:
+                start = time.perf_counter()
+                self._run_step(step, stream)
+                self.backend.synchronize(stream)
+                profiler.report_layer_time(step.layer.name, (time.perf_counter() - start) * 1e3)
             if step.layer.size_outputs:
                 self._read_sizes(step)
 
