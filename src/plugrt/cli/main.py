@@ -12,10 +12,12 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from .errors import report
+
 __all__ = ["SUBCOMMANDS", "main"]
 
 #: Modules of ``plugrt.cli`` implementing subcommands, in help order.
-SUBCOMMANDS = ["demo"]
+SUBCOMMANDS = ["demo", "exec_cmd", "inspect_cmd", "plugins_cmd"]
 
 
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, object]]:
@@ -40,6 +42,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(modules[args.command].run(args))  # type: ignore[attr-defined]
     except BrokenPipeError:  # output piped into a command that stopped reading
         return 0
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # every failure becomes one clear line and an exit code
+        return report(args.command, exc, bool(getattr(args, "verbose", False)))
 
 
 if __name__ == "__main__":

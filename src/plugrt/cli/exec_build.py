@@ -1,0 +1,75 @@
+"""``plugrt exec`` build step: ONNX file → plan, with profiles from trtexec's shape flags."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from ..builder.builder import Builder
+from ..builder.config import BuilderFlag, IProgressMonitor
+from ..core.errors import BuildError
+from ..core.logger import ILogger
+from .errors import UsageError
+
+__all__ = ["BarMonitor", "build_from_onnx"]
+
+
+class BarMonitor(IProgressMonitor):
+    """A one-line progress bar on stderr while the engine builds (only on a terminal)."""
+
+    def __init__(self, enabled: bool) -> None:
+        super().__init__()
+        self.enabled = enabled
+        self.total = 0
+
+    def phase_start(self, phase_name: str, parent_phase: str | None, num_steps: int) -> None:
+        self.total = num_steps
+
+    def step_complete(self, phase_name: str, step: int) -> bool:
+        if self.enabled and self.total:
+            done = int(30 * (step + 1) / self.total)
+            sys.stderr.write(f"\r[{'=' * done}{' ' * (30 - done)}] {phase_name} {step + 1}/{self.total}")
+            sys.stderr.flush()
+        return True
+
+    def phase_finish(self, phase_name: str) -> None:
+        if self.enabled and self.total:
+            sys.stderr.write("\n")
+
+
+def build_from_onnx(args: Any, logger: ILogger, shapes: dict[str, dict[str, tuple[int, ...]]]) -> tuple[bytes, float]:
+    """Parse ``args.onnx`` and build it; returns (plan bytes, build seconds)."""
+    try:
+        from ..onnx.parser import OnnxParser
+    except ImportError as exc:
+        raise UsageError(f"ONNX import is not available in this installation: {exc}") from exc
+    builder = Builder(logger)
+    network = builder.create_network(0)
+    parser = OnnxParser(network, logger)
+    if not parser.parse_from_file(args.onnx):
+        errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
+        raise BuildError(f"cannot import {args.onnx!r}: {errors}")
+    config = builder.create_builder_config()
+    if args.fp16:
+        config.set_flag(BuilderFlag.FP16)
+    if args.int8:
+        config.set_flag(BuilderFlag.INT8)
+    config.progress_monitor = BarMonitor(sys.stderr.isatty())
+    dynamic = {network.get_input(i).name: tuple(network.get_input(i).shape) for i in range(network.num_inputs)}
+    dynamic = {name: shape for name, shape in dynamic.items() if any(d < 0 for d in shape)}
+    if dynamic:
+        profile = builder.create_optimization_profile()
+        for name, declared in dynamic.items():
+            fixed = shapes["shapes"].get(name)
+            lo, opt, hi = (shapes[k].get(name, fixed) for k in ("min", "opt", "max"))
+            if lo is None or opt is None or hi is None:
+                raise UsageError(
+                    f"input {name!r} has dynamic shape {list(declared)}; give --shapes={name}:... or "
+                    f"--minShapes/--optShapes/--maxShapes for it"
+                )
+            profile.set_shape(name, lo, opt, hi)
+        config.add_optimization_profile(profile)
+    start = time.perf_counter()
+    plan = builder.build_serialized_network(network, config)
+    return bytes(plan), time.perf_counter() - start

@@ -1,0 +1,236 @@
+"""``plugrt exec``: trtexec's flags with trtexec's meaning, plus Python plugins, ``--device`` and ``--trace``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from contextlib import nullcontext
+from typing import Any
+
+import numpy as np
+
+from ..core.logger import Logger, Severity
+from ..core.types import nptype
+from ..engine.runtime import Runtime
+from ..network.tensor import TensorIOMode
+from ..plugin.recorder import trace_plugin_calls
+from .errors import UsageError
+from .exec_build import build_from_onnx
+from .libraries import load_libraries
+from .profile_report import LayerTimes
+from .shapes_arg import load_input, parse_input_files, parse_shapes
+from .timing import Timing, format_summary, summarize
+
+__all__ = ["HELP", "NAME", "add_arguments", "run"]
+
+NAME = "exec"
+HELP = "build and/or load an engine and benchmark it, with trtexec's flags (--onnx, --loadEngine, --shapes …)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """trtexec's flags (see docs/cli.md for the mapping)."""
+    add = parser.add_argument
+    add("--onnx", metavar="FILE", help="build an engine from this ONNX model")
+    add("--saveEngine", metavar="FILE", help="write the built plan here")
+    add("--loadEngine", metavar="FILE", help="load a plan instead of building")
+    for flag in ("--shapes", "--minShapes", "--optShapes", "--maxShapes"):
+        add(flag, action="append", default=[], metavar="NAME:DxDx..", help=f"{flag[2:]} of inputs (comma-separated)")
+    add("--fp16", action="store_true", help="allow FP16 (plugins are offered HALF first)")
+    add("--int8", action="store_true", help="allow INT8 where plugins accept it")
+    add("--iterations", type=int, default=10, help="run at least this many inferences (default 10)")
+    add("--warmUp", type=float, default=200.0, metavar="MS", help="warm up for this many milliseconds (default 200)")
+    add("--duration", type=float, default=3.0, metavar="S", help="run for at least this many seconds (default 3)")
+    add("--avgRuns", type=int, default=10, help="report averages over this many consecutive runs (default 10)")
+    add("--useCudaGraph", action="store_true", help="replay inferences as a CUDA graph (cuda device)")
+    add("--noDataTransfers", action="store_true", help="do not copy inputs/outputs between host and device per run")
+    add("--verbose", action="store_true", help="verbose logging and tracebacks")
+    add("--dumpLayerInfo", action="store_true", help="print each layer of the engine")
+    add("--dumpProfile", action="store_true", help="print per-layer times (averaged over the runs)")
+    add("--exportTimes", metavar="FILE", help="write per-inference times as JSON")
+    add("--exportOutput", metavar="FILE", help="write the outputs of the last inference as JSON")
+    add("--exportProfile", metavar="FILE", help="write per-layer times as JSON")
+    add("--loadInputs", action="append", default=[], metavar="NAME:FILE", help="inputs from .npy or raw binary files")
+    add("--staticPlugins", action="append", default=[], metavar="FILE", help="Python files/modules registering plugins")
+    add("--dynamicPlugins", action="append", default=[], metavar="FILE", help="same as --staticPlugins")
+    add("--device", choices=("cpu", "cuda"), default="cpu", help="where to run (default cpu)")
+    add("--trace", action="store_true", help="print every plugin call with its phase (build, load, first run)")
+    add("--skipInference", action="store_true", help="build (and save) only")
+    add("--seed", type=int, default=0, help="seed of the random inputs")
+
+
+def _validate(args: argparse.Namespace) -> None:
+    if bool(args.onnx) == bool(args.loadEngine):
+        raise UsageError("give exactly one of --onnx FILE or --loadEngine FILE")
+    if args.iterations < 1 or args.avgRuns < 1 or args.duration < 0 or args.warmUp < 0:
+        raise UsageError("--iterations and --avgRuns must be >= 1; --duration and --warmUp >= 0")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``plugrt exec``."""
+    _validate(args)
+    logger = Logger(Severity.VERBOSE if args.verbose else Severity.WARNING)
+    load_libraries(["builtin", *args.staticPlugins, *args.dynamicPlugins])
+    shapes = {
+        key: parse_shapes(getattr(args, flag), f"--{flag}")
+        for key, flag in (("shapes", "shapes"), ("min", "minShapes"), ("opt", "optShapes"), ("max", "maxShapes"))
+    }
+    recorder_scope = trace_plugin_calls() if args.trace else nullcontext()
+    with recorder_scope as recorder:
+        if args.onnx:
+            plan, build_s = build_from_onnx(args, logger, shapes)
+            print(f"[I] Engine built in {build_s:.3f} s ({len(plan)} bytes)")
+            if args.saveEngine:
+                with open(args.saveEngine, "wb") as f:
+                    f.write(plan)
+                print(f"[I] Engine saved to {args.saveEngine}")
+        else:
+            try:
+                with open(args.loadEngine, "rb") as f:
+                    plan = f.read()
+            except OSError as exc:
+                raise UsageError(f"cannot read {args.loadEngine!r}: {exc.strerror}") from exc
+        if args.skipInference:
+            _print_trace(recorder)
+            return 0
+        engine = Runtime(logger, device=args.device).deserialize_cuda_engine(plan)
+        if args.dumpLayerInfo:
+            inspector = engine.create_engine_inspector()
+            print("[I] Layers:")
+            for i in range(engine.num_layers):
+                print(f"[I]   {inspector.get_layer_information(i)}")
+        session = _Session(engine, args, shapes["shapes"])
+        session.infer_once()
+    _print_trace(recorder)
+    timings = session.benchmark()
+    stats = summarize(timings)
+    for line in format_summary(stats, timings, args.avgRuns):
+        print(line)
+    if args.dumpProfile or args.exportProfile:
+        times = session.profile()
+        if args.dumpProfile:
+            print(times.format())
+        if args.exportProfile:
+            with open(args.exportProfile, "w", encoding="utf-8") as f:
+                json.dump(times.to_json(), f, indent=2)
+    if args.exportTimes:
+        with open(args.exportTimes, "w", encoding="utf-8") as f:
+            json.dump(
+                [{"startHostMs": t.start_ms, "endHostMs": t.end_ms, "latencyMs": t.latency_ms} for t in timings], f
+            )
+    if args.exportOutput:
+        with open(args.exportOutput, "w", encoding="utf-8") as f:
+            json.dump(
+                [
+                    {"name": n, "dimensions": "x".join(map(str, v.shape)), "values": v.reshape(-1).tolist()}
+                    for n, v in session.host_outputs().items()
+                ],
+                f,
+            )
+    return 0
+
+
+def _print_trace(recorder: Any) -> None:
+    if recorder is None:
+        return
+    print(f"[I] Plugin calls ({len(recorder.calls)}):")
+    for call in recorder.calls:
+        print(f"[I]   {call}")
+
+
+class _Session:
+    """One execution context with its inputs and outputs (host, or device plus host copies)."""
+
+    def __init__(self, engine: Any, args: argparse.Namespace, shapes: dict[str, tuple[int, ...]]) -> None:
+        self.engine, self.args = engine, args
+        self.context = engine.create_execution_context()
+        self.cuda = engine.backend.name == "cuda"
+        if args.useCudaGraph and self.cuda:
+            self.context.use_cuda_graph = True
+        files = parse_input_files(args.loadInputs)
+        names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
+        inputs = [n for n in names if engine.get_tensor_mode(n) == TensorIOMode.INPUT]
+        unknown = sorted((set(shapes) | set(files)) - set(inputs))
+        if unknown:
+            raise UsageError(f"{unknown} are not inputs of the engine; its inputs are {inputs}")
+        rng = np.random.default_rng(args.seed)
+        self.host: dict[str, np.ndarray] = {}
+        for name in inputs:
+            shape = shapes.get(name) or tuple(engine.get_tensor_profile_shape(name, 0)[1])
+            if not self.context.set_input_shape(name, shape):
+                raise UsageError(f"shape {shape} of {name!r} is outside the engine's profile")
+            dtype = np.dtype(nptype(engine.get_tensor_dtype(name)))
+            if name in files:
+                self.host[name] = load_input(files[name], tuple(shape), dtype)
+            elif dtype.kind == "f":
+                self.host[name] = rng.standard_normal(shape).astype(dtype)
+            else:
+                self.host[name] = rng.integers(0, 2, size=shape).astype(dtype)
+        for name in names:
+            if engine.get_tensor_mode(name) == TensorIOMode.OUTPUT:
+                shape = tuple(self.context.get_tensor_shape(name))
+                if any(d < 0 for d in shape):
+                    raise UsageError(f"output {name!r} has a data-dependent shape; plugrt exec cannot size it yet")
+                self.host[name] = np.zeros(shape, np.dtype(nptype(engine.get_tensor_dtype(name))))
+        self.inputs, self.outputs = inputs, [n for n in names if n not in inputs]
+        self.device: dict[str, Any] = {n: self._to_device(a) for n, a in self.host.items()} if self.cuda else dict(self.host)
+        for name, array in self.device.items():
+            self.context.set_tensor_address(name, array.data.ptr if self.cuda else array.ctypes.data)
+        self.stream = self._make_stream()
+
+    def _to_device(self, array: np.ndarray) -> Any:
+        import cupy as cp
+
+        return cp.asarray(array)
+
+    def _make_stream(self) -> int:
+        if not self.cuda:
+            return 0
+        import cupy as cp
+
+        self._cuda_stream = cp.cuda.Stream(non_blocking=True)
+        return int(self._cuda_stream.ptr)
+
+    def infer_once(self) -> None:
+        """One inference, transfers included unless --noDataTransfers."""
+        if self.cuda and not self.args.noDataTransfers:
+            for name in self.inputs:
+                self.device[name].set(self.host[name], stream=self._cuda_stream)
+        self.context.execute_async_v3(self.stream)
+        if self.cuda:
+            if not self.args.noDataTransfers:
+                for name in self.outputs:
+                    self.device[name].get(stream=self._cuda_stream, out=self.host[name])
+            self._cuda_stream.synchronize()
+
+    def benchmark(self) -> list[Timing]:
+        """Warm up, then run for --iterations and --duration, timing each inference."""
+        deadline = time.perf_counter() + self.args.warmUp / 1e3
+        while time.perf_counter() < deadline:
+            self.infer_once()
+        timings: list[Timing] = []
+        origin = time.perf_counter()
+        end = origin + self.args.duration
+        while len(timings) < self.args.iterations or time.perf_counter() < end:
+            start = time.perf_counter()
+            self.infer_once()
+            stop = time.perf_counter()
+            timings.append(Timing((start - origin) * 1e3, (stop - origin) * 1e3))
+        return timings
+
+    def profile(self) -> LayerTimes:
+        """Per-layer times over --iterations profiled runs."""
+        times = LayerTimes()
+        self.context.profiler = times
+        try:
+            for _ in range(self.args.iterations):
+                self.infer_once()
+        finally:
+            self.context.profiler = None
+        return times
+
+    def host_outputs(self) -> dict[str, np.ndarray]:
+        """Outputs of the last inference, on the host."""
+        if self.cuda and self.args.noDataTransfers:
+            return {n: self.device[n].get() for n in self.outputs}
+        return {n: self.host[n] for n in self.outputs}
