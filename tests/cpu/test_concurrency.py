@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import gc
 import threading
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
-from testing_plugins import build, fields, run
 
 import plugrt as trt
 from plugrt.examples import circ_pad_v2, circ_pad_v3
+from testing_plugins import build, fields, run
 
 V2_PADS = [1, 2, 0, 1]  # last dim: 1 before, 2 after; second-to-last: 0 before, 1 after
 V3_PADS = [2, 0]  # last dim: 2 before
@@ -65,7 +66,7 @@ def _run_threads(target: Callable[[int], None], count: int) -> list[BaseExceptio
     def wrapped(index: int) -> None:
         try:
             target(index)
-        except BaseException as exc:  # noqa: BLE001 - collected and asserted by the caller
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=wrapped, args=(i,), name=f"worker-{i}") for i in range(count)]
@@ -141,7 +142,8 @@ def test_two_contexts_created_concurrently(engine: trt.ICudaEngine) -> None:
             errors = _run_threads(create, 2)
         assert not errors, errors
         assert made[0] is not None and made[1] is not None and made[0] is not made[1]
-        assert trace.methods("pad_v2", "context") == ["clone", "attach_to_context"] * 2
+        # the two creations may interleave: compare counts, not order
+        assert Counter(trace.methods("pad_v2", "context")) == {"clone": 2, "attach_to_context": 2}
         v3_calls = [m for m in trace.methods("pad_v3", "context") if m != "get_capability_interface"]
         assert v3_calls == ["attach_to_context"] * 2
         rng = np.random.default_rng(round_)

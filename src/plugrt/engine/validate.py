@@ -56,6 +56,10 @@ def _check_io(plan: EnginePlan) -> None:
         if len(declared) != len(tensor.shape):
             raise _fail(f"IO tensor {tensor.name!r} has rank {len(tensor.shape)} but io_shapes says {declared}")
         if tensor.role != "input":
+            for axis, (dim, size) in enumerate(zip(tensor.shape, declared)):
+                fixed = dim.get_constant_value() if dim.is_constant() else -1
+                if fixed != size:
+                    raise _fail(f"output {tensor.name!r} axis {axis} is {dim} but its declared size is {size}")
             continue
         for axis, (dim, size) in enumerate(zip(tensor.shape, declared)):
             expected_symbol = f"{tensor.name}[{axis}]"

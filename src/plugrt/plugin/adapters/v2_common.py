@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ...core.errors import BuildError, PluginError, SerializationError, TypeMismatchError
+from ...core.errors import BuildError, MissingHookError, PluginError, SerializationError, TypeMismatchError
 from ..recorder import Phase, PluginCaller
 from ..v2 import IPluginV2
 from .base import check_status, require_hooks
@@ -52,7 +52,10 @@ class V2Common(PluginAdapter):
     required_hooks: ClassVar[tuple[str, ...]] = ("clone",)
 
     def begin_build(self, plugin: Any) -> None:
-        require_hooks(plugin, self.required_hooks, self.expected_class)
+        try:
+            require_hooks(plugin, self.required_hooks, self.expected_class)
+        except MissingHookError as exc:
+            raise MissingHookError(f"layer {self.layer!r} ({self.family}): {exc}") from None
         source = self.caller(plugin)
         clone = self._check_instance(source(Phase.BUILD, "clone"), "clone", source)
         self.identity_of_build = self.identity(clone)
@@ -106,6 +109,10 @@ class V2Common(PluginAdapter):
         if plugin is None:
             raise PluginError(f"{creator_caller.describe('deserialize_plugin')} returned None")
         self._check_instance(plugin, "deserialize_plugin", creator_caller)
+        try:
+            require_hooks(plugin, self.required_hooks, self.expected_class)
+        except MissingHookError as exc:
+            raise MissingHookError(f"layer {self.layer!r} ({self.family}): {exc}") from None
         caller = self.caller(plugin)
         check_status(caller, "initialize", caller(Phase.DESERIALIZE, "initialize"))
         self.engine_callers[id(plugin)] = caller

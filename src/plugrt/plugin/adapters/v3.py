@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ...core.dims import Dims
-from ...core.errors import BuildError, PluginError, TypeMismatchError
+from ...core.errors import BuildError, MissingHookError, PluginError, TypeMismatchError
 from ...core.layouts import storage_shape
 from ...core.types import DataType
 from ...shape.builder import DimsExprs, IExprBuilder
@@ -222,6 +222,10 @@ class V3Adapter(PluginAdapter):
             raise PluginError(
                 f"{creator_caller.describe('create_plugin')} returned {type(plugin).__name__}; expected an IPluginV3"
             )
+        try:
+            require_hooks(plugin, ("clone", "enqueue"), IPluginV3)
+        except MissingHookError as exc:
+            raise MissingHookError(f"layer {self.layer!r} (v3): {exc}") from None
         runtime = _capability(self.caller(plugin), Phase.DESERIALIZE, PluginCapabilityType.RUNTIME)
         runtime(Phase.DESERIALIZE, "set_tactic", tactic)
         self.tactic = tactic

@@ -1,0 +1,1 @@
+"""Hand-written CUDA kernels (compiled with NVRTC through CuPy on first use)."""
