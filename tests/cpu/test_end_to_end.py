@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from testing_plugins import ScaleV2ExtCreator, build, ensure_registered, fields, run
 
 import plugrt as trt
 from plugrt.examples import circ_pad_v2, circ_pad_v3, nonzero_v3
+
+from testing_plugins import ScaleV2ExtCreator, build, ensure_registered, fields, run
 
 LOGGER = trt.Logger(trt.Logger.ERROR)
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import gc
 
 import numpy as np
-from testing_plugins import ScaleV2ExtCreator, build, ensure_registered, fields, run
 
-from plugrt.examples import circ_pad_v2
-from plugrt.examples import circ_pad_v3
 import plugrt as trt
+from plugrt.examples import circ_pad_v2, circ_pad_v3
+
+from testing_plugins import ScaleV2ExtCreator, build, ensure_registered, fields, run
 
 V2_DYNAMIC_BUILD = [
     "clone", "get_output_datatype", "get_output_dimensions",

@@ -7,6 +7,7 @@ import pytest
 
 import plugrt as trt
 from plugrt.examples import circ_pad_v2, circ_pad_v3
+
 from testing_plugins import build, fields
 
 pytestmark = pytest.mark.gpu
