@@ -17,7 +17,7 @@ from .errors import report
 __all__ = ["SUBCOMMANDS", "main"]
 
 #: Modules of ``plugrt.cli`` implementing subcommands, in help order.
-SUBCOMMANDS = ["demo", "exec_cmd", "inspect_cmd", "plugins_cmd"]
+SUBCOMMANDS = ["demo", "exec_cmd", "inspect_cmd", "plugins_cmd", "check"]
 
 
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, object]]:

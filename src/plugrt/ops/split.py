@@ -18,7 +18,7 @@ from ..core.types import DataType
 from ..shape import DimensionOperation, IDimensionExpr, constant, operation
 from .base import Operator, ShapeExprs, register_operator
 from .elementwise import label
-from .tensor_common import constant_ints, expect_index_type, expect_input_count, normalize_axis, values_of
+from .tensor_common import along, constant_ints, expect_index_type, expect_input_count, normalize_axis, values_of
 
 __all__ = ["SplitOperator"]
 
@@ -64,7 +64,9 @@ class SplitOperator(Operator):
         if len(sizes) != self.count:
             raise ShapeError(f"{label(self)}: {len(sizes)} split sizes for {self.count} outputs")
         known = constant_ints(sizes)
-        if known is not None and (any(s < 0 for s in known) or (dim.is_constant() and sum(known) != dim)):
+        if known is not None and (
+            any(s < 0 for s in known) or (dim.is_constant() and sum(known) != dim.get_constant_value())
+        ):
             raise ShapeError(f"{label(self)}: split sizes {known} must be >= 0 and add up to the axis length {dim}")
         return sizes
 
@@ -98,6 +100,5 @@ class SplitOperator(Operator):
         axis = self.axis + x.ndim if self.axis < 0 else self.axis
         if len(self._offsets) != self.count + 1:
             self.prepare([x.shape], [o.shape for o in outputs])
-        lead = (slice(None),) * axis
         for out, start, stop in zip(outputs, self._offsets, self._offsets[1:]):
-            out[...] = x[(*lead, slice(start, stop))]
+            out[...] = x[along(axis, slice(start, stop))]

@@ -20,6 +20,7 @@ from .elementwise import broadcast_dim, label
 
 __all__ = [
     "INDEX_TYPES",
+    "along",
     "broadcast_shapes",
     "clamp",
     "constant_ints",
@@ -33,6 +34,13 @@ __all__ = [
 ]
 
 INDEX_TYPES = frozenset({DataType.INT32, DataType.INT64})
+
+
+def along(axis: int, index: slice) -> tuple[slice, ...]:
+    """An indexing key applying ``index`` to ``axis`` and taking every element of the axes before it."""
+    key = [slice(None)] * (axis + 1)
+    key[axis] = index
+    return tuple(key)
 
 
 def expect_input_count(op: Operator, given: int, low: int, high: int | None = None) -> None:

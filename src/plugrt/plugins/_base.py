@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
+import numpy as np
+
+from ..backends.cpu import as_array
 from ..core.errors import ShapeError
 from ..core.logger import ILogger
 from ..core.types import DataType
 from ..plugin.creator import IPluginCreator
 from ..plugin.fields import PluginFieldCollection
 
-__all__ = ["FLOAT_TYPES", "LibraryCreator", "check_dim"]
+__all__ = ["FLOAT_TYPES", "LibraryCreator", "check_dim", "copy_to", "host_buffers", "to_host"]
 
 #: Element types the library's float tensors accept (kernels compute in float32 either way).
 FLOAT_TYPES = (DataType.FLOAT, DataType.HALF)
@@ -51,3 +56,41 @@ def check_dim(plugin: str, what: str, actual: int, expected: int) -> None:
     """Raise a ShapeError unless a (known) dimension has the expected value; -1 passes."""
     if actual >= 0 and actual != expected:
         raise ShapeError(f"{plugin}: {what} must be {expected}, got {actual}")
+
+
+@contextmanager
+def host_buffers(
+    inputs: Sequence[int], input_desc: Sequence[Any], outputs: Sequence[int], output_desc: Sequence[Any], stream: int
+) -> Iterator[tuple[list[np.ndarray], list[np.ndarray]]]:
+    """The plugin's buffers as NumPy arrays, for the library's NumPy kernels.
+
+    On the CPU these are zero-copy views (``trt.as_array``). Under a CUDA engine the
+    inputs are copied to the host on ``stream``, the kernel runs on the host and the
+    outputs are copied back when the block ends: correct everywhere, fast on the CPU.
+    """
+    ins = [as_array(p, d) for p, d in zip(inputs, input_desc)]
+    outs = [as_array(p, d) for p, d in zip(outputs, output_desc)]
+    if all(isinstance(a, np.ndarray) for a in ins + outs):
+        yield ins, outs
+        return
+    from ..backends.cuda import import_cupy
+
+    cupy = import_cupy()
+    with cupy.cuda.ExternalStream(stream) if stream else cupy.cuda.Stream.null:
+        host_outs = [np.empty(a.shape, a.dtype) for a in outs]
+        yield [to_host(a) for a in ins], host_outs
+        for device, host in zip(outs, host_outs):
+            device.set(host)
+
+
+def copy_to(view: Any, values: np.ndarray) -> None:
+    """Fill a NumPy or CuPy ``view`` with host ``values``."""
+    if isinstance(view, np.ndarray):
+        view[...] = values
+    else:
+        view.set(np.ascontiguousarray(values, dtype=view.dtype))
+
+
+def to_host(array: Any) -> np.ndarray:
+    """``array`` as a NumPy array (a copy when it lives on a device)."""
+    return array if isinstance(array, np.ndarray) else array.get()

@@ -28,11 +28,12 @@ __all__ = ["OverlapRule", "corners", "greedy_nms", "top_k_desc"]
 _NEG_INF = np.float32(-np.inf)
 
 
-def top_k_desc(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Column indices of the ``k`` largest entries of each row (``-inf`` marks invalid).
+def top_k_desc(scores: np.ndarray, k: int, valid: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Column indices of the ``k`` largest valid entries of each row, best first.
 
-    Returns ``(index, valid)`` of shape ``[rows, min(k, columns)]``: best first,
-    equal scores in column order; ``valid`` is False where the score is ``-inf``.
+    ``valid`` (default: ``scores > -inf``) marks the candidates. Returns ``(index, found)``
+    of shape ``[rows, min(k, columns)]``: equal scores in column order, ``found`` False
+    where a row has fewer than ``k`` candidates (those indices are 0).
 
     >>> s = np.array([[0.1, 0.9, 0.5, 0.9]], np.float32)
     >>> top_k_desc(s, 3)[0].tolist()
@@ -40,8 +41,32 @@ def top_k_desc(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """
     rows, cols = scores.shape
     k = min(int(k), cols)
+    if valid is None:
+        valid = scores > _NEG_INF
     if k <= 0 or rows == 0:
         return np.zeros((rows, max(k, 0)), np.int64), np.zeros((rows, max(k, 0)), bool)
+    counts = valid.sum(axis=1)
+    width = int(counts.max())
+    if 2 * width > cols:  # dense: rank the rows as they are
+        return _top_k_dense(np.where(valid, scores, _NEG_INF), k)
+    # sparse: pack each row's candidates to the left (column order kept), rank the packed rows
+    packed = np.full((rows, max(width, 1)), _NEG_INF, np.float32)
+    packed_columns = np.zeros((rows, max(width, 1)), np.int64)
+    row, column = np.nonzero(valid)
+    slot = np.arange(row.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    packed[row, slot] = scores[row, column]
+    packed_columns[row, slot] = column
+    order, found = _top_k_dense(packed, k)
+    index = np.where(found, np.take_along_axis(packed_columns, order, axis=1), 0)
+    if index.shape[1] < k:
+        pad = k - index.shape[1]
+        index, found = np.pad(index, ((0, 0), (0, pad))), np.pad(found, ((0, 0), (0, pad)))
+    return index, found
+
+
+def _top_k_dense(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    rows, cols = scores.shape
+    k = min(k, cols)
     if 4 * k >= cols:
         index = np.argsort(-scores, axis=1, kind="stable")[:, :k]
     else:
@@ -57,8 +82,8 @@ def top_k_desc(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         columns = np.nonzero(chosen)[1].reshape(rows, k)
         values = np.take_along_axis(scores, columns, axis=1)
         index = np.take_along_axis(columns, np.argsort(-values, axis=1, kind="stable"), axis=1)
-    valid = np.take_along_axis(scores, index, axis=1) > _NEG_INF
-    return index, valid
+    found = np.take_along_axis(scores, index, axis=1) > _NEG_INF
+    return index, found
 
 
 def corners(boxes: np.ndarray) -> np.ndarray:
@@ -103,15 +128,15 @@ class OverlapRule:
             height[disjoint] = 0
             width += self.caffe_offset
             height += self.caffe_offset
-        overlapping = (width > 0) & (height > 0)
+        np.maximum(width, 0, out=width)  # no overlap: intersection 0, so IoU 0
+        np.maximum(height, 0, out=height)
         inter = width
         inter *= height
         union = area_a + area_b
         union -= inter
-        iou = np.divide(inter, union, out=np.zeros_like(inter), where=overlapping & (union > 0))
-        hit = iou >= self.threshold if self.inclusive else iou > self.threshold
-        hit &= overlapping
-        return hit
+        with np.errstate(divide="ignore", invalid="ignore"):
+            iou = np.divide(inter, union, out=union)
+        return iou >= self.threshold if self.inclusive else iou > self.threshold
 
 
 def greedy_nms(
@@ -126,73 +151,81 @@ def greedy_nms(
     """Greedy NMS on rows of candidates sorted best first; returns the ``keep`` mask.
 
     ``boxes`` ``[rows, K, 4]`` in sorted corners (see :func:`corners`), ``valid``
-    ``[rows, K]`` (invalid candidates are never kept and suppress nothing). With
-    ``labels``, only boxes of the same label suppress each other. With ``max_keep``,
-    work may stop once every row kept that many (later keeps would be dropped anyway).
+    ``[rows, K]`` with the invalid candidates last (never kept, suppress nothing). With
+    ``labels``, only boxes of the same label suppress each other. With ``max_keep``, a
+    row stops once it kept that many (later keeps would be dropped anyway).
     ``budget`` bounds the number of box pairs compared at once (memory).
     """
     rows, count = valid.shape
     keep = np.zeros((rows, count), bool)
     if rows == 0 or count == 0:
         return keep
-    areas = rule.areas(boxes)
-    block = max(1, min(block, count))
-    chunk = max(1, budget // (block * (count + block)))
-    for lo in range(0, rows, chunk):
-        part = slice(lo, min(rows, lo + chunk))
-        _nms_rows(
-            boxes[part],
-            areas[part],
-            valid[part],
-            None if labels is None else labels[part],
-            rule,
-            keep[part],
-            max_keep,
-            block,
+    candidates = valid.sum(axis=1)
+    by_size = np.argsort(-candidates, kind="stable")  # rows of similar size share chunks
+    limit = count if max_keep is None else min(count, max_keep)
+    lo = 0
+    while lo < rows and candidates[by_size[lo]] > 0:
+        widest = int(candidates[by_size[lo]])
+        width = max(1, min(block, widest))
+        chunk = by_size[lo : lo + max(1, budget // (width * (min(limit, widest) + width)))]
+        lo += chunk.size
+        state = _Rows(
+            boxes[chunk, :widest],
+            rule.areas(boxes[chunk, :widest]),
+            None if labels is None else labels[chunk, :widest],
+            limit + width,
         )
+        for start in range(0, widest, width):
+            live = np.flatnonzero((candidates[chunk] > start) & (state.kept < limit))
+            if live.size == 0:
+                break
+            stop = start + min(width, int(candidates[chunk[live]].max()) - start)
+            keep[chunk[live], start:stop] = state.step(live, start, stop, valid[chunk[live], start:stop], rule)
     return keep
 
 
-def _nms_rows(
-    boxes: np.ndarray,
-    areas: np.ndarray,
-    valid: np.ndarray,
-    labels: np.ndarray | None,
-    rule: OverlapRule,
-    keep: np.ndarray,
-    max_keep: int | None,
-    block: int,
-) -> None:
-    count = valid.shape[1]
-    last = int(valid.sum(axis=1).max())  # candidates are sorted: invalid ones trail
-    for start in range(0, last, block):
-        stop = min(count, start + block)
-        alive = valid[:, start:stop].copy()
-        here, here_area = boxes[:, start:stop], areas[:, start:stop]
-        here_label = None if labels is None else labels[:, start:stop]
-        if start:
-            kept = keep[:, :start]
-            width = int(kept.sum(axis=1).max())
-            if width:
-                order = np.argsort(~kept, axis=1, kind="stable")[:, :width]  # the kept ones, compacted
-                mask = np.take_along_axis(kept, order, axis=1)
-                hit = rule.suppresses(
-                    np.take_along_axis(boxes[:, :start], order[..., None], axis=1)[:, :, None],
-                    np.take_along_axis(areas[:, :start], order, axis=1)[:, :, None],
-                    here[:, None],
-                    here_area[:, None],
-                )
-                hit &= mask[:, :, None]
-                if labels is not None and here_label is not None:
-                    hit &= np.take_along_axis(labels[:, :start], order, axis=1)[:, :, None] == here_label[:, None]
-                alive &= ~hit.any(axis=1)
+class _Rows:
+    """Per-row lists of the boxes kept so far, for a chunk of rows."""
+
+    def __init__(self, boxes: np.ndarray, areas: np.ndarray, labels: np.ndarray | None, capacity: int) -> None:
+        self.boxes, self.areas, self.labels = boxes, areas, labels
+        rows = boxes.shape[0]
+        self.kept = np.zeros(rows, np.int64)
+        self.kept_boxes = np.zeros((rows, capacity, 4), np.float32)
+        self.kept_areas = np.zeros((rows, capacity), np.float32)
+        self.kept_labels = np.zeros((rows, capacity), np.int64)
+
+    def step(self, live: np.ndarray, start: int, stop: int, alive: np.ndarray, rule: OverlapRule) -> np.ndarray:
+        """Settle candidates ``start:stop`` of rows ``live``; returns their keep mask."""
+        here = self.boxes[live, start:stop]
+        here_area = self.areas[live, start:stop]
+        here_label = None if self.labels is None else self.labels[live, start:stop]
+        counts = self.kept[live]
+        width = int(counts.max())
+        if width:  # boxes kept in earlier blocks suppress
+            hit = rule.suppresses(
+                self.kept_boxes[live, :width, None],
+                self.kept_areas[live, :width, None],
+                here[:, None],
+                here_area[:, None],
+            )
+            hit &= (np.arange(width)[None, :] < counts[:, None])[:, :, None]
+            if here_label is not None:
+                hit &= self.kept_labels[live, :width, None] == here_label[:, None]
+            alive = alive & ~hit.any(axis=1)
         hit = rule.suppresses(here[:, :, None], here_area[:, :, None], here[:, None], here_area[:, None])
         hit &= np.triu(np.ones((stop - start, stop - start), bool), k=1)
         if here_label is not None:
             hit &= here_label[:, :, None] == here_label[:, None]
-        keep[:, start:stop] = _settle(hit, alive)
-        if max_keep is not None and bool((keep.sum(axis=1) >= max_keep).all()):
-            return
+        kept = _settle(hit, alive)
+        row, col = np.nonzero(kept)  # append the new keeps, in order, to each row's list
+        slot = counts[row] + (np.cumsum(kept, axis=1) - 1)[row, col]
+        self.kept_boxes[live[row], slot] = here[row, col]
+        self.kept_areas[live[row], slot] = here_area[row, col]
+        if here_label is not None:
+            self.kept_labels[live[row], slot] = here_label[row, col]
+        self.kept[live] += kept.sum(axis=1)
+        return kept
 
 
 def _settle(hit: np.ndarray, alive: np.ndarray) -> np.ndarray:

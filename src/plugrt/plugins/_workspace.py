@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..backends.cpu import host_view
+from ..backends.memory import active_device
 from ..core.errors import ExecutionError
 
 __all__ = ["WorkspaceLayout"]
@@ -45,10 +46,14 @@ class WorkspaceLayout:
         return self
 
     def bind(self, address: int, available: int | None = None) -> dict[str, np.ndarray]:
-        """Views of the arrays inside the workspace at ``address`` (no copy)."""
+        """Views of the arrays inside the workspace at ``address`` (no copy).
+
+        The views are NumPy arrays over host memory; while a CUDA engine runs (the
+        workspace is device memory) the host kernels get fresh host scratch instead.
+        """
         if available is not None and available < self.nbytes:
             raise ExecutionError(f"workspace of {available} bytes is smaller than the {self.nbytes} bytes needed")
-        if self.nbytes == 0:
+        if self.nbytes == 0 or active_device() != "cpu":
             return self.allocate()
         raw = host_view(address, (self.nbytes,), np.uint8)
         return self._views(raw)

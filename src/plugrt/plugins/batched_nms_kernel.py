@@ -25,47 +25,62 @@ import numpy as np
 from ._nms import OverlapRule, corners, greedy_nms, top_k_desc
 from ._workspace import WorkspaceLayout
 
-__all__ = ["NMSConfig", "batched_nms", "workspace_layout"]
+__all__ = ["FIELD_ORDER", "NMSConfig", "batched_nms", "workspace_layout"]
+
+#: TensorRT's field names, in the order of :class:`NMSConfig`'s attributes.
+FIELD_ORDER = (
+    "shareLocation",
+    "backgroundLabelId",
+    "numClasses",
+    "topK",
+    "keepTopK",
+    "scoreThreshold",
+    "iouThreshold",
+    "isNormalized",
+    "clipBoxes",
+    "scoreBits",
+    "caffeSemantics",
+)
 
 
 @dataclass(frozen=True)
 class NMSConfig:
-    """The checked fields of a BatchedNMS plugin, with TensorRT's names."""
+    """The checked fields of a BatchedNMS plugin (TensorRT's names in snake_case)."""
 
-    shareLocation: bool
-    backgroundLabelId: int
-    numClasses: int
-    topK: int
-    keepTopK: int
-    scoreThreshold: float
-    iouThreshold: float
-    isNormalized: bool
-    clipBoxes: bool
-    scoreBits: int
-    caffeSemantics: bool
+    share_location: bool
+    background_label_id: int
+    num_classes: int
+    top_k: int
+    keep_top_k: int
+    score_threshold: float
+    iou_threshold: float
+    is_normalized: bool
+    clip_boxes: bool
+    score_bits: int
+    caffe_semantics: bool
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> NMSConfig:
-        """Build from a schema's parsed values."""
-        return cls(**params)
+        """Build from a schema's parsed values (keys are TensorRT's field names)."""
+        return cls(*(params[name] for name in FIELD_ORDER))
 
     @property
     def rule(self) -> OverlapRule:
         """The IoU rule of TensorRT's allClassNMS kernel."""
-        pixel = 0.0 if self.isNormalized else 1.0
+        pixel = 0.0 if self.is_normalized else 1.0
         return OverlapRule(
-            self.iouThreshold, inclusive=False, area_offset=pixel, caffe_offset=pixel if self.caffeSemantics else 0.0
+            self.iou_threshold, inclusive=False, area_offset=pixel, caffe_offset=pixel if self.caffe_semantics else 0.0
         )
 
 
 def workspace_layout(batch: int, num_boxes: int, config: NMSConfig) -> WorkspaceLayout:
     """Scratch arrays of one run: permuted scores, per-class candidates, merged scores."""
-    rows, k = batch * config.numClasses, min(config.topK, num_boxes)
+    rows, k = batch * config.num_classes, min(config.top_k, num_boxes)
     return (
         WorkspaceLayout()
         .add("class_scores", (rows, num_boxes), np.float32)
         .add("candidates", (rows, k), np.int32)
-        .add("merged_scores", (batch, config.numClasses * k), np.float32)
+        .add("merged_scores", (batch, config.num_classes * k), np.float32)
     )
 
 
@@ -84,8 +99,8 @@ def batched_nms(
     """
     num_out, out_boxes, out_scores, out_classes = outputs
     batch, num_boxes = scores.shape[:2]
-    classes = config.numClasses
-    k = min(config.topK, num_boxes)
+    classes = config.num_classes
+    k = min(config.top_k, num_boxes)
     if scratch is None:
         scratch = workspace_layout(batch, num_boxes, config).allocate()
     out_boxes[...] = 0
@@ -95,37 +110,37 @@ def batched_nms(
     if batch == 0 or num_boxes == 0 or k == 0:
         return
 
-    # 1. per-class candidates: permute scores to [B*C, N], blank the background and low scores
+    # 1. per-class candidates: permute scores to [B*C, N]; the background and low scores don't pass
     class_scores = scratch["class_scores"]
-    np.copyto(class_scores.reshape(batch, classes, num_boxes), scores.reshape(batch, num_boxes, classes).transpose(0, 2, 1))
-    class_scores[class_scores <= np.float32(config.scoreThreshold)] = -np.inf
-    if 0 <= config.backgroundLabelId < classes:
-        class_scores.reshape(batch, classes, num_boxes)[:, config.backgroundLabelId] = -np.inf
-    active = np.flatnonzero(np.isfinite(class_scores).any(axis=1))  # rows (image, class) with candidates
-    order, valid = top_k_desc(class_scores[active], k)
+    np.copyto(
+        class_scores.reshape(batch, classes, num_boxes), scores.reshape(batch, num_boxes, classes).transpose(0, 2, 1)
+    )
+    passing = class_scores > np.float32(config.score_threshold)
+    if 0 <= config.background_label_id < classes:
+        passing.reshape(batch, classes, num_boxes)[:, config.background_label_id] = False
+    order, valid = top_k_desc(class_scores, k, passing)  # [B*C, k] box indices, best first
     candidates = scratch["candidates"]
-    candidates[...] = -1
-    candidates[active] = np.where(valid, order, -1)
+    np.copyto(candidates, np.where(valid, order, -1))
 
     # 2. per-class greedy NMS on the candidates' boxes
-    image, label = np.divmod(active, classes)
-    location = label if not config.shareLocation else np.zeros_like(label)
+    label = np.arange(batch * classes) % classes
+    location = label if not config.share_location else np.zeros_like(label)
     boxes4 = boxes.reshape(batch, num_boxes, -1, 4)
-    candidate_boxes = boxes4[image[:, None], order, location[:, None]]
-    keep = greedy_nms(corners(candidate_boxes), valid, config.rule, max_keep=config.keepTopK)
+    width = int(valid.sum(axis=1).max())  # candidates are packed left: the rest of the columns are empty
+    candidate_boxes = boxes4[np.arange(batch * classes)[:, None] // classes, order[:, :width], location[:, None]]
+    keep = np.zeros_like(valid)
+    keep[:, :width] = greedy_nms(corners(candidate_boxes), valid[:, :width], config.rule, max_keep=config.keep_top_k)
 
-    # 3. merge the classes of each image and keep the best keepTopK
+    # 3. merge the classes of each image (class-major, then rank) and keep the best keepTopK
     merged = scratch["merged_scores"]
-    merged[...] = -np.inf
-    survivors = np.where(keep, np.take_along_axis(class_scores[active], order, axis=1), -np.inf)
-    merged.reshape(batch * classes, k)[active] = survivors
-    best, found = top_k_desc(merged, config.keepTopK)
+    np.copyto(merged.reshape(batch * classes, k), np.take_along_axis(class_scores, order, axis=1))
+    best, found = top_k_desc(merged, config.keep_top_k, keep.reshape(batch, classes * k))
     picked_class, picked_rank = np.divmod(best, k)
     rows = np.arange(batch)[:, None]
     box_index = candidates.reshape(batch, classes, k)[rows, picked_class, picked_rank]
-    picked_location = picked_class if not config.shareLocation else np.zeros_like(picked_class)
+    picked_location = picked_class if not config.share_location else np.zeros_like(picked_class)
     picked_boxes = boxes4[rows, np.maximum(box_index, 0), picked_location].astype(np.float32)
-    if config.clipBoxes:
+    if config.clip_boxes:
         np.clip(picked_boxes, 0, 1, out=picked_boxes)
 
     # 4. write, padding the rest

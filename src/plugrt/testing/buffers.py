@@ -24,7 +24,8 @@ _ALIGN = 256
 
 
 def _guard_size(nbytes: int) -> int:
-    return max(512, min(nbytes, 1 << 16))
+    # As large as the buffer (up to 64 KiB): an overrun by a whole extra buffer still lands in the guard.
+    return max(4096, min(nbytes, 1 << 16))
 
 
 class GuardedBuffer:

@@ -22,7 +22,7 @@ import numpy as np
 from ..plugin.fields import PluginField, PluginFieldCollection, PluginFieldType
 from .spec import CheckUsageError
 
-__all__ = ["declared_types", "describe_fields", "make_fields", "parse_field_text"]
+__all__ = ["declared_types", "describe_fields", "format_values", "make_fields", "parse_field_text"]
 
 _FLOAT_TYPES = {PluginFieldType.FLOAT16, PluginFieldType.FLOAT32, PluginFieldType.FLOAT64, PluginFieldType.BF16}
 
@@ -40,15 +40,13 @@ def parse_field_text(name: str, text: str, field_type: PluginFieldType | None) -
     if field_type in (PluginFieldType.CHAR, PluginFieldType.UNKNOWN):
         return text
     items = [t.strip() for t in text.split(",") if t.strip()]
-    try:
-        if field_type in _FLOAT_TYPES:
-            return [float(t) for t in items]
-        if field_type is not None:
-            return [int(t, 0) for t in items]
-    except ValueError:
-        raise CheckUsageError(
-            f"field {name!r}: cannot read {text!r} as PluginFieldType.{field_type.name} values (comma-separated)"
-        ) from None
+    if field_type is not None:
+        try:
+            return [float(t) for t in items] if field_type in _FLOAT_TYPES else [int(t, 0) for t in items]
+        except ValueError:
+            raise CheckUsageError(
+                f"field {name!r}: cannot read {text!r} as PluginFieldType.{field_type.name} values (comma-separated)"
+            ) from None
     for parse in (lambda t: int(t, 0), float):
         try:
             return [parse(t) for t in items]
@@ -61,8 +59,9 @@ def _infer(value: Any) -> PluginFieldType:
     if isinstance(value, str):
         return PluginFieldType.CHAR
     array = np.asarray(value)
-    if array.dtype.kind == "f":
-        return PluginFieldType.FLOAT32 if array.dtype.itemsize <= 4 else PluginFieldType.FLOAT64
+    if array.dtype.kind == "f":  # Python floats are FLOAT32, as TensorRT's fields mostly are
+        explicit64 = isinstance(value, (np.ndarray, np.floating)) and array.dtype.itemsize == 8
+        return PluginFieldType.FLOAT64 if explicit64 else PluginFieldType.FLOAT32
     if array.dtype.kind in "iub":
         return PluginFieldType.INT32
     raise CheckUsageError(f"cannot tell the field type of {value!r}; pass a PluginField")
@@ -95,10 +94,16 @@ def make_fields(creator: Any, fields: Mapping[str, Any] | PluginFieldCollection 
     return collection
 
 
+def format_values(data: np.ndarray) -> str:
+    """'[1, 2]' or '[0.2]' (floats to 7 significant digits, as FLOAT32 holds them)."""
+    shown = [f"{v:.7g}" if data.dtype.kind == "f" else str(v) for v in data.tolist()[:8]]
+    return "[" + ", ".join(shown) + (", ..." if data.size > 8 else "") + "]"
+
+
 def describe_fields(fields: PluginFieldCollection) -> str:
     """'pads=[1, 2], scale=[0.5]' for messages."""
     parts = []
     for field in fields:
-        value = field.as_str() if field.type == PluginFieldType.CHAR else field.data.tolist()
-        parts.append(f"{field.name}={value!r}" if isinstance(value, str) else f"{field.name}={value}")
+        value = repr(field.as_str()) if field.type == PluginFieldType.CHAR else format_values(field.data)
+        parts.append(f"{field.name}={value}")
     return ", ".join(parts) or "no fields"

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..core.errors import PlugrtError
 
-__all__ = ["HookError", "call", "check_status", "owner_of"]
+__all__ = ["HookError", "call", "check_status", "hint_for", "owner_of"]
 
 #: Which check owns a failure inside each hook.
 _OWNERS: dict[str, str] = {
@@ -44,6 +44,31 @@ _OWNERS: dict[str, str] = {
     "get_fields_to_serialize": "serialization-roundtrip",
     "deserialize_plugin": "serialization-roundtrip",
 }
+
+
+_CONFIGURE_HINT = (
+    "Fix: configure runs at build time with -1 for dynamic dimensions (the range is in min/opt/max) and again "
+    "with concrete shapes before enqueue; it must not assume fixed shapes"
+)
+_HINTS: dict[str, str] = {
+    "configure_plugin": _CONFIGURE_HINT,
+    "configure_with_format": _CONFIGURE_HINT,
+    "on_shape_change": _CONFIGURE_HINT,
+    "create_plugin": "Fix: create_plugin must accept the fields its field_names declares",
+    "clone": "Fix: clone() must return a new plugin of the same class carrying the same state",
+    "attach_to_context": "Fix: attach_to_context must return a new plugin (usually self.clone())",
+    "initialize": "Fix: initialize() must succeed and return 0 (or None)",
+    "get_workspace_size": "Fix: get_workspace_size must return a non-negative int",
+    "supports_format": "Fix: accept at least FLOAT/LINEAR (or the types your kernel handles)",
+    "supports_format_combination": (
+        "Fix: accept at least one type/format per position, judging position pos by in_out[:pos + 1] only"
+    ),
+}
+
+
+def hint_for(hook: str) -> str:
+    """How to fix a failure inside ``hook`` ('' when the error says it all)."""
+    return _HINTS.get(hook, "")
 
 
 class HookError(PlugrtError):

@@ -7,18 +7,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["FAIL", "PASS", "SKIP", "CheckFailure", "CheckReport", "CheckResult", "CheckSkip"]
+__all__ = ["FAIL", "PASS", "SKIP", "CheckFailedError", "CheckReport", "CheckResult", "CheckSkippedError"]
 
 PASS = "pass"
 FAIL = "fail"
 SKIP = "skip"
 
 
-class CheckFailure(Exception):
+class CheckFailedError(Exception):
     """Raised inside a check: the plugin broke the rule the check is about."""
 
 
-class CheckSkip(Exception):
+class CheckSkippedError(Exception):
     """Raised inside a check: the check cannot run for this plugin (the message says why)."""
 
 

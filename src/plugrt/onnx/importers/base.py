@@ -14,12 +14,19 @@ Bad nodes raise :class:`OnnxImportError` through ``ctx.fail``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 import numpy as np
 
 from ...core.errors import PlugrtError
+from ...core.logger import Severity
+from ...core.types import DataType
+from ...network.layer_enums import ActivationType, ElementWiseOperation, UnaryOperation
+from ...network.tensor import ITensor
+from ...shape.expr import IDimensionExpr
+from ..shape_inference import NetworkShapes, TensorInfo
+from ..types import to_supported_array
 
 __all__ = ["ImportContext", "Importer", "OnnxImportError", "importer_for", "register_importer", "registered_ops"]
 
@@ -64,9 +71,24 @@ def _load_builtin_importers() -> None:
 
 
 class ImportContext:
-    """What an importer works with: the network, the node, its attributes, the opset."""
+    """What an importer works with: the network, the node, its attributes, the opset.
 
-    def __init__(self, network: Any, node: Any, opset: int, logger: Any, constants: dict[int, np.ndarray]) -> None:
+    Beyond attributes and tensors, it answers what TensorRT's ``ITensor.shape``
+    answers during import (:meth:`shape_of`, :meth:`rank_of`, :meth:`dtype_of`,
+    :meth:`values_of`), and adds the layers importers keep needing
+    (:meth:`reshape`, :meth:`broadcast`, :meth:`cast`, :meth:`elementwise` ...),
+    each named after the node.
+    """
+
+    def __init__(
+        self,
+        network: Any,
+        node: Any,
+        opset: int,
+        logger: Any,
+        constants: dict[int, np.ndarray],
+        shapes: NetworkShapes | None = None,
+    ) -> None:
         self.network = network
         self.node = node
         self.opset = opset
@@ -74,6 +96,7 @@ class ImportContext:
         #: id(ITensor) -> value, for tensors known at build time (initializers, Constant nodes, folded shapes)
         self._constants = constants
         self._attrs = {a.name: a for a in node.attribute}
+        self.shapes = shapes if shapes is not None else NetworkShapes()
 
     # --- attributes ----------------------------------------------------------------
     def has_attr(self, name: str) -> bool:
@@ -103,22 +126,72 @@ class ImportContext:
 
     # --- tensors -------------------------------------------------------------------
     def constant(self, value: Any, dtype: Any = None) -> Any:
-        """A constant tensor holding ``value`` (its value stays known to later importers)."""
-        array = np.ascontiguousarray(np.asarray(value, dtype=dtype))
+        """A constant tensor holding ``value`` (its value stays known to later importers).
+
+        Values of types plugrt lacks are converted as the importer converts ONNX
+        tensors (float64 to float32, int16/uint16 to int32, uint32/uint64 to int64).
+        """
+        array = np.asarray(value, dtype=dtype)
+        supported = to_supported_array(array)
+        if supported is None:
+            self.fail(f"constant of NumPy type {array.dtype} has no plugrt DataType")
+        array = np.require(supported, requirements="C")  # keeps 0-d values 0-d
         layer = self.network.add_constant(array.shape, array)
+        layer.name = self.layer_name("constant")
         tensor = layer.get_output(0)
         self._constants[id(tensor)] = array
         return tensor
 
     def value_of(self, tensor: Any) -> np.ndarray | None:
-        """The build-time value of ``tensor`` if known (initializer, Constant, folded), else None."""
+        """The build-time value of ``tensor`` if known (initializer, Constant, folded), else None.
+
+        Small int tensors computed from static shapes (a Shape op's output, say)
+        are known too, through the layers' value rules.
+        """
         if tensor is None:
             return None
-        return self._constants.get(id(tensor))
+        known = self._constants.get(id(tensor))
+        if known is not None:
+            return known
+        try:
+            value = self.shapes.info(tensor).constant_value()
+        except PlugrtError:
+            return None
+        if value is not None:
+            self._constants[id(tensor)] = value
+        return value
 
     def remember(self, tensor: Any, value: np.ndarray) -> None:
         """Record that ``tensor`` always holds ``value`` (constant folding in importers)."""
         self._constants[id(tensor)] = np.asarray(value)
+
+    def info(self, tensor: Any) -> TensorInfo:
+        """Type, symbolic shape and shape-tensor values of ``tensor`` (rule errors name this node)."""
+        try:
+            return self.shapes.info(tensor)
+        except PlugrtError as exc:
+            self.fail(f"cannot infer the shape of {getattr(tensor, 'name', tensor)!r}: {exc}")
+            raise  # unreachable: fail raises
+
+    def shape_of(self, tensor: Any) -> list[IDimensionExpr]:
+        """The shape of ``tensor`` as dimension expressions."""
+        return list(self.info(tensor).shape)
+
+    def dims_of(self, tensor: Any) -> list[int]:
+        """The shape of ``tensor`` with -1 where a dimension is only known at run time."""
+        return self.info(tensor).dims
+
+    def rank_of(self, tensor: Any) -> int:
+        """The number of dimensions of ``tensor``."""
+        return self.info(tensor).rank
+
+    def dtype_of(self, tensor: Any) -> DataType:
+        """The element type of ``tensor``."""
+        return self.info(tensor).dtype
+
+    def values_of(self, tensor: Any) -> list[IDimensionExpr] | None:
+        """The values of a shape tensor as expressions (None when not known before the build)."""
+        return self.info(tensor).values
 
     def op(
         self,
@@ -140,6 +213,124 @@ class ImportContext:
         count = self.network.num_layers
         return f"{name}#{count}"
 
-    def fail(self, reason: str) -> None:
+    def fail(self, reason: str) -> NoReturn:
         """Raise :class:`OnnxImportError` naming this node."""
         raise OnnxImportError(f"node {self.node.name!r} ({self.node.op_type}): {reason}")
+
+    # --- messages ------------------------------------------------------------------
+    def warn(self, message: str) -> None:
+        """Log a WARNING naming this node."""
+        self.log(Severity.WARNING, message)
+
+    def log(self, severity: Severity, message: str) -> None:
+        """Log ``message`` at ``severity``, prefixed with the node's name and op type."""
+        text = f"node {self.node.name!r} ({self.node.op_type}): {message}"
+        emit = getattr(self.logger, "emit", None)
+        if emit is not None:
+            emit(severity, text)
+        elif self.logger is not None:
+            self.logger.log(severity, text)
+
+    # --- helpers for importers -------------------------------------------------------
+    def axis(self, axis: int, rank: int, what: str = "axis") -> int:
+        """``axis`` in ``[-rank, rank)`` made non-negative; out of range fails."""
+        axis = int(axis)
+        if not -rank <= axis < max(rank, 1) or (rank == 0 and axis not in (0, -1)):
+            self.fail(f"{what} {axis} is out of range for a tensor of rank {rank} (valid: {-rank}..{rank - 1})")
+        return axis + rank if axis < 0 else axis
+
+    def named(self, layer: Any, suffix: str = "") -> Any:
+        """Name ``layer`` after this node; returns it."""
+        layer.name = self.layer_name(suffix or type(layer).__name__.removeprefix("I").removesuffix("Layer").lower())
+        return layer
+
+    def identity(self, tensor: Any) -> Any:
+        """A copy of ``tensor`` (a new tensor)."""
+        return self.named(self.network.add_identity(tensor)).get_output(0)
+
+    def reshape(self, tensor: Any, dims: Sequence[int] | Any, zero_is_placeholder: bool = True) -> Any:
+        """``tensor`` reshaped: ``dims`` are ints (0 copies, -1 is inferred) or an int shape tensor."""
+        layer = self.named(self.network.add_shuffle(tensor), "reshape")
+        layer.zero_is_placeholder = zero_is_placeholder
+        if isinstance(dims, ITensor):
+            layer.set_input(1, dims)
+        else:
+            layer.reshape_dims = [int(d) for d in dims]
+        return layer.get_output(0)
+
+    def transpose(self, tensor: Any, perm: Sequence[int]) -> Any:
+        """``tensor`` with its axes permuted (``numpy.transpose``)."""
+        layer = self.named(self.network.add_shuffle(tensor), "transpose")
+        layer.first_transpose = [int(p) for p in perm]
+        return layer.get_output(0)
+
+    def unsqueeze_to(self, tensor: Any, rank: int) -> Any:
+        """``tensor`` with size-1 dimensions prepended up to ``rank`` (NumPy broadcasting's alignment)."""
+        own = self.rank_of(tensor)
+        extra = rank - own
+        if extra <= 0:
+            return tensor
+        value = self.value_of(tensor)
+        if value is not None:
+            return self.constant(value.reshape((1,) * extra + value.shape))
+        # Append the ones (0 copies each existing dimension), then move them to the front:
+        # a reshape that needs no shape tensor, so it also works for dynamic dimensions.
+        layer = self.named(self.network.add_shuffle(tensor), "unsqueeze")
+        layer.reshape_dims = [0] * own + [1] * extra
+        layer.second_transpose = list(range(own, rank)) + list(range(own))
+        return layer.get_output(0)
+
+    def broadcast(self, *tensors: Any) -> list[Any]:
+        """The tensors brought to one rank for multidirectional broadcasting."""
+        rank = max(self.rank_of(t) for t in tensors)
+        return [self.unsqueeze_to(t, rank) for t in tensors]
+
+    def cast(self, tensor: Any, dtype: DataType) -> Any:
+        """``tensor`` converted to ``dtype`` (itself when it already has that type)."""
+        if self.dtype_of(tensor) == dtype:
+            return tensor
+        value = self.value_of(tensor)
+        if value is not None:
+            return self.constant(value.astype(dtype.nptype()))
+        return self.named(self.network.add_cast(tensor, dtype)).get_output(0)
+
+    def elementwise(self, a: Any, b: Any, op: ElementWiseOperation) -> Any:
+        """``op(a, b)`` with NumPy broadcasting (ranks aligned first)."""
+        a, b = self.broadcast(a, b)
+        return self.named(self.network.add_elementwise(a, b, op), op.name.lower()).get_output(0)
+
+    def unary(self, tensor: Any, op: UnaryOperation) -> Any:
+        """``op(tensor)``."""
+        return self.named(self.network.add_unary(tensor, op), op.name.lower()).get_output(0)
+
+    def activation(self, tensor: Any, kind: ActivationType, alpha: float = 0.0, beta: float = 0.0) -> Any:
+        """An activation of ``tensor`` with TensorRT's ``alpha``/``beta`` meanings."""
+        layer = self.named(self.network.add_activation(tensor, kind), kind.name.lower())
+        layer.alpha, layer.beta = float(alpha), float(beta)
+        return layer.get_output(0)
+
+    def scalar(self, value: float | int | bool, like: Any) -> Any:
+        """A constant of ``like``'s type and rank (all dimensions 1) holding ``value``."""
+        dtype = self.dtype_of(like).nptype()
+        return self.constant(np.full((1,) * self.rank_of(like), value, dtype=dtype))
+
+    def fold(self, inputs: Sequence[Any], compute: Callable[..., Any]) -> list[Any] | None:
+        """Constant folding: when every input's value is known, ``compute`` them with NumPy.
+
+        ``compute`` gets the input values and returns one array or a tuple of
+        them; the results become constants. None when a value is unknown (or
+        the computation fails, leaving the layers to report it).
+        """
+        values = [self.value_of(t) for t in inputs]
+        if any(v is None for v in values):
+            return None
+        try:
+            with np.errstate(all="ignore"):
+                result = compute(*values)
+        except Exception:
+            return None
+        results = list(result) if isinstance(result, tuple) else [result]
+        arrays = [np.asarray(r) for r in results]
+        if any(to_supported_array(a) is None for a in arrays):
+            return None
+        return [self.constant(a) for a in arrays]

@@ -31,7 +31,7 @@ from .tensor_common import (
     values_of,
 )
 
-__all__ = ["SliceOperator"]
+__all__ = ["SliceOperator", "onnx_slice"]
 
 _FIELDS = ("starts", "ends", "axes", "steps")
 #: A start or end at least this large means "the end of the axis" (dimensions are smaller).
@@ -118,19 +118,19 @@ class SliceOperator(Operator):
             return [list(data)]
         start, end, step = plan[0]
         bounds = constant_ints([start, end])
-        return [None] if bounds is None else [list(data[bounds[0] : bounds[1] : step])]
+        return [None] if bounds is None else [list(data[onnx_slice(len(data), bounds[0], bounds[1], step)])]
 
     # --- kernel ------------------------------------------------------------------------
     def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
         self._slices = None
         if not self.tensor_inputs:
             fields = {name: [constant(v) for v in values] for name, values in self.static.items()}
-            self._slices = self._concrete(len(input_shapes[0]), self._complete(fields))
+            self._slices = self._concrete(tuple(input_shapes[0]), self._complete(fields))
 
-    def _concrete(self, rank: int, fields: dict[str, ShapeExprs]) -> tuple[slice, ...]:
-        slices = [slice(None)] * rank
-        for axis, (start, end, step) in self._plan(rank, fields).items():
-            slices[axis] = slice(start.get_constant_value(), end.get_constant_value(), step)
+    def _concrete(self, shape: tuple[int, ...], fields: dict[str, ShapeExprs]) -> tuple[slice, ...]:
+        slices = [slice(None)] * len(shape)
+        for axis, (start, end, step) in self._plan(len(shape), fields).items():
+            slices[axis] = onnx_slice(shape[axis], start.get_constant_value(), end.get_constant_value(), step)
         return tuple(slices)
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
@@ -140,8 +140,24 @@ class SliceOperator(Operator):
             fields = {name: [constant(v) for v in values] for name, values in self.static.items()}
             for name, array in zip(self.tensor_inputs, inputs[1:]):
                 fields[name] = [constant(v) for v in host_ints(array)]
-            slices = self._concrete(x.ndim, self._complete(fields))
+            slices = self._concrete(x.shape, self._complete(fields))
         outputs[0][...] = x[slices]
+
+
+def onnx_slice(dim: int, start: int, end: int, step: int) -> slice:
+    """The Python slice selecting what ONNX's Slice selects on an axis of length ``dim``.
+
+    ONNX clamps a negative-step start into ``[0, dim - 1]`` where Python would
+    select nothing (``x[-9::-1]`` of 5 elements is ``[x[0]]`` in ONNX).
+    """
+    start = start + dim if start < 0 else start
+    end = end + dim if end < 0 else end
+    if step > 0:
+        return slice(min(max(start, 0), dim), min(max(end, 0), dim), step)
+    first, stop = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+    if first < 0:
+        return slice(0, 0, 1)
+    return slice(first, None if stop < 0 else stop, step)
 
 
 def _normalized(value: IDimensionExpr, dim: IDimensionExpr) -> IDimensionExpr:
@@ -160,7 +176,7 @@ def _clamped(value: IDimensionExpr, low: int, high: IDimensionExpr) -> IDimensio
     if value.is_constant():
         v = value.get_constant_value()
         if v <= low:
-            return constant(low)
+            return operation(DimensionOperation.MIN, constant(low), high)
         if v >= _HUGE:
             return high
     return clamp(value, constant(low), high)
@@ -178,4 +194,3 @@ def _sliced_length(dim: IDimensionExpr, start: IDimensionExpr, end: IDimensionEx
         span = operation(DimensionOperation.SUB, first, stop)
     length = operation(DimensionOperation.CEIL_DIV, span, constant(abs(step)))
     return operation(DimensionOperation.MAX, length, constant(0))
-

@@ -1,0 +1,273 @@
+"""``plugrt.compile``: an ONNX model as a callable engine (a Pythonic layer over the TensorRT-style API).
+
+>>> import numpy as np, plugrt
+>>> from onnx import TensorProto, helper
+>>> graph = helper.make_graph(
+...     [helper.make_node("Relu", ["x"], ["y"])], "g",
+...     [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
+...     [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])])
+>>> relu = plugrt.compile(helper.make_model(graph))
+>>> relu({"x": np.array([-1.0, 2.0], dtype=np.float32)})["y"]
+array([0., 2.], dtype=float32)
+
+Underneath: ``Builder``, ``OnnxParser``, one optimization profile (from
+``shapes={name: (min, opt, max)}``, else from the first call's shapes),
+``Runtime``, one execution context, output buffers sized from
+``context.get_tensor_shape`` and an ``IOutputAllocator`` for outputs whose
+shape depends on data. Arrays are converted at the boundary between the types
+the model declares and the ones plugrt computes in (DOUBLE inputs arrive as
+float64 and leave as float64, computed as FLOAT in between).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+
+from ..core.dims import Dims
+from ..core.errors import ExecutionError, ShapeError, TypeMismatchError
+from ..core.logger import ILogger, Logger, Severity
+from ..engine.output_allocator import IOutputAllocator
+from .importers.base import OnnxImportError
+from .parser import OnnxParser
+from .types import onnx_numpy_dtype
+
+__all__ = ["CompiledModel", "compile"]
+
+ShapeRange = tuple[Sequence[int], Sequence[int], Sequence[int]]
+
+
+def compile(  # noqa: A001 - the public name mirrors torch.compile
+    model: str | os.PathLike[str] | bytes | onnx.ModelProto,
+    device: str = "cpu",
+    shapes: Mapping[str, ShapeRange] | None = None,
+    logger: ILogger | None = None,
+) -> CompiledModel:
+    """Compile an ONNX model (a path, bytes or ``onnx.ModelProto``) into a callable engine.
+
+    ``shapes`` gives ``(min, opt, max)`` per dynamic input; without it the
+    engine is built at the first call for that call's shapes. Parse errors
+    raise :class:`~plugrt.onnx.importers.base.OnnxImportError` listing every problem.
+    """
+    return CompiledModel(model, device=device, shapes=shapes, logger=logger)
+
+
+class _Allocator(IOutputAllocator):
+    """Places data-dependent outputs in NumPy arrays it owns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.buffer = np.zeros(0, dtype=np.uint8)
+        self.shape: tuple[int, ...] | None = None
+
+    def reallocate_output(self, tensor_name: str, memory: int, size: int, alignment: int) -> int:
+        if self.buffer.nbytes < max(size, 1):
+            self.buffer = np.zeros(max(size, 1), dtype=np.uint8)
+        return int(self.buffer.ctypes.data)
+
+    def notify_shape(self, tensor_name: str, shape: Dims) -> None:
+        self.shape = tuple(shape)
+
+
+class CompiledModel:
+    """An ONNX model built into an engine; call it with arrays (a dict, keywords or positionally)."""
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | bytes | onnx.ModelProto,
+        device: str = "cpu",
+        shapes: Mapping[str, ShapeRange] | None = None,
+        logger: ILogger | None = None,
+    ) -> None:
+        from ..builder.builder import Builder
+        from ..engine.runtime import Runtime
+
+        if device not in ("cpu", "cuda"):
+            raise TypeMismatchError(f"compile: device must be 'cpu' or 'cuda', got {device!r}")
+        self.logger: ILogger = logger or Logger(Severity.WARNING)
+        self.device = device
+        self._builder = Builder(self.logger)
+        self._runtime = Runtime(self.logger, device)
+        self.network = self._builder.create_network(0)
+        self._parser = OnnxParser(self.network, self.logger)
+        ok = self._parse(model)
+        if not ok:
+            errors = "\n  ".join(str(self._parser.get_error(i)) for i in range(self._parser.num_errors))
+            raise OnnxImportError(f"the ONNX model could not be imported:\n  {errors}")
+        self.input_names = [self.network.get_input(i).name for i in range(self.network.num_inputs)]
+        self.output_names = [self.network.get_output(i).name for i in range(self.network.num_outputs)]
+        self._declared = {
+            t.name: tuple(t.shape) for t in (self.network.get_input(i) for i in range(self.network.num_inputs))
+        }
+        self._input_dtypes = {name: self._numpy_type(name, self._parser.input_types) for name in self.input_names}
+        self._output_dtypes = {name: self._numpy_type(name, self._parser.output_types) for name in self.output_names}
+        self._lock = threading.Lock()
+        self.engine: Any = None
+        self.context: Any = None
+        if shapes is not None:
+            self._build(self._check_ranges(shapes))
+        elif all(-1 not in dims for dims in self._declared.values()):
+            self._build({})
+
+    # --- building ---------------------------------------------------------------------------
+    def _parse(self, model: Any) -> bool:
+        if isinstance(model, (str, os.PathLike)):
+            return self._parser.parse_from_file(model)
+        return self._parser.parse(model)
+
+    def _numpy_type(self, name: str, declared: Mapping[str, int]) -> np.dtype:
+        tensor = next(
+            t
+            for t in (
+                [self.network.get_input(i) for i in range(self.network.num_inputs)]
+                + [self.network.get_output(i) for i in range(self.network.num_outputs)]
+            )
+            if t.name == name
+        )
+        onnx_type = onnx_numpy_dtype(declared[name]) if name in declared else None
+        return onnx_type if onnx_type is not None else np.dtype(tensor.dtype.nptype())
+
+    def _check_ranges(self, shapes: Mapping[str, ShapeRange]) -> dict[str, ShapeRange]:
+        unknown = sorted(set(shapes) - set(self.input_names))
+        if unknown:
+            raise ShapeError(f"compile: shapes names {unknown}, which are not inputs; inputs: {self.input_names}")
+        ranges: dict[str, ShapeRange] = {}
+        for name, value in shapes.items():
+            try:
+                low, opt, high = (tuple(int(d) for d in s) for s in value)
+            except (TypeError, ValueError):
+                raise ShapeError(f"compile: shapes[{name!r}] must be (min, opt, max) shapes, got {value!r}") from None
+            ranges[name] = (low, opt, high)
+        return ranges
+
+    def _build(self, ranges: Mapping[str, ShapeRange]) -> None:
+        config = self._builder.create_builder_config()
+        dynamic = [name for name, dims in self._declared.items() if -1 in dims]
+        missing = [name for name in dynamic if name not in ranges]
+        if missing:
+            raise ShapeError(
+                f"compile: inputs {missing} have dynamic dimensions; give their (min, opt, max) in shapes="
+            )
+        if dynamic or ranges:
+            profile = self._builder.create_optimization_profile()
+            for name, (low, opt, high) in ranges.items():
+                profile.set_shape(name, low, opt, high)
+            config.add_optimization_profile(profile)
+        plan = self._builder.build_serialized_network(self.network, config)
+        self.engine = self._runtime.deserialize_cuda_engine(plan)
+        self.context = self.engine.create_execution_context()
+        self._allocators = {
+            name: _Allocator() for name in self.output_names if -1 in tuple(self.engine.get_tensor_shape(name))
+        }
+        for name, allocator in self._allocators.items():
+            self.context.set_output_allocator(name, allocator)
+
+    def serialize(self) -> bytes:
+        """The engine's plan bytes (build first: call once, or pass ``shapes``)."""
+        if self.engine is None:
+            raise ExecutionError(
+                "the engine is built at the first call (or give shapes= to compile); nothing to serialize yet"
+            )
+        return bytes(self.engine.serialize())
+
+    # --- running ----------------------------------------------------------------------------
+    def __call__(self, *args: Any, **kwargs: Any) -> dict[str, np.ndarray]:
+        """Run on ``{name: array}`` (or keyword arrays, or arrays in input order); returns ``{name: array}``."""
+        arrays = self._gather(args, kwargs)
+        with self._lock:
+            if self.engine is None:
+                self._build(
+                    {name: (a.shape, a.shape, a.shape) for name, a in arrays.items() if -1 in self._declared[name]}
+                )
+            return self._run(arrays)
+
+    run = __call__
+
+    def _gather(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, np.ndarray]:
+        if len(args) == 1 and isinstance(args[0], Mapping) and not kwargs:
+            given = dict(args[0])
+        elif args and not kwargs:
+            if len(args) != len(self.input_names):
+                raise TypeMismatchError(
+                    f"the model takes {len(self.input_names)} inputs {self.input_names}, got {len(args)} arrays"
+                )
+            given = dict(zip(self.input_names, args))
+        elif not args:
+            given = dict(kwargs)
+        else:
+            raise TypeMismatchError("pass the inputs as one dict, as keywords, or positionally; not mixed")
+        unknown = sorted(set(given) - set(self.input_names))
+        missing = [name for name in self.input_names if name not in given]
+        if unknown or missing:
+            parts = []
+            if unknown:
+                parts.append(f"unknown input name(s) {unknown}")
+            if missing:
+                parts.append(f"missing input(s) {missing}")
+            raise TypeMismatchError(f"{'; '.join(parts)}; the model's inputs are {self.input_names}")
+        return {name: self._convert(name, given[name]) for name in self.input_names}
+
+    def _convert(self, name: str, value: Any) -> np.ndarray:
+        declared = self._input_dtypes[name]
+        engine_type = np.dtype(self.network_input_type(name))
+        if not isinstance(value, np.ndarray):
+            try:
+                value = np.asarray(value, dtype=declared)
+            except (TypeError, ValueError) as exc:
+                raise TypeMismatchError(
+                    f"input {name!r}: cannot make a {declared} array of {type(value).__name__}: {exc}"
+                ) from None
+        if value.dtype not in (declared, engine_type):
+            raise TypeMismatchError(f"input {name!r} must be a {declared} array, got {value.dtype}")
+        dims = self._declared[name]
+        if value.ndim != len(dims) or any(d >= 0 and d != s for d, s in zip(dims, value.shape)):
+            shown = tuple("?" if d < 0 else d for d in dims)
+            raise ShapeError(f"input {name!r} must have shape {shown} ('?' is dynamic), got {value.shape}")
+        converted = value.astype(engine_type, copy=False)
+        return converted if converted.flags.c_contiguous else converted.copy(order="C")
+
+    def network_input_type(self, name: str) -> type[np.generic]:
+        """The NumPy type plugrt computes input ``name`` in."""
+        for i in range(self.network.num_inputs):
+            tensor = self.network.get_input(i)
+            if tensor.name == name:
+                return tensor.dtype.nptype()
+        raise TypeMismatchError(f"{name!r} is not an input; inputs: {self.input_names}")
+
+    def _run(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        context = self.context
+        for name, array in arrays.items():
+            if not context.set_input_shape(name, array.shape):
+                low, _, high = self.engine.get_tensor_profile_shape(name, 0)
+                raise ShapeError(
+                    f"input {name!r} has shape {array.shape}, outside the engine's range {tuple(low)}..{tuple(high)}; "
+                    "pass shapes={name: (min, opt, max)} to plugrt.compile to cover it"
+                )
+            context.set_tensor_address(name, array.ctypes.data)
+        outputs: dict[str, np.ndarray] = {}
+        for name in self.output_names:
+            if name in self._allocators:
+                continue
+            shape = tuple(context.get_tensor_shape(name))
+            dtype = np.dtype(self.engine.get_tensor_dtype(name).nptype())
+            outputs[name] = np.empty(shape, dtype=dtype)
+            context.set_tensor_address(name, outputs[name].ctypes.data)
+        context.execute_async_v3(0)
+        for name, allocator in self._allocators.items():
+            dtype = np.dtype(self.engine.get_tensor_dtype(name).nptype())
+            shape = allocator.shape or ()
+            count = int(np.prod(shape, dtype=np.int64))
+            outputs[name] = allocator.buffer[: count * dtype.itemsize].view(dtype).reshape(shape).copy()
+        return {name: self._deliver(name, outputs[name]) for name in self.output_names}
+
+    def _deliver(self, name: str, array: np.ndarray) -> np.ndarray:
+        wanted = self._output_dtypes[name]
+        return array if array.dtype == wanted else array.astype(wanted)
+
+    def __repr__(self) -> str:
+        return f"CompiledModel(inputs={self.input_names}, outputs={self.output_names}, device={self.device!r})"

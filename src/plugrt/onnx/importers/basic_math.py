@@ -1,0 +1,273 @@
+"""ONNX importers: binary and n-ary elementwise ops, MatMul, Clip.
+
+Every binary op broadcasts as NumPy does: the lower-rank input gets leading
+size-1 dimensions first (TensorRT's elementwise layer needs equal ranks).
+Inputs whose values are known are folded with NumPy instead of adding layers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import reduce
+from typing import Any
+
+import numpy as np
+
+from ...core.types import DataType
+from ...network.layer_enums import ElementWiseOperation as Ew
+from ...network.layer_enums import MatrixOperation, UnaryOperation
+from ...network.tensor import ITensor
+from .base import ImportContext, register_importer
+
+__all__: list[str] = []
+
+_FLOATS = (DataType.FLOAT, DataType.HALF)
+_INTS = (DataType.INT8, DataType.UINT8, DataType.INT32, DataType.INT64)
+
+
+def _present(ctx: ImportContext, inputs: list[Any], count: int | None = None) -> list[ITensor]:
+    tensors = [t for t in inputs if t is not None]
+    if count is not None and len(tensors) != count:
+        ctx.fail(f"expected {count} inputs, got {len(tensors)}")
+    if not tensors:
+        ctx.fail("the node has no inputs")
+    return tensors
+
+
+def _same_type(ctx: ImportContext, tensors: list[ITensor]) -> DataType:
+    types = [ctx.dtype_of(t) for t in tensors]
+    if any(t != types[0] for t in types):
+        ctx.fail(f"inputs must have one type, got {', '.join(t.name for t in types)}")
+    return types[0]
+
+
+def truncating_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """NumPy division with TensorRT's integer rule (rounds toward zero)."""
+    if np.result_type(a, b).kind in "iu":
+        quotient = np.floor_divide(a, b)
+        rounded_down = (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))
+        return quotient + rounded_down.astype(quotient.dtype)
+    return np.divide(a, b)
+
+
+def _binary(op: Ew, compute: Callable[..., Any], numeric: bool = True) -> Callable[..., list[Any]]:
+    def importer(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
+        a, b = _present(ctx, inputs, 2)
+        folded = ctx.fold([a, b], compute)
+        if folded is not None:
+            return folded
+        dtype = _same_type(ctx, [a, b])
+        if numeric and dtype == DataType.BOOL:
+            ctx.fail(f"{ctx.node.op_type} takes numbers, got BOOL")
+        return [ctx.elementwise(a, b, op)]
+
+    return importer
+
+
+for _op_type, _ew, _compute in (
+    ("Add", Ew.SUM, np.add),
+    ("Sub", Ew.SUB, np.subtract),
+    ("Mul", Ew.PROD, np.multiply),
+    ("Div", Ew.DIV, truncating_divide),
+    ("Greater", Ew.GREATER, np.greater),
+    ("Less", Ew.LESS, np.less),
+):
+    register_importer(_op_type)(_binary(_ew, _compute))
+for _op_type, _ew, _compute in (
+    ("Equal", Ew.EQUAL, np.equal),
+    ("And", Ew.AND, np.logical_and),
+    ("Or", Ew.OR, np.logical_or),
+    ("Xor", Ew.XOR, np.logical_xor),
+):
+    register_importer(_op_type)(_binary(_ew, _compute, numeric=False))
+
+
+def _or_equal(op: Ew, compute: Callable[..., Any]) -> Callable[..., list[Any]]:
+    # OR(op, EQUAL) rather than NOT(opposite): comparisons with NaN stay False.
+    def importer(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
+        a, b = _present(ctx, inputs, 2)
+        folded = ctx.fold([a, b], compute)
+        if folded is not None:
+            return folded
+        _same_type(ctx, [a, b])
+        return [ctx.elementwise(ctx.elementwise(a, b, op), ctx.elementwise(a, b, Ew.EQUAL), Ew.OR)]
+
+    return importer
+
+
+register_importer("GreaterOrEqual")(_or_equal(Ew.GREATER, np.greater_equal))
+register_importer("LessOrEqual")(_or_equal(Ew.LESS, np.less_equal))
+
+
+def _nary(op: Ew, compute: Callable[..., Any]) -> Callable[..., list[Any]]:
+    def importer(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
+        tensors = _present(ctx, inputs)
+        folded = ctx.fold(tensors, lambda *v: reduce(compute, v))
+        if folded is not None:
+            return folded
+        _same_type(ctx, tensors)
+        if len(tensors) == 1:
+            return [ctx.identity(tensors[0])]
+        return [reduce(lambda x, y: ctx.elementwise(x, y, op), tensors)]
+
+    return importer
+
+
+register_importer("Sum")(_nary(Ew.SUM, np.add))
+register_importer("Max")(_nary(Ew.MAX, np.maximum))
+register_importer("Min")(_nary(Ew.MIN, np.minimum))
+
+
+@register_importer("Mean")
+def import_mean(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
+    tensors = _present(ctx, inputs)
+    folded = ctx.fold(tensors, lambda *v: (reduce(np.add, v) / len(v)).astype(v[0].dtype))
+    if folded is not None:
+        return folded
+    if _same_type(ctx, tensors) not in _FLOATS:
+        ctx.fail("Mean takes FLOAT or FLOAT16 inputs")
+    total = reduce(lambda x, y: ctx.elementwise(x, y, Ew.SUM), tensors)
+    if len(tensors) == 1:
+        return [ctx.identity(total)]
+    return [ctx.elementwise(total, ctx.scalar(float(len(tensors)), total), Ew.DIV)]
+
+
+@register_importer("Pow")
+def import_pow(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
+    base, exponent = _present(ctx, inputs, 2)
+    base_type = ctx.dtype_of(base)
+    folded = ctx.fold([base, exponent], lambda a, b: np.power(a.astype(np.float64), b).astype(a.dtype))
+    if folded is not None:
+        return folded
+    if base_type in _FLOATS:
+        return [ctx.elementwise(base, ctx.cast(exponent, base_type), Ew.POW)]
+    if base_type in _INTS:
+        if ctx.dtype_of(exponent) in _FLOATS:
+            # ONNX computes in the exponent's precision and converts back (toward zero).
+            real = ctx.elementwise(ctx.cast(base, DataType.FLOAT), ctx.cast(exponent, DataType.FLOAT), Ew.POW)
+            return [ctx.cast(real, base_type)]
+        return [ctx.elementwise(base, ctx.cast(exponent, base_type), Ew.POW)]
+    ctx.fail(f"Pow takes numbers, got {base_type.name}")
+
+
+@register_importer("Mod")
+def import_mod(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
+    a, b = _present(ctx, inputs, 2)
+    fmod = bool(ctx.attr("fmod", 0))
+    folded = ctx.fold([a, b], np.fmod if fmod else np.mod)
+    if folded is not None:
+        return folded
+    _same_type(ctx, [a, b])
+    a, b = ctx.broadcast(a, b)
+    return ctx.op("mod", [a, b], {"fmod": fmod})
+
+
+def _bitwise(op: str) -> Callable[..., list[Any]]:
+    def importer(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
+        tensors = _present(ctx, inputs, 1 if op == "NOT" else 2)
+        if _same_type(ctx, tensors) not in _INTS:
+            ctx.fail(f"{ctx.node.op_type} takes integers, got {ctx.dtype_of(tensors[0]).name}")
+        return ctx.op("bitwise", ctx.broadcast(*tensors), {"op": op})
+
+    return importer
+
+
+for _op_type, _bit in (
+    ("BitwiseAnd", "AND"),
+    ("BitwiseOr", "OR"),
+    ("BitwiseXor", "XOR"),
+    ("BitwiseNot", "NOT"),
+):
+    register_importer(_op_type)(_bitwise(_bit))
+
+
+@register_importer("BitShift")
+def import_bit_shift(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
+    direction = ctx.required_attr("direction")
+    if direction not in ("LEFT", "RIGHT"):
+        ctx.fail(f"direction must be 'LEFT' or 'RIGHT', got {direction!r}")
+    return _bitwise(f"{direction}_SHIFT")(ctx, inputs)
+
+
+@register_importer("MatMul")
+def import_matmul(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
+    a, b = _present(ctx, inputs, 2)
+    folded = ctx.fold([a, b], np.matmul)
+    if folded is not None:
+        return folded
+    dtype = _same_type(ctx, [a, b])
+    if dtype in _FLOATS:
+        return [_matmul(ctx, a, b)]
+    if dtype in _INTS:
+        # Integer products through FLOAT (exact while sums stay below 2**24).
+        product = _matmul(ctx, ctx.cast(a, DataType.FLOAT), ctx.cast(b, DataType.FLOAT))
+        return [ctx.cast(product, dtype)]
+    ctx.fail(f"MatMul takes numbers, got {dtype.name}")
+
+
+def _matmul(ctx: ImportContext, a: ITensor, b: ITensor) -> ITensor:
+    """``numpy.matmul`` on TensorRT's matrix multiply: 1-D operands as vectors, batch dims broadcast."""
+    rank_a, rank_b = ctx.rank_of(a), ctx.rank_of(b)
+    if rank_a == 0 or rank_b == 0:
+        ctx.fail("MatMul inputs must have rank >= 1")
+    op_a = MatrixOperation.VECTOR if rank_a == 1 else MatrixOperation.NONE
+    op_b = MatrixOperation.VECTOR if rank_b == 1 else MatrixOperation.NONE
+    batch_a = rank_a - (1 if rank_a == 1 else 2)
+    batch_b = rank_b - (1 if rank_b == 1 else 2)
+    batch = max(batch_a, batch_b)
+    a = ctx.unsqueeze_to(a, rank_a + batch - batch_a)
+    b = ctx.unsqueeze_to(b, rank_b + batch - batch_b)
+    layer = ctx.named(ctx.network.add_matrix_multiply(a, op_a, b, op_b), "matmul")
+    return layer.get_output(0)
+
+
+@register_importer("Clip")
+def import_clip(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
+    x = inputs[0] if inputs else None
+    if x is None:
+        ctx.fail("input 0 is missing")
+    dtype = ctx.dtype_of(x)
+    if ctx.opset < 11:
+        low: Any = ctx.attr("min", float(np.finfo(np.float32).min))
+        high: Any = ctx.attr("max", float(np.finfo(np.float32).max))
+        low_tensor = high_tensor = None
+    else:
+        low_tensor = inputs[1] if len(inputs) > 1 else None
+        high_tensor = inputs[2] if len(inputs) > 2 else None
+        low = _scalar_value(ctx, low_tensor)
+        high = _scalar_value(ctx, high_tensor)
+    if dtype in _FLOATS and (low is None or np.isscalar(low)) and (high is None or np.isscalar(high)):
+        lo = float(np.finfo(np.float32).min) if low is None else float(low)
+        hi = float(np.finfo(np.float32).max) if high is None else float(high)
+        if np.isfinite(lo) and np.isfinite(hi) and lo <= hi:
+            from ...network.layer_enums import ActivationType
+
+            return [ctx.activation(x, ActivationType.CLIP, lo, hi)]
+    out = x
+    for bound, tensor, op in ((low, low_tensor, Ew.MAX), (high, high_tensor, Ew.MIN)):
+        if tensor is not None:
+            out = ctx.elementwise(out, ctx.cast(tensor, dtype), op)
+        elif bound is not None and ctx.opset < 11:
+            out = ctx.elementwise(out, ctx.scalar(bound, out), op)
+    return [out if out is not x else ctx.identity(x)]
+
+
+def _scalar_value(ctx: ImportContext, tensor: ITensor | None) -> Any:
+    """The Python value of a known one-element tensor; None when absent; the tensor itself when unknown."""
+    if tensor is None:
+        return None
+    value = ctx.value_of(tensor)
+    if value is None or value.size != 1:
+        return tensor
+    return value.reshape(()).item()
+
+
+@register_importer("Not")
+def import_not(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
+    (x,) = _present(ctx, inputs, 1)
+    folded = ctx.fold([x], np.logical_not)
+    if folded is not None:
+        return folded
+    if ctx.dtype_of(x) != DataType.BOOL:
+        ctx.fail(f"Not takes BOOL, got {ctx.dtype_of(x).name}")
+    return [ctx.unary(x, UnaryOperation.NOT)]

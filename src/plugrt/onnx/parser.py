@@ -1,0 +1,464 @@
+"""``OnnxParser``: an ONNX model into an ``INetworkDefinition``, as TensorRT's parser does it.
+
+>>> import plugrt as trt
+>>> logger = trt.Logger(trt.Logger.WARNING)
+>>> network = trt.Builder(logger).create_network(0)
+>>> parser = trt.OnnxParser(network, logger)
+>>> parser.parse(b"not a model"), parser.num_errors
+(False, 1)
+
+The model is checked first (opset, graph inputs and outputs, producers of every
+node input, cycles). Initializers become constants whose values stay known to
+importers (constant folding); graph inputs become network inputs, with -1 where
+a dimension is symbolic or unknown (the optimization profile gives the range);
+graph outputs are marked with their ONNX names, and every tensor is named as in
+the model. Each node goes to its op's importer, or -- when there is none, or
+the node asks for a plugin with a ``plugin_namespace`` attribute -- to the
+plugin registry (:mod:`plugrt.onnx.plugin_fallback`). Failures become
+:class:`ParserError` records (``parse`` returns False), never exceptions; nodes
+that depend on a failed node are skipped, so independent problems are all
+reported at once.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, numpy_helper
+
+from ..core.enums import TrtEnum
+from ..core.errors import (
+    CreatorNotFoundError,
+    NetworkError,
+    PlugrtError,
+    ShapeError,
+    TypeMismatchError,
+)
+from ..core.logger import ILogger, Severity
+from ..network.definition import INetworkDefinition
+from ..network.standard_layers import IConstantLayer
+from ..network.tensor import ITensor
+from .errors import ErrorCode, ParserError
+from .graph import GraphError, sorted_nodes
+from .importers.base import ImportContext, importer_for, registered_ops
+from .plugin_fallback import import_plugin, wants_plugin
+from .shape_inference import NetworkShapes
+from .types import WIDENED, onnx_type_name, to_datatype, to_supported_array
+
+__all__ = ["MIN_OPSET", "OnnxParser", "OnnxParserFlag"]
+
+#: The oldest default-domain opset the importers implement.
+MIN_OPSET = 7
+
+
+class OnnxParserFlag(TrtEnum):
+    """Flags of :meth:`OnnxParser.set_flag` (TensorRT's values; plugrt's importers ignore them)."""
+
+    NATIVE_INSTANCENORM = 0
+
+
+class OnnxParser:
+    """Parses ONNX models into ``network`` (TensorRT's ``OnnxParser``).
+
+    Beyond TensorRT, after a parse :attr:`input_types` and :attr:`output_types`
+    hold the ONNX element type (``onnx.TensorProto`` values) that the model
+    declares for each graph input and output.
+    """
+
+    def __init__(self, network: INetworkDefinition, logger: ILogger) -> None:
+        if not isinstance(network, INetworkDefinition):
+            raise TypeMismatchError(f"OnnxParser takes an INetworkDefinition, got {type(network).__name__}")
+        if logger is not None and not isinstance(logger, ILogger):
+            raise TypeMismatchError(f"OnnxParser takes an ILogger, got {type(logger).__name__}")
+        self.network = network
+        self.logger = logger
+        self.flags = 0
+        self.input_types: dict[str, int] = {}
+        self.output_types: dict[str, int] = {}
+        self._errors: list[ParserError] = []
+
+    # --- errors --------------------------------------------------------------------------
+    @property
+    def num_errors(self) -> int:
+        """Number of errors recorded by previous parses (until :meth:`clear_errors`)."""
+        return len(self._errors)
+
+    def get_error(self, index: int) -> ParserError:
+        """Error ``index``."""
+        if not isinstance(index, int) or not 0 <= index < len(self._errors):
+            raise IndexError(f"the parser holds {len(self._errors)} errors; index {index!r} is out of range")
+        return self._errors[index]
+
+    def clear_errors(self) -> None:
+        """Forget the recorded errors."""
+        self._errors.clear()
+
+    # --- flags ---------------------------------------------------------------------------
+    def set_flag(self, flag: OnnxParserFlag) -> None:
+        """Set a parser flag."""
+        self.flags |= 1 << int(OnnxParserFlag(flag))
+
+    def clear_flag(self, flag: OnnxParserFlag) -> None:
+        """Clear a parser flag."""
+        self.flags &= ~(1 << int(OnnxParserFlag(flag)))
+
+    def get_flag(self, flag: OnnxParserFlag) -> bool:
+        """Whether a parser flag is set."""
+        return bool(self.flags & (1 << int(OnnxParserFlag(flag))))
+
+    # --- queries ---------------------------------------------------------------------------
+    def supports_operator(self, op_name: str) -> bool:
+        """Whether op ``op_name`` has a built-in importer or a registered plugin creator of that name."""
+        if not isinstance(op_name, str):
+            return False
+        if importer_for(op_name) is not None:
+            return True
+        from ..plugin.registry import get_plugin_registry
+
+        return any(c.name == op_name for c in get_plugin_registry().all_creators)
+
+    @staticmethod
+    def supported_operators() -> list[str]:
+        """Op types of the default domain with a built-in importer (a plugrt extension)."""
+        return registered_ops()
+
+    def supports_model(self, model: Any, path: str | None = None) -> tuple[bool, list[tuple[list[int], bool]]]:
+        """Whether ``model`` parses, and its nodes as one subgraph (plugrt does not partition graphs).
+
+        Parses into a scratch network, so this parser's network is left unchanged.
+        """
+        scratch = OnnxParser(INetworkDefinition(self.network.flags), self.logger)
+        ok = scratch.parse(model, path)
+        self._errors.extend(scratch._errors)
+        count = len(scratch._last_nodes)
+        return ok, [(list(range(count)), ok)]
+
+    # --- parsing ---------------------------------------------------------------------------
+    def parse_from_file(self, model: str | os.PathLike[str]) -> bool:
+        """Parse the ONNX file at ``model`` (external data is read from its folder)."""
+        path = os.fspath(model)
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            self._error(
+                ErrorCode.MODEL_DESERIALIZE_FAILED, f"cannot read ONNX file {path!r}: {exc}", func="parseFromFile"
+            )
+            return False
+        return self.parse(data, path)
+
+    def parse(self, model: Any, path: str | None = None) -> bool:
+        """Parse a serialized ONNX model (bytes; an ``onnx.ModelProto`` is accepted too) into the network.
+
+        ``path`` is the model file's path, needed only for external weights.
+        Returns False when anything failed; see :attr:`num_errors` and :meth:`get_error`.
+        """
+        self._last_nodes: list[Any] = []
+        proto = self._deserialize(model)
+        if proto is None:
+            return False
+        before = len(self._errors)
+        try:
+            _Import(self, proto, path).run()
+        except PlugrtError as exc:
+            self._error(ErrorCode.INVALID_GRAPH, str(exc), func="parseGraph")
+        except RecursionError:
+            self._error(ErrorCode.INVALID_GRAPH, "the model is nested too deeply to import", func="parseGraph")
+        except Exception as exc:  # a safety net: parsing never raises anything else
+            self._error(ErrorCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}", func="parseGraph")
+        return len(self._errors) == before
+
+    def _deserialize(self, model: Any) -> Any:
+        if isinstance(model, onnx.ModelProto):
+            return model
+        if isinstance(model, (str, os.PathLike)):
+            self._error(
+                ErrorCode.MODEL_DESERIALIZE_FAILED,
+                f"parse takes the model's bytes, got a {type(model).__name__} ({str(model)[:80]!r}); "
+                "use parse_from_file for a path",
+                func="parse",
+            )
+            return None
+        try:
+            data = bytes(model)
+        except TypeError:
+            self._error(
+                ErrorCode.MODEL_DESERIALIZE_FAILED,
+                f"parse takes the model's bytes (bytes, bytearray, memoryview), got {type(model).__name__}",
+                func="parse",
+            )
+            return None
+        proto = onnx.ModelProto()
+        try:
+            proto.ParseFromString(data)
+        except Exception as exc:
+            self._error(
+                ErrorCode.MODEL_DESERIALIZE_FAILED,
+                f"the {len(data)} bytes are not a valid ONNX model (truncated or corrupt protobuf: {exc})",
+                func="parse",
+            )
+            return None
+        return proto
+
+    def _error(
+        self,
+        code: ErrorCode,
+        desc: str,
+        index: int = -1,
+        node: Any = None,
+        func: str = "",
+    ) -> None:
+        error = ParserError(
+            code,
+            desc,
+            index,
+            node.name if node is not None else "",
+            node.op_type if node is not None else "",
+            func,
+        )
+        self._errors.append(error)
+        if self.logger is not None:
+            self.logger.emit(Severity.ERROR, str(error))
+
+
+class _Import:
+    """One parse: the model's tensors mapped to the network's."""
+
+    def __init__(self, parser: OnnxParser, model: Any, path: str | None) -> None:
+        self.parser = parser
+        self.network = parser.network
+        self.logger = parser.logger
+        self.model = model
+        self.path = path
+        self.tensors: dict[str, ITensor] = {}
+        self.named: set[int] = set()
+        self.failed: set[str] = set()
+        self.constants: dict[int, np.ndarray] = {}
+        self.shapes = NetworkShapes()
+        self.initializers: dict[str, Any] = {}
+
+    def warn(self, message: str) -> None:
+        if self.logger is not None:
+            self.logger.emit(Severity.WARNING, message)
+
+    def run(self) -> None:
+        model = self.model
+        if not model.HasField("graph"):
+            raise GraphError("the model has no graph (empty or not an ONNX model)")
+        graph = model.graph
+        opset = self.default_opset(model)
+        if opset is None:
+            return
+        if not graph.output:
+            self.parser._error(ErrorCode.INVALID_GRAPH, "the graph has no outputs (an empty graph)", func="parseGraph")
+            return
+        if self.path is not None and _has_external_data(graph):
+            try:
+                from onnx.external_data_helper import load_external_data_for_model
+
+                load_external_data_for_model(model, os.path.dirname(os.path.abspath(self.path)))
+            except Exception as exc:
+                raise GraphError(f"cannot load external weights next to {self.path!r}: {exc}") from exc
+        self.initializers = {t.name: t for t in graph.initializer}
+        for value in graph.input:
+            if value.name not in self.initializers:
+                self.add_input(value)
+        order = sorted_nodes(graph, set(self.initializers) | {v.name for v in graph.input})
+        self.parser._last_nodes = list(graph.node)
+        for problem in order.problems:
+            self.parser._error(ErrorCode.INVALID_GRAPH, problem.message, problem.index, problem.node, "parseGraph")
+        importable = set(order.indices)
+        for index, node in enumerate(graph.node):
+            if index not in importable:
+                self.failed.update(name for name in node.output if name)
+        for index in order.indices:
+            self.import_node(index, graph.node[index], opset)
+        for value in graph.output:
+            self.mark_output(value)
+
+    # --- model-level checks --------------------------------------------------------------
+    def default_opset(self, model: Any) -> int | None:
+        latest = onnx.defs.onnx_opset_version()
+        versions = [op.version for op in model.opset_import if op.domain in ("", "ai.onnx")]
+        if not versions:
+            if any(n.domain in ("", "ai.onnx") for n in model.graph.node):
+                self.parser._error(
+                    ErrorCode.INVALID_GRAPH,
+                    "the model imports no opset of the default ONNX domain (opset_import is missing)",
+                    func="importModel",
+                )
+                return None
+            return latest
+        version = int(versions[0])
+        if not MIN_OPSET <= version <= latest:
+            self.parser._error(
+                ErrorCode.UNSUPPORTED_GRAPH,
+                f"the model uses opset {version} of the default domain; plugrt supports opsets "
+                f"{MIN_OPSET} to {latest} (onnx {onnx.__version__}); convert it with onnx.version_converter",
+                func="importModel",
+            )
+            return None
+        return version
+
+    def add_input(self, value: Any) -> None:
+        name = value.name
+        kind = value.type.WhichOneof("value")
+        if kind != "tensor_type":
+            raise GraphError(f"graph input {name!r} is a {kind or 'value without a type'}; only tensors are supported")
+        elem = value.type.tensor_type.elem_type
+        dtype = to_datatype(elem)
+        if dtype is None:
+            raise GraphError(f"graph input {name!r} has type {onnx_type_name(elem)}, which plugrt does not support")
+        if elem in WIDENED:
+            self.warn(
+                f"graph input {name!r} is {onnx_type_name(elem)}, which TensorRT and plugrt lack; it is imported as "
+                f"{dtype.name} (plugrt.compile and the ONNX backend convert arrays at the boundary)"
+            )
+        if not value.type.tensor_type.HasField("shape"):
+            raise GraphError(f"graph input {name!r} has no shape (its rank is unknown); give it a shape")
+        dims = [
+            d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else -1
+            for d in value.type.tensor_type.shape.dim
+        ]
+        self.parser.input_types[name] = elem
+        tensor = self.network.add_input(name, dtype, dims)
+        self.tensors[name] = tensor
+        self.named.add(id(tensor))
+
+    # --- tensors -----------------------------------------------------------------------------
+    def tensor(self, name: str) -> ITensor:
+        found = self.tensors.get(name)
+        if found is not None:
+            return found
+        proto = self.initializers.get(name)
+        if proto is None:
+            raise GraphError(f"tensor {name!r} is not produced by any node, input or initializer")
+        tensor = self.initializer(proto)
+        self.tensors[name] = tensor
+        return tensor
+
+    def initializer(self, proto: Any) -> ITensor:
+        if proto.data_type == TensorProto.STRING:
+            raise GraphError(f"initializer {proto.name!r} holds strings, which plugrt does not support")
+        try:
+            array = numpy_helper.to_array(proto)
+        except Exception as exc:
+            raise GraphError(f"initializer {proto.name!r} cannot be read: {exc}") from exc
+        converted = to_supported_array(np.asarray(array))
+        if converted is None:
+            raise GraphError(
+                f"initializer {proto.name!r} has type {onnx_type_name(proto.data_type)}, which plugrt does not support"
+            )
+        converted = np.require(converted, requirements="C")
+        layer = self.network.add_constant(converted.shape, converted)
+        layer.name = f"initializer {proto.name}"
+        tensor = layer.get_output(0)
+        self.rename(tensor, proto.name)
+        self.constants[id(tensor)] = converted
+        return tensor
+
+    def rename(self, tensor: ITensor, name: str) -> None:
+        if id(tensor) in self.named or tensor.is_network_input:
+            return
+        try:
+            tensor.name = name
+        except NetworkError:
+            return
+        self.named.add(id(tensor))
+
+    # --- nodes -------------------------------------------------------------------------------
+    def import_node(self, index: int, node: Any, opset: int) -> None:
+        if any(name in self.failed for name in node.input if name):
+            self.failed.update(name for name in node.output if name)
+            return
+        try:
+            inputs = [self.tensor(name) if name else None for name in node.input]
+            ctx = ImportContext(self.network, node, opset, self.logger, self.constants, self.shapes)
+            importer = importer_for(node.op_type, node.domain)
+            if importer is None or wants_plugin(node):
+                outputs = import_plugin(ctx, inputs, explicit=importer is not None)
+            else:
+                outputs = importer(ctx, inputs)
+            self.bind_outputs(node, outputs)
+        except GraphError as exc:
+            self.node_error(ErrorCode.INVALID_GRAPH, index, node, str(exc))
+        except CreatorNotFoundError as exc:
+            self.node_error(ErrorCode.UNSUPPORTED_NODE, index, node, str(exc))
+        except ShapeError as exc:
+            self.node_error(ErrorCode.UNSUPPORTED_NODE_SHAPE, index, node, str(exc))
+        except TypeMismatchError as exc:
+            self.node_error(ErrorCode.UNSUPPORTED_NODE_DATATYPE, index, node, str(exc))
+        except PlugrtError as exc:
+            self.node_error(ErrorCode.UNSUPPORTED_NODE, index, node, str(exc))
+        except RecursionError:
+            self.node_error(ErrorCode.INTERNAL_ERROR, index, node, "the node's graph is nested too deeply")
+        except Exception as exc:  # a safety net: an importer bug is a parse error, never an exception
+            self.node_error(ErrorCode.INTERNAL_ERROR, index, node, f"{type(exc).__name__}: {exc}")
+
+    def node_error(self, code: ErrorCode, index: int, node: Any, message: str) -> None:
+        self.failed.update(name for name in node.output if name)
+        prefix = f"node {node.name!r} ({node.op_type}): "
+        self.parser._error(code, message.removeprefix(prefix), index, node, "importNode")
+
+    def bind_outputs(self, node: Any, outputs: Iterable[Any]) -> None:
+        produced = list(outputs)
+        for position, name in enumerate(node.output):
+            if not name:
+                continue
+            tensor = produced[position] if position < len(produced) else None
+            if tensor is None:
+                raise GraphError(f"the importer does not produce output {position} ({name!r})")
+            self.tensors[name] = tensor
+            self.rename(tensor, name)
+
+    # --- outputs -----------------------------------------------------------------------------
+    def mark_output(self, value: Any) -> None:
+        name = value.name
+        if name in self.failed:
+            return
+        tensor = self.tensors.get(name)
+        if tensor is None and name in self.initializers:
+            try:
+                tensor = self.tensor(name)
+            except PlugrtError as exc:
+                self.parser._error(ErrorCode.INVALID_GRAPH, str(exc), func="markOutputs")
+                return
+        if tensor is None:
+            self.parser._error(
+                ErrorCode.INVALID_GRAPH, f"graph output {name!r} is not produced by any node", func="markOutputs"
+            )
+            return
+        if value.type.HasField("tensor_type"):
+            self.parser.output_types[name] = value.type.tensor_type.elem_type
+        if tensor.is_network_input and tensor.name == name:
+            self.parser._error(
+                ErrorCode.UNSUPPORTED_GRAPH,
+                f"graph output {name!r} is the graph input of the same name; a network output needs its own tensor "
+                "(insert an Identity node with another output name)",
+                func="markOutputs",
+            )
+            return
+        if (
+            tensor.is_network_input
+            or tensor.is_network_output
+            or tensor.name != name
+            or isinstance(tensor.producer, IConstantLayer)
+        ):
+            if tensor.name == name:
+                self.named.discard(id(tensor))
+                tensor.name = f"{name} (before output copy)"
+            layer = self.network.add_identity(tensor)
+            layer.name = f"output {name}"
+            tensor = layer.get_output(0)
+            tensor.name = name
+            self.named.add(id(tensor))
+            self.tensors[name] = tensor
+        self.network.mark_output(tensor)
+
+
+def _has_external_data(graph: Any) -> bool:
+    return any(t.data_location == TensorProto.EXTERNAL for t in graph.initializer)

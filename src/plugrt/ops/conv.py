@@ -1,0 +1,165 @@
+"""N-D convolution (ONNX Conv): groups, strides, dilations, explicit or automatic padding, bias.
+
+The CPU strategy is im2col plus one batched matrix multiply: the kernel is
+packed at build time as ``[group, M / group, C / group * prod(kernel)]``
+(:func:`pack_conv_kernel`); each run copies one strided slice of the input per
+kernel tap into a column buffer ``[N, C, prod(kernel), *out]`` and multiplies.
+Padding is never materialised: a tap copies only the outputs that read inside
+the input, and the rest of its columns stay zero from when ``prepare`` made the
+buffer (each operator owns its buffer, so nothing else writes there). A 1x1
+kernel with unit strides and no padding multiplies the input directly. HALF
+inputs are computed in FLOAT and rounded once into the output.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import NetworkError, ShapeError, TypeMismatchError
+from ..core.types import DataType
+from ..shape import constant
+from .base import Operator, ShapeExprs, register_operator
+from .elementwise import FLOAT_TYPES, label
+from .spatial import Window, tap_slices
+
+__all__ = ["ConvolutionOperator", "pack_conv_kernel"]
+
+
+def pack_conv_kernel(kernel: np.ndarray, group: int) -> np.ndarray:
+    """An ONNX Conv kernel ``[M, C / group, *k]`` laid out for the matmul: ``[group, M / group, C / group * prod(k)]``."""
+    kernel = np.asarray(kernel)
+    m = kernel.shape[0]
+    return np.ascontiguousarray(kernel.reshape(group, m // group, -1), dtype=np.float32)
+
+
+@register_operator
+class ConvolutionOperator(Operator):
+    """``out = conv(x, kernel) + bias``.
+
+    params: ``kernel_shape``, ``strides``, ``dilations``, ``pads`` (``[begin..., end...]``),
+    ``auto_pad``, ``group``, ``num_output_maps`` (M), ``has_bias``.
+    weights: ``kernel`` (packed by :func:`pack_conv_kernel`) and ``bias`` ``[M]``; without
+    ``kernel`` the kernel is input 1 (``[M, C / group, *k]``), and without ``bias`` but with
+    ``has_bias`` the bias is the next input.
+    """
+
+    kind = "convolution"
+
+    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(params, weights)
+        self.window = Window.from_params(self.params, f"convolution {self.name!r}")
+        self.group = int(self.params.get("group", 1))
+        self.maps = int(self.param("num_output_maps"))
+        if self.group < 1 or self.maps % self.group:
+            raise NetworkError(
+                f"convolution: num_output_maps {self.maps} must be a multiple of group {self.group} (group >= 1)"
+            )
+        self.has_bias = bool(self.params.get("has_bias", "bias" in self.weights))
+        self._inputs = 1 + ("kernel" not in self.weights) + (self.has_bias and "bias" not in self.weights)
+        self._taps: list[tuple[Any, tuple[slice, ...]]] = []
+        self._cols: np.ndarray | None = None
+        self._shapes: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+        self._acc: np.ndarray | None = None
+        self._bias: np.ndarray | None = None
+
+    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
+        if len(input_types) != self._inputs:
+            raise NetworkError(f"{label(self)}: expected {self._inputs} input(s), got {len(input_types)}")
+        for index, dtype in enumerate(input_types):
+            if dtype not in FLOAT_TYPES:
+                raise TypeMismatchError(f"{label(self)}: input {index} must be FLOAT or HALF, got {dtype.name}")
+        return [input_types[0]]
+
+    def output_shapes(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs]:
+        x = input_shapes[0]
+        rank = self.window.rank
+        if len(x) != rank + 2:
+            raise ShapeError(
+                f"{label(self)}: input has rank {len(x)}; a {rank}-D convolution takes [N, C, {rank} spatial dims]"
+            )
+        channels = self._kernel_channels(input_shapes) * self.group
+        if x[1].is_constant() and x[1].get_constant_value() != channels:
+            raise ShapeError(
+                f"{label(self)}: input has {x[1].get_constant_value()} channels, the kernel expects "
+                f"{channels} (group {self.group} x {channels // self.group} per group)"
+            )
+        return [[x[0], constant(self.maps), *self.window.output_dims(x[2:])]]
+
+    def _kernel_channels(self, input_shapes: Sequence[ShapeExprs]) -> int:
+        if "kernel" in self.weights:
+            packed = self.weights["kernel"]
+            return int(packed.shape[2]) // math.prod(self.window.kernel)
+        kernel = input_shapes[1]
+        if len(kernel) != self.window.rank + 2 or not all(d.is_constant() for d in kernel[1:]):
+            raise ShapeError(f"{label(self)}: the kernel input must have a known shape [M, C / group, *kernel_shape]")
+        return kernel[1].get_constant_value()
+
+    # --- kernel -------------------------------------------------------------------------
+    def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
+        x_shape, out_shape = tuple(input_shapes[0]), tuple(output_shapes[0])
+        self._shapes = (x_shape, out_shape)
+        n, c = x_shape[:2]
+        spatial, out_spatial = x_shape[2:], out_shape[2:]
+        _, begins, _ = self.window.resolve(spatial)
+        w = self.window
+        pointwise = all(k == 1 for k in w.kernel) and all(s == 1 for s in w.strides) and spatial == out_spatial
+        pointwise = pointwise and not any(begins)
+        taps = math.prod(w.kernel)
+        self._taps = []
+        if pointwise:
+            self._cols = None
+        else:
+            cols = np.zeros((n, c, taps, *out_spatial), dtype=np.float32)
+            for t, offsets in enumerate(itertools.product(*(range(k) for k in w.kernel))):
+                pairs = [
+                    tap_slices(spatial[a], out_spatial[a], w.strides[a], offsets[a] * w.dilations[a] - begins[a])
+                    for a in range(w.rank)
+                ]
+                if any(p is None for p in pairs):
+                    continue
+                dst = cols[(slice(None), slice(None), t, *(p[0] for p in pairs if p is not None))]
+                self._taps.append((dst, (slice(None), slice(None), *(p[1] for p in pairs if p is not None))))
+            self._cols = cols.reshape(n, self.group, -1, math.prod(out_spatial))
+        self._acc = None
+        self._bias = None
+        if self.has_bias and "bias" in self.weights:
+            self._bias = np.asarray(self.weights["bias"], dtype=np.float32).reshape(-1, 1)
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        x, out = inputs[0], outputs[0]
+        if self._shapes is None or self._shapes != (x.shape, out.shape):
+            self.prepare([a.shape for a in inputs], [out.shape])
+        n = x.shape[0]
+        if "kernel" in self.weights:
+            kernel = self.weights["kernel"]
+        else:
+            kernel = inputs[1].reshape(self.group, self.maps // self.group, -1)
+            if kernel.dtype != np.float32:
+                kernel = kernel.astype(np.float32)
+        if self._cols is None:
+            cols = x.reshape(n, self.group, -1, math.prod(x.shape[2:]))
+            if cols.dtype != np.float32:
+                cols = cols.astype(np.float32)
+        else:
+            for dst, src in self._taps:
+                np.copyto(dst, x[src])
+            cols = self._cols
+        target = out
+        if out.dtype != np.float32:
+            if self._acc is None or self._acc.shape != out.shape:
+                self._acc = np.empty(out.shape, dtype=np.float32)
+            target = self._acc
+        xp.matmul(kernel, cols, out=target.reshape(n, self.group, self.maps // self.group, -1))
+        if self.has_bias:
+            bias = self._bias if self._bias is not None else inputs[-1].astype(np.float32).reshape(-1, 1)
+            flat = target.reshape(n, self.maps, -1)
+            xp.add(flat, bias, out=flat)
+        if target is not out:
+            np.copyto(out, target, casting="unsafe")

@@ -1,0 +1,66 @@
+"""The cumulative-sum operator (ONNX CumSum): running sums along an axis, optionally exclusive or reversed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import TypeMismatchError
+from ..core.types import DataType
+from .base import Operator, ShapeExprs, register_operator
+from .elementwise import NUMERIC_TYPES, label
+from .tensor_common import along, expect_index_type, expect_input_count, host_ints, normalize_axis
+
+__all__ = ["CumSumOperator"]
+
+
+@register_operator
+class CumSumOperator(Operator):
+    """params: ``exclusive``, ``reverse`` (bools) and ``axis`` unless given as input 1 (a 0-d int tensor).
+
+    The axis does not change the shape, so as an input it may be computed at run time.
+    """
+
+    kind = "cumsum"
+
+    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(params, weights)
+        self.exclusive = bool(self.params.get("exclusive", False))
+        self.reverse = bool(self.params.get("reverse", False))
+        axis = self.params.get("axis")
+        self.axis: int | None = None if axis is None else int(axis)
+
+    def _count(self) -> int:
+        return 1 if self.axis is not None else 2
+
+    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
+        expect_input_count(self, len(input_types), self._count())
+        if input_types[0] not in NUMERIC_TYPES:
+            raise TypeMismatchError(f"{label(self)}: cumsum needs a numeric input, got {input_types[0].name}")
+        if len(input_types) == 2:
+            expect_index_type(self, input_types[1], "the axis")
+        return [input_types[0]]
+
+    def output_shapes(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs]:
+        expect_input_count(self, len(input_shapes), self._count())
+        if self.axis is not None:
+            normalize_axis(self, self.axis, len(input_shapes[0]))
+        return [list(input_shapes[0])]
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        x, out = inputs[0], outputs[0]
+        axis = self.axis if self.axis is not None else host_ints(inputs[1])[0]
+        axis = normalize_axis(self, axis, x.ndim)
+        source = xp.flip(x, axis=axis) if self.reverse else x
+        target = xp.flip(out, axis=axis) if self.reverse else out
+        if self.exclusive:
+            target[along(axis, slice(0, 1))] = 0
+            xp.cumsum(
+                source[along(axis, slice(0, -1))], axis=axis, dtype=out.dtype, out=target[along(axis, slice(1, None))]
+            )
+        else:
+            xp.cumsum(source, axis=axis, dtype=out.dtype, out=target)

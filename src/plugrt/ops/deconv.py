@@ -1,0 +1,174 @@
+"""N-D transposed convolution (ONNX ConvTranspose): groups, strides, dilations, pads, output padding and shape.
+
+The CPU strategy is the mirror of convolution's: one batched matrix multiply
+gives, for every input position, the contribution of each kernel tap
+(``[N, M, prod(kernel), *in]``, the kernel packed at build time by
+:func:`pack_deconv_kernel`), and col2im adds each tap's slice into the output at
+``in * stride + tap * dilation - pad_begin``. Output size per axis:
+``stride * (in - 1) + output_padding + (kernel - 1) * dilation + 1 - pad_begin - pad_end``,
+or ``output_shape`` when given (pads then follow ONNX's rule: the odd pad goes
+to the beginning, except with ``SAME_UPPER``); ``SAME_*`` without
+``output_shape`` gives ``in * stride``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import NetworkError, ShapeError, TypeMismatchError
+from ..core.types import DataType
+from ..shape import DimensionOperation, IDimensionExpr, constant, operation
+from .base import Operator, ShapeExprs, register_operator
+from .elementwise import FLOAT_TYPES, label
+from .spatial import Window, tap_slices
+
+__all__ = ["DeconvolutionOperator", "pack_deconv_kernel"]
+
+
+def pack_deconv_kernel(kernel: np.ndarray, group: int) -> np.ndarray:
+    """An ONNX ConvTranspose kernel ``[C, M / group, *k]`` as ``[group, M / group * prod(k), C / group]``."""
+    kernel = np.asarray(kernel)
+    channels = kernel.shape[0]
+    grouped = kernel.reshape(group, channels // group, -1)
+    return np.ascontiguousarray(grouped.transpose(0, 2, 1), dtype=np.float32)
+
+
+@register_operator
+class DeconvolutionOperator(Operator):
+    """``out = conv_transpose(x, kernel) + bias``.
+
+    params: ``kernel_shape``, ``strides``, ``dilations``, ``pads``, ``auto_pad``, ``group``,
+    ``num_output_maps`` (M), ``output_padding``, ``output_shape`` (spatial, optional), ``has_bias``.
+    weights: ``kernel`` (packed by :func:`pack_deconv_kernel`) and ``bias`` ``[M]``; without
+    ``kernel`` the kernel is input 1 (``[C, M / group, *k]``), without ``bias`` but with
+    ``has_bias`` the bias is the next input.
+    """
+
+    kind = "deconvolution"
+
+    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(params, weights)
+        self.window = Window.from_params(self.params, f"deconvolution {self.name!r}")
+        rank = self.window.rank
+        self.group = int(self.params.get("group", 1))
+        self.maps = int(self.param("num_output_maps"))
+        if self.group < 1 or self.maps % self.group:
+            raise NetworkError(
+                f"deconvolution: num_output_maps {self.maps} must be a multiple of group {self.group} (group >= 1)"
+            )
+        self.output_padding = [int(v) for v in self.params.get("output_padding") or [0] * rank]
+        shape = self.params.get("output_shape")
+        self.output_shape = None if not shape else [int(v) for v in shape][-rank:]
+        if len(self.output_padding) != rank:
+            raise NetworkError(f"deconvolution: output_padding {self.output_padding} needs {rank} values")
+        self.has_bias = bool(self.params.get("has_bias", "bias" in self.weights))
+        self._inputs = 1 + ("kernel" not in self.weights) + (self.has_bias and "bias" not in self.weights)
+        self._shapes: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+        self._taps: list[tuple[tuple[Any, ...], tuple[Any, ...]]] = []
+        self._cols: np.ndarray | None = None
+        self._acc: np.ndarray | None = None
+
+    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
+        if len(input_types) != self._inputs:
+            raise NetworkError(f"{label(self)}: expected {self._inputs} input(s), got {len(input_types)}")
+        for index, dtype in enumerate(input_types):
+            if dtype not in FLOAT_TYPES:
+                raise TypeMismatchError(f"{label(self)}: input {index} must be FLOAT or HALF, got {dtype.name}")
+        return [input_types[0]]
+
+    def output_shapes(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs]:
+        x, rank = input_shapes[0], self.window.rank
+        if len(x) != rank + 2:
+            raise ShapeError(
+                f"{label(self)}: input has rank {len(x)}; a {rank}-D transposed convolution takes "
+                f"[N, C, {rank} spatial dims]"
+            )
+        if "kernel" in self.weights:
+            channels = self.weights["kernel"].shape[2] * self.group
+        else:
+            kernel = input_shapes[1]
+            if len(kernel) != rank + 2 or not kernel[0].is_constant():
+                raise ShapeError(f"{label(self)}: the kernel input must have a known shape [C, M / group, *kernel]")
+            channels = kernel[0].get_constant_value()
+        if x[1].is_constant() and x[1].get_constant_value() != channels:
+            raise ShapeError(f"{label(self)}: input has {x[1].get_constant_value()} channels, the kernel expects {channels}")
+        return [[x[0], constant(self.maps), *(self._output_dim(a, d) for a, d in enumerate(x[2:]))]]
+
+    def _output_dim(self, axis: int, size: IDimensionExpr) -> IDimensionExpr:
+        w = self.window
+        if self.output_shape is not None:
+            return constant(self.output_shape[axis])
+        stride = constant(w.strides[axis])
+        if w.auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            return operation(DimensionOperation.PROD, size, stride)
+        pads = 0 if w.auto_pad == "VALID" else w.pads_begin[axis] + w.pads_end[axis]
+        base = operation(DimensionOperation.PROD, operation(DimensionOperation.SUB, size, constant(1)), stride)
+        return operation(DimensionOperation.SUM, base, constant(self.output_padding[axis] + w.extent(axis) - pads))
+
+    def _pad_begin(self, axis: int, size: int, out: int) -> int:
+        w = self.window
+        if self.output_shape is None and w.auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
+            return 0 if w.auto_pad == "VALID" else w.pads_begin[axis]
+        total = w.strides[axis] * (size - 1) + self.output_padding[axis] + w.extent(axis) - out
+        return total // 2 if w.auto_pad == "SAME_UPPER" else total - total // 2
+
+    # --- kernel -------------------------------------------------------------------------
+    def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
+        x_shape, out_shape = tuple(input_shapes[0]), tuple(output_shapes[0])
+        self._shapes = (x_shape, out_shape)
+        n = x_shape[0]
+        spatial, out_spatial = x_shape[2:], out_shape[2:]
+        w = self.window
+        begins = [self._pad_begin(a, spatial[a], out_spatial[a]) for a in range(w.rank)]
+        taps = math.prod(w.kernel)
+        self._cols = np.empty((n, self.maps, taps, *spatial), dtype=np.float32)
+        self._taps = []
+        for t, offsets in enumerate(itertools.product(*(range(k) for k in w.kernel))):
+            pairs = [
+                tap_slices(out_spatial[a], spatial[a], w.strides[a], offsets[a] * w.dilations[a] - begins[a])
+                for a in range(w.rank)
+            ]
+            if any(p is None for p in pairs):
+                continue
+            src = (slice(None), slice(None), t, *(p[0] for p in pairs if p is not None))
+            dst = (slice(None), slice(None), *(p[1] for p in pairs if p is not None))
+            self._taps.append((dst, src))
+        self._acc = None
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        x, out = inputs[0], outputs[0]
+        if self._shapes is None or self._shapes != (x.shape, out.shape):
+            self.prepare([a.shape for a in inputs], [out.shape])
+        assert self._cols is not None
+        n, channels = x.shape[:2]
+        if "kernel" in self.weights:
+            kernel = self.weights["kernel"]
+        else:
+            kernel = pack_deconv_kernel(inputs[1], self.group)
+        source = x.reshape(n, self.group, channels // self.group, -1)
+        if source.dtype != np.float32:
+            source = source.astype(np.float32)
+        cols = self._cols
+        xp.matmul(kernel, source, out=cols.reshape(n, self.group, kernel.shape[1], -1))
+        target = out
+        if out.dtype != np.float32:
+            if self._acc is None or self._acc.shape != out.shape:
+                self._acc = np.empty(out.shape, dtype=np.float32)
+            target = self._acc
+        if self.has_bias:
+            bias = self.weights["bias"] if "bias" in self.weights else inputs[-1]
+            target.reshape(n, self.maps, -1)[...] = np.asarray(bias, dtype=np.float32).reshape(-1, 1)
+        else:
+            target.fill(0)
+        for dst, src in self._taps:
+            region = target[dst]
+            xp.add(region, cols[src], out=region)
+        if target is not out:
+            np.copyto(out, target, casting="unsafe")

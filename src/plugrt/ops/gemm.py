@@ -1,0 +1,118 @@
+"""General matrix multiply (ONNX Gemm): ``out = alpha * op(A) @ op(B) + beta * C``.
+
+``op`` transposes when ``trans_a`` / ``trans_b`` is set; ``C`` broadcasts
+(unidirectionally) to ``[M, N]``. A constant ``B`` and ``C`` are weights,
+scaled by ``alpha`` and ``beta`` once at build time (:func:`pack_gemm_weights`);
+a transposed ``B`` is multiplied as a transposed view (BLAS takes it without a
+copy). HALF inputs are multiplied in FLOAT and rounded once into the output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import NetworkError, ShapeError, TypeMismatchError
+from ..core.types import DataType
+from ..shape import constant
+from .base import Operator, ShapeExprs, register_operator
+from .elementwise import FLOAT_TYPES, label, merge_dim
+
+__all__ = ["GemmOperator", "pack_gemm_weights"]
+
+
+def pack_gemm_weights(b: np.ndarray | None, c: np.ndarray | None, alpha: float, beta: float) -> dict[str, np.ndarray]:
+    """Weights for constant ``B`` (times ``alpha``) and ``C`` (times ``beta``), as FLOAT."""
+    weights = {}
+    if b is not None:
+        weights["b"] = np.ascontiguousarray(np.asarray(b, dtype=np.float32) * np.float32(alpha))
+    if c is not None:
+        weights["c"] = np.ascontiguousarray(np.asarray(c, dtype=np.float32) * np.float32(beta))
+    return weights
+
+
+@register_operator
+class GemmOperator(Operator):
+    """params: ``trans_a``, ``trans_b`` (bools), ``alpha``, ``beta`` (floats), ``has_c`` (bool).
+
+    weights (optional): ``b`` and ``c`` from :func:`pack_gemm_weights`; what is not a
+    weight is an input, in the order A, B, C.
+    """
+
+    kind = "gemm"
+
+    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(params, weights)
+        self.trans_a = bool(self.params.get("trans_a", False))
+        self.trans_b = bool(self.params.get("trans_b", False))
+        self.alpha = float(self.params.get("alpha", 1.0))
+        self.beta = float(self.params.get("beta", 1.0))
+        self.has_c = bool(self.params.get("has_c", "c" in self.weights))
+        self._inputs = 1 + ("b" not in self.weights) + (self.has_c and "c" not in self.weights)
+        self._acc: np.ndarray | None = None
+
+    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
+        if len(input_types) != self._inputs:
+            raise NetworkError(f"{label(self)}: expected {self._inputs} input(s), got {len(input_types)}")
+        for index, dtype in enumerate(input_types):
+            if dtype not in FLOAT_TYPES:
+                raise TypeMismatchError(f"{label(self)}: input {index} must be FLOAT or HALF, got {dtype.name}")
+        return [input_types[0]]
+
+    def output_shapes(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs]:
+        a = input_shapes[0]
+        b = [constant(d) for d in self.weights["b"].shape] if "b" in self.weights else input_shapes[1]
+        for name, shape in (("A", a), ("B", b)):
+            if len(shape) != 2:
+                raise ShapeError(f"{label(self)}: Gemm input {name} must be a matrix (rank 2), got rank {len(shape)}")
+        rows, k_a = (a[1], a[0]) if self.trans_a else (a[0], a[1])
+        k_b, cols = (b[1], b[0]) if self.trans_b else (b[0], b[1])
+        merge_dim(self, k_a, k_b, "the inner dimensions of A and B")
+        if self.has_c:
+            c = [constant(d) for d in self.weights["c"].shape] if "c" in self.weights else input_shapes[-1]
+            self._check_c(c, [rows, cols])
+        return [[rows, cols]]
+
+    def _check_c(self, c: ShapeExprs, out: ShapeExprs) -> None:
+        if len(c) > 2:
+            raise ShapeError(f"{label(self)}: Gemm input C has rank {len(c)}; it must broadcast to [M, N]")
+        for dim, target in zip(reversed(c), reversed(out)):
+            if dim.is_constant() and dim.get_constant_value() != 1 and target.is_constant() and dim != target:
+                raise ShapeError(f"{label(self)}: Gemm input C of dims {c} does not broadcast to [M, N] = {out}")
+
+    def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
+        self._acc = None
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        out = outputs[0]
+        a = inputs[0]
+        if a.dtype != np.float32:
+            a = a.astype(np.float32)
+        if self.trans_a:
+            a = a.T
+        scaled = "b" in self.weights
+        b = self.weights["b"] if scaled else inputs[1]
+        if b.dtype != np.float32:
+            b = b.astype(np.float32)
+        if self.trans_b:
+            b = b.T
+        target = out
+        if out.dtype != np.float32:
+            if self._acc is None or self._acc.shape != out.shape:
+                self._acc = np.empty(out.shape, dtype=np.float32)
+            target = self._acc
+        xp.matmul(a, b, out=target)
+        if not scaled and self.alpha != 1.0:
+            xp.multiply(target, np.float32(self.alpha), out=target)
+        if self.has_c:
+            if "c" in self.weights:
+                xp.add(target, self.weights["c"], out=target)
+            else:
+                c = inputs[-1].astype(np.float32)
+                xp.add(target, c * np.float32(self.beta) if self.beta != 1.0 else c, out=target)
+        if target is not out:
+            np.copyto(out, target, casting="unsafe")

@@ -1,0 +1,67 @@
+"""The mod operator: ONNX ``Mod`` with NumPy broadcasting over equal ranks.
+
+``fmod=False`` gives the remainder with the divisor's sign (Python's ``%``);
+``fmod=True`` the remainder with the dividend's sign (C's ``fmod``). An integer
+remainder by zero is 0, as NumPy gives it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import ShapeError, TypeMismatchError
+from ..core.types import DataType
+from .base import Operator, ShapeExprs, register_operator
+from .elementwise import NUMERIC_TYPES, broadcast_dim, expect_inputs, label
+
+__all__ = ["ModOperator", "broadcast_shapes"]
+
+
+def broadcast_shapes(op: Operator, input_shapes: Sequence[ShapeExprs]) -> ShapeExprs:
+    """The broadcast shape of inputs of equal rank (size-1 dimensions stretch)."""
+    first = input_shapes[0]
+    for index, shape in enumerate(input_shapes[1:], start=1):
+        if len(shape) != len(first):
+            raise ShapeError(
+                f"{label(op)}: inputs must have the same rank, got {len(first)} and {len(shape)} (input {index})"
+            )
+    out = list(first)
+    for shape in input_shapes[1:]:
+        out = [broadcast_dim(op, x, y, axis) for axis, (x, y) in enumerate(zip(out, shape))]
+    return out
+
+
+@register_operator
+class ModOperator(Operator):
+    """``out = a mod b``; params: ``fmod`` (bool)."""
+
+    kind = "mod"
+
+    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(params, weights)
+        self.fmod = bool(self.params.get("fmod", False))
+
+    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
+        expect_inputs(self, len(input_types), 2)
+        a, b = input_types
+        if a != b or a not in NUMERIC_TYPES:
+            raise TypeMismatchError(
+                f"{label(self)}: mod needs two numeric inputs of one type, got {a.name} and {b.name}"
+            )
+        return [a]
+
+    def output_shapes(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs]:
+        expect_inputs(self, len(input_shapes), 2)
+        return [broadcast_shapes(self, input_shapes)]
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        a, b = inputs
+        if self.fmod:
+            xp.fmod(a, b, out=outputs[0])
+        else:
+            xp.mod(a, b, out=outputs[0])

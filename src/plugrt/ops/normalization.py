@@ -1,0 +1,232 @@
+"""Normalization: batch (inference and training), instance, group and layer normalization.
+
+Batch normalization at inference is a per-channel affine map; with constant
+statistics it is folded at build time into ``scale`` and ``shift`` weights
+(:func:`fold_batch_norm`). The other three normalize rows of a 2-D view of the
+input: instance ``[N * C, spatial]``, group ``[N * groups, C / groups * spatial]``,
+layer ``[prod(shape[:axis]), prod(shape[axis:])]``, then scale and shift
+(per channel, per group, or broadcast over ``shape[axis:]``). Statistics are
+computed in FLOAT whatever the input type; the centred input is written into
+the output (or a FLOAT work buffer for HALF) and normalized in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import NetworkError, ShapeError, TypeMismatchError
+from ..core.types import DataType
+from ..shape import constant
+from .base import Operator, ShapeExprs, register_operator
+from .elementwise import FLOAT_TYPES, label
+
+__all__ = ["BatchNormalizationOperator", "NormalizationOperator", "fold_batch_norm"]
+
+
+def fold_batch_norm(
+    scale: np.ndarray, bias: np.ndarray, mean: np.ndarray, var: np.ndarray, epsilon: float
+) -> dict[str, np.ndarray]:
+    """``scale * (x - mean) / sqrt(var + epsilon) + bias`` as ``x * scale' + shift'`` (FLOAT weights)."""
+    factor = np.asarray(scale, np.float64) / np.sqrt(np.asarray(var, np.float64) + epsilon)
+    shift = np.asarray(bias, np.float64) - np.asarray(mean, np.float64) * factor
+    return {"scale": factor.astype(np.float32).reshape(-1), "shift": shift.astype(np.float32).reshape(-1)}
+
+
+def _check_float_inputs(op: Operator, input_types: Sequence[DataType], expected: int) -> None:
+    if len(input_types) != expected:
+        raise NetworkError(f"{label(op)}: expected {expected} input(s), got {len(input_types)}")
+    for index, dtype in enumerate(input_types):
+        if dtype not in FLOAT_TYPES:
+            raise TypeMismatchError(f"{label(op)}: input {index} must be FLOAT or HALF, got {dtype.name}")
+
+
+def _channel_view(vector: Any, rank: int) -> Any:
+    """A per-channel vector shaped to broadcast over ``[N, C, *spatial]``."""
+    return np.asarray(vector, dtype=np.float32).reshape((-1,) + (1,) * (rank - 2))
+
+
+@register_operator
+class BatchNormalizationOperator(Operator):
+    """params: ``epsilon``, ``training_mode`` (bool), ``momentum``.
+
+    Inference with weights ``scale`` and ``shift`` (from :func:`fold_batch_norm`) takes one
+    input; otherwise inputs are x, scale, bias, mean, var. In training mode the batch
+    statistics normalize, and outputs 1 and 2 (when present) are the updated running mean
+    and variance ``running * momentum + batch * (1 - momentum)``.
+    """
+
+    kind = "batch_normalization"
+
+    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(params, weights)
+        self.epsilon = float(self.params.get("epsilon", 1e-5))
+        self.training = bool(self.params.get("training_mode", False))
+        self.momentum = float(self.params.get("momentum", 0.9))
+        self.outputs = int(self.params.get("num_outputs", 1))
+        self.folded = "scale" in self.weights and "shift" in self.weights
+        if self.folded and self.training:
+            raise NetworkError("batch_normalization: training mode takes its statistics as inputs, not weights")
+        if not 1 <= self.outputs <= 3 or (self.outputs > 1 and not self.training):
+            raise NetworkError(f"batch_normalization: {self.outputs} outputs; only training mode has 3")
+
+    @property
+    def num_outputs(self) -> int:
+        return self.outputs
+
+    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
+        _check_float_inputs(self, input_types, 1 if self.folded else 5)
+        return [input_types[0]] + [input_types[min(3, len(input_types) - 1)]] * (self.outputs - 1)
+
+    def output_shapes(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs]:
+        x = input_shapes[0]
+        if len(x) < 2:
+            raise ShapeError(f"{label(self)}: batch normalization takes [N, C, ...], got rank {len(x)}")
+        channels = self.weights["scale"].shape[0] if self.folded else None
+        if channels is not None and x[1].is_constant() and x[1].get_constant_value() != channels:
+            raise ShapeError(f"{label(self)}: input has {x[1].get_constant_value()} channels, the statistics {channels}")
+        return [list(x)] + [[x[1]]] * (self.outputs - 1)
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        x, out = inputs[0], outputs[0]
+        if self.folded:
+            scale, shift = self.weights["scale"], self.weights["shift"]
+        elif not self.training:
+            folded = fold_batch_norm(*inputs[1:5], self.epsilon)
+            scale, shift = folded["scale"], folded["shift"]
+        else:
+            axes = (0, *range(2, x.ndim))
+            mean = x.mean(axis=axes, dtype=np.float64)
+            var = x.var(axis=axes, dtype=np.float64)
+            folded = fold_batch_norm(inputs[1], inputs[2], mean, var, self.epsilon)
+            scale, shift = folded["scale"], folded["shift"]
+            for index, (running, batch) in enumerate(((inputs[3], mean), (inputs[4], var)), start=1):
+                if index < len(outputs):
+                    outputs[index][...] = running * self.momentum + batch * (1.0 - self.momentum)
+        if out.dtype == np.float32:
+            xp.multiply(x, _channel_view(scale, x.ndim), out=out)
+            xp.add(out, _channel_view(shift, x.ndim), out=out)
+        else:
+            out[...] = x * _channel_view(scale, x.ndim) + _channel_view(shift, x.ndim)
+
+
+_MODES = ("instance", "group", "layer")
+
+
+@register_operator
+class NormalizationOperator(Operator):
+    """Instance, group or layer normalization with scale and optional bias.
+
+    params: ``mode`` (instance, group, layer), ``epsilon``, ``axis`` (layer), ``num_groups``
+    and ``per_group_affine`` (group: scale and bias of ``num_groups`` values, ONNX opset
+    18, rather than one per channel), ``has_bias``, ``stash_outputs`` (layer: 1 or 2 more
+    FLOAT outputs, the mean and the inverse standard deviation, reduced axes kept as 1).
+    weights ``scale`` and ``bias`` (optional); what is not a weight is an input (x, scale, bias).
+    """
+
+    kind = "normalization"
+
+    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(params, weights)
+        self.mode = str(self.param("mode"))
+        if self.mode not in _MODES:
+            raise NetworkError(f"normalization: unknown mode {self.mode!r}; valid: {', '.join(_MODES)}")
+        self.epsilon = float(self.params.get("epsilon", 1e-5))
+        self.axis = int(self.params.get("axis", -1))
+        self.groups = int(self.params.get("num_groups", 1))
+        self.per_group = bool(self.params.get("per_group_affine", False))
+        self.has_bias = bool(self.params.get("has_bias", True))
+        self.stash = int(self.params.get("stash_outputs", 0))
+        if self.stash and self.mode != "layer":
+            raise NetworkError("normalization: only layer normalization gives mean and inverse deviation outputs")
+        self._inputs = 1 + ("scale" not in self.weights) + (self.has_bias and "bias" not in self.weights)
+        self._shape: tuple[int, ...] | None = None
+        self._rows = (0, 0)
+        self._work: np.ndarray | None = None
+
+    @property
+    def num_outputs(self) -> int:
+        return 1 + self.stash
+
+    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
+        _check_float_inputs(self, input_types, self._inputs)
+        return [input_types[0]] + [DataType.FLOAT] * self.stash
+
+    def _first_axis(self, rank: int) -> int:
+        if self.mode != "layer":
+            return 1
+        axis = self.axis + rank if self.axis < 0 else self.axis
+        if not 0 <= axis < rank:
+            raise ShapeError(f"{label(self)}: axis {self.axis} is outside the input's {rank} dimensions")
+        return axis
+
+    def output_shapes(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs]:
+        x = input_shapes[0]
+        if self.mode != "layer" and len(x) < 3:
+            raise ShapeError(f"{label(self)}: {self.mode} normalization takes [N, C, spatial...], got rank {len(x)}")
+        channels = x[1] if self.mode != "layer" else None
+        if self.mode == "group" and channels is not None and channels.is_constant():
+            if channels.get_constant_value() % self.groups:
+                raise ShapeError(
+                    f"{label(self)}: {channels.get_constant_value()} channels do not split into {self.groups} groups"
+                )
+        axis = self._first_axis(len(x))
+        stats = list(x[:axis]) + [constant(1)] * (len(x) - axis)
+        return [list(x)] + [stats] * self.stash
+
+    def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
+        shape = tuple(input_shapes[0])
+        self._shape = shape
+        total = int(np.prod(shape, dtype=np.int64))
+        if self.mode == "instance":
+            rows = shape[0] * shape[1]
+        elif self.mode == "group":
+            rows = shape[0] * self.groups
+        else:
+            rows = int(np.prod(shape[: self._first_axis(len(shape))], dtype=np.int64))
+        self._rows = (rows, total // rows if rows else 0)
+        self._work = None
+
+    def _affine(self, name: str, index: int, inputs: Sequence[Any], shape: tuple[int, ...]) -> Any:
+        vector = self.weights[name] if name in self.weights else inputs[index]
+        vector = np.asarray(vector, dtype=np.float32)
+        if self.mode == "layer":
+            return vector
+        if self.mode == "group" and self.per_group:
+            vector = np.repeat(vector.reshape(-1), shape[1] // self.groups)
+        return _channel_view(vector, len(shape))
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        x, out = inputs[0], outputs[0]
+        if self._shape != x.shape:
+            self.prepare([x.shape], [out.shape])
+        rows, length = self._rows
+        work = out
+        if out.dtype != np.float32:
+            if self._work is None or self._work.shape != out.shape:
+                self._work = np.empty(out.shape, dtype=np.float32)
+            work = self._work
+        flat_x, flat = x.reshape(rows, length), work.reshape(rows, length)
+        mean = flat_x.mean(axis=1, dtype=np.float32)
+        xp.subtract(flat_x, mean[:, None], out=flat)
+        inverse = np.einsum("ij,ij->i", flat, flat)
+        inverse /= max(length, 1)
+        inverse += np.float32(self.epsilon)
+        np.sqrt(inverse, out=inverse)
+        np.reciprocal(inverse, out=inverse)
+        xp.multiply(flat, inverse[:, None], out=flat)
+        xp.multiply(work, self._affine("scale", 1, inputs, x.shape), out=work)
+        if self.has_bias:
+            xp.add(work, self._affine("bias", self._inputs - 1, inputs, x.shape), out=work)
+        if work is not out:
+            np.copyto(out, work, casting="unsafe")
+        if self.stash >= 1:
+            outputs[1].reshape(-1)[...] = mean
+        if self.stash >= 2:
+            outputs[2].reshape(-1)[...] = inverse

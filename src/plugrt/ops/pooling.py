@@ -1,0 +1,235 @@
+"""Pooling over sliding windows (ONNX MaxPool, AveragePool, LpPool) and over whole spatial extents.
+
+The kernel loops over kernel taps, not over outputs: each tap combines one
+strided slice of the input into the outputs that read inside the input
+(:func:`~plugrt.ops.spatial.tap_slices`), so padding is never materialised.
+AVERAGE divides by the number of taps inside the input (``count_include_pad``
+false) or inside the padded input (true; taps past the end padding, possible in
+ceil mode, never count); that divisor is separable and built in ``prepare``.
+MAX can also give the flattened input index of each maximum (the first one in
+window order), row-major or, with ``storage_order`` 1, column-major over the
+spatial axes.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import NetworkError, ShapeError, TypeMismatchError
+from ..core.types import DataType
+from ..shape import constant
+from .base import Operator, ShapeExprs, register_operator
+from .elementwise import FLOAT_TYPES, expect_inputs, label
+from .spatial import Window, tap_slices
+
+__all__ = ["GlobalPoolingOperator", "PoolingOperator"]
+
+_MODES = ("MAX", "AVERAGE", "LP")
+_MAX_TYPES = FLOAT_TYPES | {DataType.INT8, DataType.UINT8}
+
+
+def _check_mode(op: Operator, mode: str) -> str:
+    if mode not in _MODES:
+        raise NetworkError(f"{op.kind}: unknown mode {mode!r}; valid: {', '.join(_MODES)}")
+    return mode
+
+
+def _check_type(op: Operator, mode: str, dtype: DataType) -> None:
+    allowed = _MAX_TYPES if mode == "MAX" else FLOAT_TYPES
+    if dtype not in allowed:
+        valid = ", ".join(sorted(t.name for t in allowed))
+        raise TypeMismatchError(f"{label(op)}: {mode} pooling takes {valid}, got {dtype.name}")
+
+
+def _lowest(dtype: np.dtype) -> Any:
+    return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+
+
+@register_operator
+class PoolingOperator(Operator):
+    """params: ``mode`` (MAX, AVERAGE, LP), the window (``kernel_shape``, ``strides``,
+    ``dilations``, ``pads``, ``auto_pad``, ``ceil_mode``), ``count_include_pad`` (AVERAGE),
+    ``p`` (LP), ``with_indices`` and ``storage_order`` (MAX: a second, INT64 output)."""
+
+    kind = "pooling"
+
+    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(params, weights)
+        self.mode = _check_mode(self, str(self.param("mode")))
+        self.window = Window.from_params(self.params, f"pooling {self.name!r}")
+        self.count_include_pad = bool(self.params.get("count_include_pad", False))
+        self.p = float(self.params.get("p", 2))
+        self.with_indices = bool(self.params.get("with_indices", False))
+        self.storage_order = int(self.params.get("storage_order", 0))
+        if self.with_indices and self.mode != "MAX":
+            raise NetworkError(f"pooling: only MAX pooling gives indices, not {self.mode}")
+        self._shapes: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+        self._taps: list[tuple[tuple[Any, ...], tuple[Any, ...], Any]] = []
+        self._count: np.ndarray | None = None
+        self._acc: np.ndarray | None = None
+        self._term: np.ndarray | None = None
+        self._base: np.ndarray | None = None
+
+    @property
+    def num_outputs(self) -> int:
+        return 2 if self.with_indices else 1
+
+    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
+        expect_inputs(self, len(input_types), 1)
+        _check_type(self, self.mode, input_types[0])
+        return [input_types[0], DataType.INT64][: self.num_outputs]
+
+    def output_shapes(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs]:
+        expect_inputs(self, len(input_shapes), 1)
+        x, rank = input_shapes[0], self.window.rank
+        if len(x) != rank + 2:
+            raise ShapeError(
+                f"{label(self)}: input has rank {len(x)}; {rank}-D pooling takes [N, C, {rank} spatial dims]"
+            )
+        shape = [x[0], x[1], *self.window.output_dims(x[2:])]
+        return [shape] * self.num_outputs
+
+    # --- kernel -------------------------------------------------------------------------
+    def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
+        x_shape, out_shape = tuple(input_shapes[0]), tuple(output_shapes[0])
+        self._shapes = (x_shape, out_shape)
+        spatial, out_spatial = x_shape[2:], out_shape[2:]
+        w = self.window
+        _, begins, ends = w.resolve(spatial)
+        self._taps = []
+        for offsets in itertools.product(*(range(k) for k in w.kernel)):
+            pairs = [
+                tap_slices(spatial[a], out_spatial[a], w.strides[a], offsets[a] * w.dilations[a] - begins[a])
+                for a in range(w.rank)
+            ]
+            if any(p is None for p in pairs):
+                continue
+            dst = (slice(None), slice(None), *(p[0] for p in pairs if p is not None))
+            src = (slice(None), slice(None), *(p[1] for p in pairs if p is not None))
+            index = self._tap_index(spatial, [p[1] for p in pairs if p is not None]) if self.with_indices else None
+            self._taps.append((dst, src, index))
+        self._count = None
+        if self.mode == "AVERAGE":
+            self._count = self._divisor(spatial, out_spatial, begins, ends)
+        self._acc = self._term = None
+        if self.mode == "LP":
+            self._term = np.empty(out_shape, dtype=np.float32)
+        if self.with_indices:
+            channels = x_shape[0] * x_shape[1]
+            volume = int(np.prod(spatial, dtype=np.int64))
+            self._base = (np.arange(channels, dtype=np.int64) * volume).reshape(x_shape[:2] + (1,) * w.rank)
+
+    def _tap_index(self, spatial: Sequence[int], sources: Sequence[slice]) -> np.ndarray:
+        """Flattened spatial input index of each output this tap reads (row- or column-major)."""
+        grids = np.meshgrid(*(np.arange(s.start, s.stop, s.step) for s in sources), indexing="ij")
+        order = range(len(spatial)) if self.storage_order == 0 else reversed(range(len(spatial)))
+        index = np.zeros(grids[0].shape, dtype=np.int64)
+        for axis in order:
+            index = index * spatial[axis] + grids[axis]
+        return index
+
+    def _divisor(self, spatial: Sequence[int], out: Sequence[int], begins: Sequence[int], ends: Sequence[int]) -> Any:
+        w = self.window
+        count: Any = np.ones((), dtype=np.float32)
+        for a in range(w.rank):
+            low, high = (-begins[a], spatial[a] + ends[a]) if self.count_include_pad else (0, spatial[a])
+            starts = np.arange(out[a]) * w.strides[a] - begins[a]
+            taps = starts[:, None] + np.arange(w.kernel[a]) * w.dilations[a]
+            per_axis = ((taps >= low) & (taps < high)).sum(axis=1).astype(np.float32)
+            count = np.multiply.outer(count, np.maximum(per_axis, 1))
+        return count
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        x, out = inputs[0], outputs[0]
+        if self._shapes is None or self._shapes != (x.shape, out.shape):
+            self.prepare([x.shape], [out.shape])
+        if self.mode == "MAX":
+            self._run_max(x, out, outputs[1] if self.with_indices else None)
+            return
+        acc = out
+        if out.dtype != np.float32:
+            if self._acc is None or self._acc.shape != out.shape:
+                self._acc = np.empty(out.shape, dtype=np.float32)
+            acc = self._acc
+        acc.fill(0)
+        if self.mode == "AVERAGE":
+            for dst, src, _ in self._taps:
+                region = acc[dst]
+                np.add(region, x[src], out=region)
+            np.divide(acc, self._count, out=acc)
+        else:
+            assert self._term is not None
+            for dst, src, _ in self._taps:
+                region, term = acc[dst], self._term[dst]
+                np.abs(x[src], out=term)
+                if self.p == 2.0:
+                    np.multiply(term, term, out=term)
+                elif self.p != 1.0:
+                    np.power(term, self.p, out=term)
+                np.add(region, term, out=region)
+            if self.p == 2.0:
+                np.sqrt(acc, out=acc)
+            elif self.p != 1.0:
+                np.power(acc, 1.0 / self.p, out=acc)
+        if acc is not out:
+            np.copyto(out, acc, casting="unsafe")
+
+    def _run_max(self, x: Any, out: Any, indices: Any) -> None:
+        out.fill(_lowest(out.dtype))
+        if indices is None:
+            for dst, src, _ in self._taps:
+                region = out[dst]
+                np.maximum(region, x[src], out=region)
+            return
+        indices.fill(-1)
+        for dst, src, index in self._taps:
+            region, tap = out[dst], x[src]
+            better = np.greater(tap, region)
+            np.copyto(region, tap, where=better)
+            np.copyto(indices[dst], index, where=better)
+        valid = indices >= 0
+        np.add(indices, self._base, out=indices, where=valid)
+
+
+@register_operator
+class GlobalPoolingOperator(Operator):
+    """Pooling over all spatial axes: ``[N, C, *S] -> [N, C, 1, ...]``; params: ``mode``, ``p`` (LP)."""
+
+    kind = "global_pooling"
+
+    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(params, weights)
+        self.mode = _check_mode(self, str(self.param("mode")))
+        self.p = float(self.params.get("p", 2))
+
+    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
+        expect_inputs(self, len(input_types), 1)
+        _check_type(self, self.mode, input_types[0])
+        return [input_types[0]]
+
+    def output_shapes(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs]:
+        expect_inputs(self, len(input_shapes), 1)
+        x = input_shapes[0]
+        if len(x) < 3:
+            raise ShapeError(f"{label(self)}: global pooling takes [N, C, spatial...], got rank {len(x)}")
+        return [[x[0], x[1]] + [constant(1)] * (len(x) - 2)]
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        x, out = inputs[0], outputs[0]
+        flat = x.reshape(x.shape[0], x.shape[1], -1)
+        target = out.reshape(x.shape[0], x.shape[1])
+        if self.mode == "MAX":
+            np.max(flat, axis=2, out=target)
+        elif self.mode == "AVERAGE":
+            target[...] = np.mean(flat, axis=2, dtype=np.float32)
+        else:
+            magnitude = np.abs(flat, dtype=np.float32)
+            target[...] = np.power(np.sum(np.power(magnitude, self.p), axis=2), 1.0 / self.p)

@@ -1,0 +1,260 @@
+"""``BatchedNMS_TRT`` (IPluginV2Ext, implicit batch) and ``BatchedNMSDynamic_TRT`` (IPluginV2DynamicExt).
+
+Inputs: boxes ``[B, N, 1 or numClasses, 4]`` and scores ``[B, N, numClasses]`` (or
+``[..., 1]``); outputs num_detections ``[B, 1]`` INT32, nmsed_boxes ``[B, keepTopK, 4]``,
+nmsed_scores and nmsed_classes ``[B, keepTopK]`` in the input's float type. The
+implicit-batch variant sees every shape without ``B``. The computation is in
+:mod:`plugrt.plugins.batched_nms_kernel`; this module shows the two interface styles.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plugrt as trt
+
+from ._base import FLOAT_TYPES, LibraryCreator, check_dim, host_buffers
+from ._schema import BOOL, FLOAT, INT, FieldSpec, Schema, at_least, between
+from .batched_nms_kernel import NMSConfig, batched_nms, workspace_layout
+
+__all__ = ["BatchedNMSDynamicPlugin", "BatchedNMSDynamicPluginCreator", "BatchedNMSPlugin", "BatchedNMSPluginCreator"]
+
+FIELDS = (
+    FieldSpec("shareLocation", BOOL, doc="boxes shared by all classes ([B, N, 1, 4])"),
+    FieldSpec("backgroundLabelId", INT, check=at_least(-1), doc="class to skip; -1 for none"),
+    FieldSpec("numClasses", INT, check=at_least(1)),
+    FieldSpec("topK", INT, check=between(1, 4096), doc="candidates per class fed to NMS"),
+    FieldSpec("keepTopK", INT, check=at_least(1), doc="detections kept per image"),
+    FieldSpec("scoreThreshold", FLOAT),
+    FieldSpec("iouThreshold", FLOAT, check=between(0.0, 1.0)),
+    FieldSpec(
+        "isNormalized",
+        BOOL,
+        True,
+        ambiguous="TensorRT's batchedNMSPlugin README says the default is true, NvInferPluginUtils.h says false; "
+        "set isNormalized explicitly",
+    ),
+    FieldSpec("clipBoxes", BOOL, True, doc="clip output boxes to [0, 1]"),
+    FieldSpec("scoreBits", INT, 16, doc="radix-sort precision on the GPU; no effect here"),
+    FieldSpec("caffeSemantics", BOOL, True, doc="+1 on pixel-coordinate intersections"),
+)
+_MAGIC, _FORMAT = 0x424E4D53, 1  # "BNMS"
+
+
+def _check_fields(plugin: str, params: dict[str, Any]) -> NMSConfig:
+    config = NMSConfig.from_params(params)
+    if config.keep_top_k > config.top_k:
+        raise trt.FieldError(f"{plugin}: field 'keepTopK' must be <= topK ({config.top_k}), got {config.keep_top_k}")
+    if config.background_label_id >= config.num_classes:
+        raise trt.FieldError(
+            f"{plugin}: field 'backgroundLabelId' must be -1 or in [0, numClasses={config.num_classes}), "
+            f"got {config.background_label_id}"
+        )
+    return config
+
+
+def _output_type(index: int, input_types: list[trt.DataType]) -> trt.DataType:
+    return trt.int32 if index == 0 else input_types[0]
+
+
+class BatchedNMSDynamicPlugin(trt.IPluginV2DynamicExt):
+    """BatchedNMS with dynamic shapes: any batch size and box count within the profile."""
+
+    NAME, VERSION = "BatchedNMSDynamic_TRT", "1"
+    SCHEMA = Schema(NAME, FIELDS)
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        trt.IPluginV2DynamicExt.__init__(self)
+        self.num_outputs = 4
+        self.plugin_type, self.plugin_version, self.plugin_namespace = self.NAME, self.VERSION, ""
+        self.params = dict(params)
+        self.config = _check_fields(self.NAME, self.params)
+
+    def get_output_datatype(self, index: int, input_types: list[trt.DataType]) -> trt.DataType:
+        return _output_type(index, input_types)
+
+    def get_output_dimensions(
+        self, output_index: int, inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder
+    ) -> trt.DimsExprs:
+        if len(inputs) != 2 or len(inputs[0]) != 4 or len(inputs[1]) not in (3, 4):
+            ranks = [len(i) for i in inputs]
+            raise trt.ShapeError(
+                f"{self.NAME}: expects boxes [B, N, L, 4] and scores [B, N, C(, 1)], got ranks {ranks}"
+            )
+        batch, keep = inputs[0][0], exprBuilder.constant(self.config.keep_top_k)
+        dims = [[batch, exprBuilder.constant(1)], [batch, keep, exprBuilder.constant(4)], [batch, keep], [batch, keep]]
+        return trt.DimsExprs(dims[output_index])
+
+    def supports_format_combination(self, pos: int, in_out: list[trt.PluginTensorDesc], num_inputs: int) -> bool:
+        desc = in_out[pos]
+        if desc.format != trt.TensorFormat.LINEAR:
+            return False
+        if pos == num_inputs:  # num_detections
+            return desc.type == trt.int32
+        return desc.type in FLOAT_TYPES and desc.type == in_out[0].type
+
+    def configure_plugin(self, inp: list[trt.DynamicPluginTensorDesc], out: list[trt.DynamicPluginTensorDesc]) -> None:
+        boxes, scores = inp[0].desc.dims, inp[1].desc.dims
+        locations = 1 if self.config.share_location else self.config.num_classes
+        check_dim(self.NAME, "boxes dim 2 (1 if shareLocation else numClasses)", boxes[2], locations)
+        check_dim(self.NAME, "boxes dim 3", boxes[3], 4)
+        check_dim(self.NAME, "scores dim 2 (numClasses)", scores[2], self.config.num_classes)
+        if len(scores) == 4:
+            check_dim(self.NAME, "scores dim 3", scores[3], 1)
+        check_dim(self.NAME, "scores dim 1 (number of boxes)", scores[1], boxes[1])
+
+    def get_workspace_size(
+        self, input_desc: list[trt.PluginTensorDesc], output_desc: list[trt.PluginTensorDesc]
+    ) -> int:
+        batch, num_boxes = input_desc[1].dims[0], input_desc[1].dims[1]
+        return workspace_layout(batch, num_boxes, self.config).nbytes
+
+    def enqueue(
+        self,
+        input_desc: list[trt.PluginTensorDesc],
+        output_desc: list[trt.PluginTensorDesc],
+        inputs: list[int],
+        outputs: list[int],
+        workspace: int,
+        stream: int,
+    ) -> int:
+        with host_buffers(inputs, input_desc, outputs, output_desc, stream) as ((boxes, scores), results):
+            scratch = workspace_layout(scores.shape[0], scores.shape[1], self.config).bind(workspace)
+            batched_nms(boxes, scores, self.config, tuple(results), scratch)  # type: ignore[arg-type]
+        return 0
+
+    def serialize(self) -> bytes:
+        writer = trt.SerializationWriter(magic=_MAGIC, version=_FORMAT)
+        writer.write_str(self.NAME)
+        self.SCHEMA.write(writer, self.params)
+        return writer.to_bytes()
+
+    @classmethod
+    def deserialize(cls, data: bytes) -> BatchedNMSDynamicPlugin:
+        reader = trt.SerializationReader(data, magic=_MAGIC, version=_FORMAT)
+        _expect_name(reader, cls.NAME)
+        plugin = cls(cls.SCHEMA.read(reader))
+        reader.finish()
+        return plugin
+
+    def clone(self) -> BatchedNMSDynamicPlugin:
+        copy = BatchedNMSDynamicPlugin(self.params)
+        copy.plugin_namespace = self.plugin_namespace
+        return copy
+
+
+class BatchedNMSPlugin(trt.IPluginV2Ext):
+    """BatchedNMS with implicit batch: shapes are per image; the batch size comes with each run."""
+
+    NAME, VERSION = "BatchedNMS_TRT", "1"
+    SCHEMA = Schema(NAME, FIELDS)
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        trt.IPluginV2Ext.__init__(self)
+        self.num_outputs = 4
+        self.plugin_type, self.plugin_version, self.plugin_namespace = self.NAME, self.VERSION, ""
+        self.params = dict(params)
+        self.config = _check_fields(self.NAME, self.params)
+        # What configure_plugin learns and execute_async needs (serialized with the fields).
+        self.num_boxes, self.locations, self.dtype = 0, 1, trt.float32
+        self._descs: dict[int, tuple[trt.PluginTensorDesc, ...]] = {}
+
+    def get_output_shape(self, index: int, input_shapes: list[trt.Dims]) -> trt.Dims:
+        boxes, scores = input_shapes
+        if len(boxes) != 3 or len(scores) not in (2, 3):
+            raise trt.ShapeError(
+                f"{self.NAME}: expects per-image boxes [N, L, 4] and scores [N, C(, 1)], got {boxes} and {scores}"
+            )
+        keep = self.config.keep_top_k
+        return trt.Dims([[1], [keep, 4], [keep], [keep]][index])
+
+    def get_output_data_type(self, index: int, input_types: list[trt.DataType]) -> trt.DataType:
+        return _output_type(index, input_types)
+
+    def supports_format(self, dtype: trt.DataType, format: trt.TensorFormat) -> bool:  # noqa: A002
+        return dtype in (*FLOAT_TYPES, trt.int32) and format == trt.TensorFormat.LINEAR
+
+    def configure_plugin(
+        self,
+        input_shapes: Any,
+        output_shapes: Any,
+        input_types: Any,
+        output_types: Any,
+        input_is_broadcasted: Any,
+        output_is_broadcasted: Any,
+        format: Any,  # noqa: A002 - TensorRT's parameter name
+        max_batch_size: int,
+    ) -> None:
+        boxes, scores = input_shapes
+        if input_types[0] not in FLOAT_TYPES:
+            raise trt.TypeMismatchError(f"{self.NAME}: boxes must be FLOAT or HALF, got {input_types[0].name}")
+        self.locations = 1 if self.config.share_location else self.config.num_classes
+        check_dim(self.NAME, "boxes dim 1 (1 if shareLocation else numClasses)", boxes[1], self.locations)
+        check_dim(self.NAME, "boxes dim 2", boxes[2], 4)
+        check_dim(self.NAME, "scores dim 1 (numClasses)", scores[1], self.config.num_classes)
+        check_dim(self.NAME, "scores dim 0 (number of boxes)", scores[0], boxes[0])
+        self.num_boxes, self.dtype = boxes[0], input_types[0]
+
+    def get_workspace_size(self, max_batch_size: int) -> int:
+        return workspace_layout(max_batch_size, self.num_boxes, self.config).nbytes
+
+    def execute_async(
+        self, batch_size: int, inputs: list[int], outputs: list[int], workspace: int, stream_handle: int
+    ) -> int:
+        descs = self._descs.get(batch_size) or self._make_descs(batch_size)
+        with host_buffers(inputs, descs[:2], outputs, descs[2:], stream_handle) as ((boxes, scores), results):
+            scratch = workspace_layout(batch_size, self.num_boxes, self.config).bind(workspace)
+            batched_nms(boxes, scores, self.config, tuple(results), scratch)  # type: ignore[arg-type]
+        return 0
+
+    def _make_descs(self, batch: int) -> tuple[trt.PluginTensorDesc, ...]:
+        keep, classes = self.config.keep_top_k, self.config.num_classes
+        shapes = [(self.num_boxes, self.locations, 4), (self.num_boxes, classes), (1,), (keep, 4), (keep,), (keep,)]
+        types = [self.dtype, self.dtype, trt.int32, self.dtype, self.dtype, self.dtype]
+        self._descs[batch] = tuple(trt.PluginTensorDesc(trt.Dims((batch, *s)), t) for s, t in zip(shapes, types))
+        return self._descs[batch]
+
+    def serialize(self) -> bytes:
+        writer = trt.SerializationWriter(magic=_MAGIC, version=_FORMAT)
+        writer.write_str(self.NAME)
+        self.SCHEMA.write(writer, self.params)
+        writer.write_i32(self.num_boxes)
+        writer.write_i32(int(self.dtype))
+        return writer.to_bytes()
+
+    @classmethod
+    def deserialize(cls, data: bytes) -> BatchedNMSPlugin:
+        reader = trt.SerializationReader(data, magic=_MAGIC, version=_FORMAT)
+        _expect_name(reader, cls.NAME)
+        plugin = cls(cls.SCHEMA.read(reader))
+        plugin.num_boxes, dtype = reader.read_i32(), reader.read_i32()
+        reader.finish()
+        if plugin.num_boxes < 0 or dtype not in (int(t) for t in FLOAT_TYPES):
+            raise trt.SerializationError(f"{cls.NAME}: serialized shape/type ({plugin.num_boxes}, {dtype}) is invalid")
+        plugin.dtype = trt.DataType(dtype)
+        plugin.locations = 1 if plugin.config.share_location else plugin.config.num_classes
+        return plugin
+
+    def clone(self) -> BatchedNMSPlugin:
+        copy = BatchedNMSPlugin(self.params)
+        copy.plugin_namespace = self.plugin_namespace
+        copy.num_boxes, copy.locations, copy.dtype = self.num_boxes, self.locations, self.dtype
+        return copy
+
+
+def _expect_name(reader: trt.SerializationReader, name: str) -> None:
+    found = reader.read_str()
+    if found != name:
+        raise trt.SerializationError(f"{name}: these bytes were written by {found!r}")
+
+
+class BatchedNMSDynamicPluginCreator(LibraryCreator):
+    """Creator of ``BatchedNMSDynamic_TRT`` version 1."""
+
+    plugin_class = BatchedNMSDynamicPlugin
+
+
+class BatchedNMSPluginCreator(LibraryCreator):
+    """Creator of ``BatchedNMS_TRT`` version 1."""
+
+    plugin_class = BatchedNMSPlugin

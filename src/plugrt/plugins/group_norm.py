@@ -1,0 +1,117 @@
+"""``GroupNormalizationPlugin`` version 1 (IPluginV2DynamicExt).
+
+Inputs: ``x`` ``[N, C, H, W]``, ``scale`` ``[C]``, ``bias`` ``[C]`` (tensors, not fields).
+The ``C`` channels are split into ``num_groups`` groups of ``C / num_groups``; mean and
+variance are taken per image and group, then
+``y = scale[c] * (x - mean) / sqrt(var + eps) + bias[c]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import plugrt as trt
+
+from ._base import FLOAT_TYPES, LibraryCreator, check_dim, host_buffers
+from ._norm import standardize
+from ._schema import FLOAT, INT, FieldSpec, Schema, at_least
+from ._workspace import WorkspaceLayout
+
+__all__ = ["GroupNormalizationPlugin", "GroupNormalizationPluginCreator"]
+
+_MAGIC, _FORMAT = 0x474E4F52, 1  # "GNOR"
+
+
+class GroupNormalizationPlugin(trt.IPluginV2DynamicExt):
+    """Group normalization with per-channel scale and bias given as inputs."""
+
+    NAME, VERSION = "GroupNormalizationPlugin", "1"
+    SCHEMA = Schema(
+        NAME,
+        (
+            FieldSpec("eps", FLOAT, 1e-5, at_least(0.0), doc="added to the variance"),
+            FieldSpec("num_groups", INT, 1, at_least(1), doc="must divide the channel count"),
+        ),
+    )
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        trt.IPluginV2DynamicExt.__init__(self)
+        self.num_outputs = 1
+        self.plugin_type, self.plugin_version, self.plugin_namespace = self.NAME, self.VERSION, ""
+        self.params = dict(params)
+
+    def get_output_datatype(self, index: int, input_types: list[trt.DataType]) -> trt.DataType:
+        return input_types[0]
+
+    def get_output_dimensions(
+        self, output_index: int, inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder
+    ) -> trt.DimsExprs:
+        ranks = [len(i) for i in inputs]
+        if ranks != [4, 1, 1]:
+            raise trt.ShapeError(f"{self.NAME}: expects x [N, C, H, W], scale [C] and bias [C], got ranks {ranks}")
+        return trt.DimsExprs(inputs[0])
+
+    def supports_format_combination(self, pos: int, in_out: list[trt.PluginTensorDesc], num_inputs: int) -> bool:
+        desc = in_out[pos]
+        return desc.format == trt.TensorFormat.LINEAR and desc.type in FLOAT_TYPES and desc.type == in_out[0].type
+
+    def configure_plugin(self, inp: list[trt.DynamicPluginTensorDesc], out: list[trt.DynamicPluginTensorDesc]) -> None:
+        channels, groups = inp[0].desc.dims[1], self.params["num_groups"]
+        if channels >= 0 and channels % groups:
+            raise trt.ShapeError(
+                f"{self.NAME}: num_groups ({groups}) must divide the channel count, got {channels} channels"
+            )
+        check_dim(self.NAME, "scale length (channels)", inp[1].desc.dims[0], channels)
+        check_dim(self.NAME, "bias length (channels)", inp[2].desc.dims[0], channels)
+
+    def _layout(self, dims: trt.Dims) -> WorkspaceLayout:
+        shape, groups = tuple(dims), self.params["num_groups"]
+        return WorkspaceLayout().add("rows", (shape[0] * groups, int(np.prod(shape[1:])) // groups), np.float32)
+
+    def get_workspace_size(
+        self, input_desc: list[trt.PluginTensorDesc], output_desc: list[trt.PluginTensorDesc]
+    ) -> int:
+        return self._layout(input_desc[0].dims).nbytes
+
+    def enqueue(
+        self,
+        input_desc: list[trt.PluginTensorDesc],
+        output_desc: list[trt.PluginTensorDesc],
+        inputs: list[int],
+        outputs: list[int],
+        workspace: int,
+        stream: int,
+    ) -> int:
+        with host_buffers(inputs, input_desc, outputs, output_desc, stream) as ((x, scale, bias), (y,)):
+            rows = self._layout(input_desc[0].dims).bind(workspace)["rows"]
+            standardize(x.reshape(rows.shape), self.params["eps"], out=rows)
+            per_channel = rows.reshape(x.shape[0], x.shape[1], -1)
+            per_channel *= scale.astype(np.float32)[:, None]
+            per_channel += bias.astype(np.float32)[:, None]
+            np.copyto(y, per_channel.reshape(y.shape), casting="same_kind")
+        return 0
+
+    def serialize(self) -> bytes:
+        writer = trt.SerializationWriter(magic=_MAGIC, version=_FORMAT)
+        self.SCHEMA.write(writer, self.params)
+        return writer.to_bytes()
+
+    @classmethod
+    def deserialize(cls, data: bytes) -> GroupNormalizationPlugin:
+        reader = trt.SerializationReader(data, magic=_MAGIC, version=_FORMAT)
+        plugin = cls(cls.SCHEMA.read(reader))
+        reader.finish()
+        return plugin
+
+    def clone(self) -> GroupNormalizationPlugin:
+        copy = GroupNormalizationPlugin(self.params)
+        copy.plugin_namespace = self.plugin_namespace
+        return copy
+
+
+class GroupNormalizationPluginCreator(LibraryCreator):
+    """Creator of ``GroupNormalizationPlugin`` version 1 (fields eps, num_groups)."""
+
+    plugin_class = GroupNormalizationPlugin

@@ -1,0 +1,185 @@
+"""``LayerNorm`` version 1 (IPluginV2DynamicExt): the seeds' example of weights moved to the device.
+
+``y = (x - mean) / sqrt(var + epsilon) * gamma + beta``, with mean and (population)
+variance over the dimensions from ``axis`` to the last (ONNX LayerNormalization's
+meaning of ``axis``). ``gamma`` and ``beta`` are FLOAT32 fields holding one value per
+normalized element (``prod(x.shape[axis:])`` values).
+
+The lifecycle is the point of this example:
+
+- the creator keeps ``gamma``/``beta`` as host arrays; ``serialize`` writes them;
+- ``initialize()`` copies them to backend memory with ``trt.device_malloc`` and
+  ``enqueue`` reads only those copies; ``terminate()`` frees them (so
+  ``trt.live_allocations()`` lists them exactly between the two);
+- ``clone()`` of an initialized plugin uploads copies of its own — the clone's owner
+  frees them with ``destroy()`` (which calls ``terminate()``, as TensorRT plugins'
+  destructors do), and the original's owner frees the original's: no double free.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import plugrt as trt
+
+from ._base import FLOAT_TYPES, LibraryCreator, copy_to, host_buffers, to_host
+from ._norm import standardize
+from ._schema import FLOAT, FLOATS, INT, FieldSpec, Schema, at_least
+from ._workspace import WorkspaceLayout
+
+__all__ = ["LayerNormPlugin", "LayerNormPluginCreator"]
+
+_MAGIC, _FORMAT = 0x4C4E4F52, 1  # "LNOR"
+
+
+class LayerNormPlugin(trt.IPluginV2DynamicExt):
+    """Layer normalization over the trailing dimensions, with learned gamma and beta."""
+
+    NAME, VERSION = "LayerNorm", "1"
+    SCHEMA = Schema(
+        NAME,
+        (
+            FieldSpec("gamma", FLOATS, doc="scale, one value per normalized element"),
+            FieldSpec("beta", FLOATS, doc="shift, one value per normalized element"),
+            FieldSpec("epsilon", FLOAT, 1e-5, at_least(0.0)),
+            FieldSpec("axis", INT, -1, doc="first normalized dimension (negative: from the end)"),
+        ),
+    )
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        trt.IPluginV2DynamicExt.__init__(self)
+        self.num_outputs = 1
+        self.plugin_type, self.plugin_version, self.plugin_namespace = self.NAME, self.VERSION, ""
+        self.params = dict(params)
+        self.gamma = np.asarray(params["gamma"], np.float32).reshape(-1)
+        self.beta = np.asarray(params["beta"], np.float32).reshape(-1)
+        if self.gamma.size == 0 or self.gamma.size != self.beta.size:
+            raise trt.FieldError(
+                f"{self.NAME}: fields 'gamma' and 'beta' must hold the same non-zero number of values, "
+                f"got {self.gamma.size} and {self.beta.size}"
+            )
+        self.device_gamma: trt.DeviceBuffer | None = None
+        self.device_beta: trt.DeviceBuffer | None = None
+
+    # --- shapes and formats ---------------------------------------------------------
+    def get_output_datatype(self, index: int, input_types: list[trt.DataType]) -> trt.DataType:
+        return input_types[0]
+
+    def get_output_dimensions(
+        self, output_index: int, inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder
+    ) -> trt.DimsExprs:
+        self._first_axis(len(inputs[0]))
+        return trt.DimsExprs(inputs[0])
+
+    def supports_format_combination(self, pos: int, in_out: list[trt.PluginTensorDesc], num_inputs: int) -> bool:
+        desc = in_out[pos]
+        return desc.format == trt.TensorFormat.LINEAR and desc.type in FLOAT_TYPES and desc.type == in_out[0].type
+
+    def configure_plugin(self, inp: list[trt.DynamicPluginTensorDesc], out: list[trt.DynamicPluginTensorDesc]) -> None:
+        dims = list(inp[0].desc.dims)
+        normalized = dims[self._first_axis(len(dims)) :]
+        if all(d >= 0 for d in normalized) and int(np.prod(normalized)) != self.gamma.size:
+            raise trt.ShapeError(
+                f"{self.NAME}: gamma/beta hold {self.gamma.size} values but the normalized dims {normalized} "
+                f"(axis {self.params['axis']}) have {int(np.prod(normalized))} elements"
+            )
+
+    def _first_axis(self, rank: int) -> int:
+        axis = self.params["axis"]
+        if not -rank <= axis < rank:
+            raise trt.ShapeError(
+                f"{self.NAME}: field 'axis' must be in [{-rank}, {rank}) for a rank-{rank} input, got {axis}"
+            )
+        return axis % rank
+
+    # --- resources: weights live in backend memory between initialize and terminate ---
+    def initialize(self) -> int:
+        if self.device_gamma is None:
+            self.device_gamma = trt.device_malloc(self.gamma.nbytes)
+            self.device_beta = trt.device_malloc(self.beta.nbytes)
+            copy_to(self.device_gamma.as_array(self.gamma.shape, np.float32), self.gamma)
+            copy_to(self.device_beta.as_array(self.beta.shape, np.float32), self.beta)
+        return 0
+
+    def terminate(self) -> None:
+        for buffer in (self.device_gamma, self.device_beta):
+            if buffer is not None:
+                buffer.free()
+        self.device_gamma = self.device_beta = None
+
+    def destroy(self) -> None:
+        self.terminate()
+
+    # --- running ----------------------------------------------------------------------
+    def _layout(self, dims: trt.Dims) -> WorkspaceLayout:
+        inner = self.gamma.size
+        return WorkspaceLayout().add("rows", (int(np.prod(tuple(dims))) // inner, inner), np.float32)
+
+    def get_workspace_size(
+        self, input_desc: list[trt.PluginTensorDesc], output_desc: list[trt.PluginTensorDesc]
+    ) -> int:
+        return self._layout(input_desc[0].dims).nbytes
+
+    def enqueue(
+        self,
+        input_desc: list[trt.PluginTensorDesc],
+        output_desc: list[trt.PluginTensorDesc],
+        inputs: list[int],
+        outputs: list[int],
+        workspace: int,
+        stream: int,
+    ) -> int:
+        if self.device_gamma is None or self.device_beta is None:
+            raise trt.ExecutionError(f"{self.NAME}: enqueue before initialize(): gamma/beta are not in backend memory")
+        cols = self.gamma.size
+        if trt.active_device() == "cuda" and self._launch_cuda(input_desc[0], inputs[0], outputs[0], cols, stream):
+            return 0
+        with host_buffers(inputs, input_desc, outputs, output_desc, stream) as ((x,), (y,)):
+            rows = self._layout(input_desc[0].dims).bind(workspace)["rows"]
+            standardize(x.reshape(rows.shape), self.params["epsilon"], out=rows)
+            rows *= to_host(self.device_gamma.as_array(self.gamma.shape, np.float32))
+            rows += to_host(self.device_beta.as_array(self.beta.shape, np.float32))
+            np.copyto(y, rows.reshape(y.shape), casting="same_kind")
+        return 0
+
+    def _launch_cuda(self, desc: trt.PluginTensorDesc, x: int, y: int, cols: int, stream: int) -> bool:
+        """On a CUDA engine, the one-pass LayerNorm kernel when it supports the shape; False otherwise."""
+        from ..backends.kernels.layer_norm import layer_norm_cuda, supports
+
+        dtype = trt.nptype(desc.type)
+        if not supports(dtype, cols) or x % 16 or y % 16:
+            return False
+        assert self.device_gamma is not None and self.device_beta is not None
+        rows = trt.volume(desc.dims) // cols
+        layer_norm_cuda(
+            x, self.device_gamma.ptr, self.device_beta.ptr, y, rows, cols, self.params["epsilon"], dtype, stream
+        )
+        return True
+
+    # --- serialization and copies -------------------------------------------------------
+    def serialize(self) -> bytes:
+        writer = trt.SerializationWriter(magic=_MAGIC, version=_FORMAT)
+        self.SCHEMA.write(writer, self.params)
+        return writer.to_bytes()
+
+    @classmethod
+    def deserialize(cls, data: bytes) -> LayerNormPlugin:
+        reader = trt.SerializationReader(data, magic=_MAGIC, version=_FORMAT)
+        plugin = cls(cls.SCHEMA.read(reader))
+        reader.finish()
+        return plugin
+
+    def clone(self) -> LayerNormPlugin:
+        copy = LayerNormPlugin(self.params)
+        copy.plugin_namespace = self.plugin_namespace
+        if self.device_gamma is not None:  # an initialized plugin's clone is initialized too, with its own copies
+            copy.initialize()
+        return copy
+
+
+class LayerNormPluginCreator(LibraryCreator):
+    """Creator of ``LayerNorm`` version 1 (fields gamma, beta, epsilon, axis)."""
+
+    plugin_class = LayerNormPlugin

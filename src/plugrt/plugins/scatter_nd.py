@@ -1,0 +1,118 @@
+"""``ScatterND`` version 1 (IPluginV2DynamicExt): ONNX ScatterND without reduction.
+
+Inputs: ``data`` (FLOAT, HALF or INT32), ``indices`` INT32 ``[..., k]`` with
+``k <= rank(data)``, ``updates`` of shape ``indices.shape[:-1] + data.shape[k:]`` and
+the type of ``data``. The output is a copy of ``data`` where each index tuple's slice
+is replaced by its update. No fields. Negative indices count from the end; indices out
+of range raise. When an index repeats, which update lands is unspecified (as in ONNX
+and TensorRT).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import plugrt as trt
+
+from ._base import FLOAT_TYPES, LibraryCreator, host_buffers
+from ._schema import Schema
+
+__all__ = ["ScatterNDPlugin", "ScatterNDPluginCreator", "scatter_nd"]
+
+_MAGIC, _FORMAT = 0x53434E44, 1  # "SCND"
+
+
+def scatter_nd(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, out: np.ndarray) -> None:
+    """``out = data`` with ``out[indices[i]] = updates[i]`` for every index tuple ``i``."""
+    np.copyto(out, data)
+    depth = indices.shape[-1]
+    tuples = indices.reshape(-1, depth).astype(np.int64)
+    extent = np.asarray(data.shape[:depth], np.int64)
+    bad = (tuples < -extent) | (tuples >= extent)
+    if bad.any():
+        row = int(np.flatnonzero(bad.any(axis=1))[0])
+        raise trt.ExecutionError(f"ScatterND: index {tuples[row].tolist()} is outside data dims {list(data.shape)}")
+    tuples %= np.maximum(extent, 1)
+    out[tuple(tuples.T)] = updates.reshape(tuples.shape[0], *data.shape[depth:])
+
+
+class ScatterNDPlugin(trt.IPluginV2DynamicExt):
+    """Scatter slices of ``updates`` into a copy of ``data`` at ``indices``."""
+
+    NAME, VERSION = "ScatterND", "1"
+    SCHEMA = Schema(NAME, ())
+
+    def __init__(self, params: dict[str, Any] | None = None) -> None:
+        trt.IPluginV2DynamicExt.__init__(self)
+        self.num_outputs = 1
+        self.plugin_type, self.plugin_version, self.plugin_namespace = self.NAME, self.VERSION, ""
+
+    def get_output_datatype(self, index: int, input_types: list[trt.DataType]) -> trt.DataType:
+        return input_types[0]
+
+    def get_output_dimensions(
+        self, output_index: int, inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder
+    ) -> trt.DimsExprs:
+        if len(inputs) != 3:
+            raise trt.ShapeError(f"{self.NAME}: expects 3 inputs (data, indices, updates), got {len(inputs)}")
+        data, indices = len(inputs[0]), len(inputs[1])
+        if indices < 1 or data < 1:
+            raise trt.ShapeError(f"{self.NAME}: data and indices need rank >= 1, got ranks {data} and {indices}")
+        return trt.DimsExprs(inputs[0])
+
+    def supports_format_combination(self, pos: int, in_out: list[trt.PluginTensorDesc], num_inputs: int) -> bool:
+        desc = in_out[pos]
+        if desc.format != trt.TensorFormat.LINEAR:
+            return False
+        if pos == 1:  # indices
+            return desc.type == trt.int32
+        if pos == 0:
+            return desc.type in (*FLOAT_TYPES, trt.int32)
+        return desc.type == in_out[0].type
+
+    def configure_plugin(self, inp: list[trt.DynamicPluginTensorDesc], out: list[trt.DynamicPluginTensorDesc]) -> None:
+        data, indices, updates = (list(d.desc.dims) for d in inp)
+        depth = indices[-1]
+        if depth < 0 or any(d < 0 for d in data + indices + updates):
+            return  # checked again when shapes are known
+        expected = indices[:-1] + data[depth:]
+        if depth > len(data) or updates != expected:
+            raise trt.ShapeError(
+                f"{self.NAME}: with data {data} and indices {indices}, updates must have shape {expected} "
+                f"(indices.shape[:-1] + data.shape[k:], k = {depth} <= rank {len(data)}), got {updates}"
+            )
+
+    def enqueue(
+        self,
+        input_desc: list[trt.PluginTensorDesc],
+        output_desc: list[trt.PluginTensorDesc],
+        inputs: list[int],
+        outputs: list[int],
+        workspace: int,
+        stream: int,
+    ) -> int:
+        with host_buffers(inputs, input_desc, outputs, output_desc, stream) as ((data, indices, updates), (out,)):
+            scatter_nd(data, indices, updates, out)
+        return 0
+
+    def serialize(self) -> bytes:
+        return trt.SerializationWriter(magic=_MAGIC, version=_FORMAT).to_bytes()
+
+    @classmethod
+    def deserialize(cls, data: bytes) -> ScatterNDPlugin:
+        reader = trt.SerializationReader(data, magic=_MAGIC, version=_FORMAT)
+        reader.finish()
+        return cls()
+
+    def clone(self) -> ScatterNDPlugin:
+        copy = ScatterNDPlugin()
+        copy.plugin_namespace = self.plugin_namespace
+        return copy
+
+
+class ScatterNDPluginCreator(LibraryCreator):
+    """Creator of ``ScatterND`` version 1 (no fields)."""
+
+    plugin_class = ScatterNDPlugin
