@@ -93,6 +93,7 @@ from .plugin.v3 import (
 )
 from .shape.builder import DimsExprs, IExprBuilder
 from .shape.expr import DimensionOperation, IDimensionExpr
+from . import testing  # noqa: E402  (plugrt.testing.check_plugin, the conformance checker)
 
 float32 = DataType.FLOAT
 float16 = DataType.HALF
@@ -223,6 +224,7 @@ __all__ = [
     "int64",
     "live_allocations",
     "nptype",
+    "testing",
     "trace_plugin_calls",
     "uint8",
     "volume",

@@ -112,12 +112,16 @@ def test_v3_order() -> None:
         "clone", "get_output_data_types", "get_output_shapes",
         "supports_format_combination", "supports_format_combination",
         "configure_plugin", "get_workspace_size", "get_valid_tactics",
-        "get_fields_to_serialize",
+        "get_fields_to_serialize", "destroy",        # the build instance goes away
         "create_plugin", "set_tactic",
         "attach_to_context",
         "on_shape_change", "enqueue",
         "on_shape_change", "enqueue",
     ]
+    with trt.trace_plugin_calls() as teardown:
+        del context, engine
+        gc.collect()
+    assert teardown.methods("pad3") == ["destroy", "destroy"]  # the context's clone, then the engine's plugin
 
 
 def test_incremental_format_questions_see_only_earlier_positions() -> None:

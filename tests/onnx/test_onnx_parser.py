@@ -51,7 +51,7 @@ def test_double_input_is_float_with_a_warning_and_the_boundary_converts() -> Non
         [tensor_info("y", TensorProto.DOUBLE, [2])],
     )
     logger = Collect()
-    ok, parser, network = parse(proto, logger)
+    ok, _, network = parse(proto, logger)
     assert ok and network.get_input(0).dtype == trt.float32
     assert any("'x' is DOUBLE" in m for m in logger.at(trt.Severity.WARNING))
     y = compile_model(proto)({"x": np.array([1.5, -2.0])})["y"]
@@ -262,7 +262,9 @@ def test_bad_node_attributes_are_errors_not_exceptions() -> None:
     )
     ok, parser, _ = parse(proto)
     assert not ok and "axis 5 is out of range" in errors(parser)[0]
-    proto = model([helper.make_node("Concat", ["x", "x"], ["y"])], [tensor_info("x", F, [2])], [tensor_info("y", F, [4])])
+    proto = model(
+        [helper.make_node("Concat", ["x", "x"], ["y"])], [tensor_info("x", F, [2])], [tensor_info("y", F, [4])]
+    )
     ok, parser, _ = parse(proto)
     assert not ok and "required attribute 'axis'" in errors(parser)[0]
 
@@ -405,9 +407,7 @@ CASES: list[tuple[str, str, dict, dict, dict, int]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("op", "inputs", "attrs", "inits", "opset"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
-)
+@pytest.mark.parametrize(("op", "inputs", "attrs", "inits", "opset"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_standard_op_matches_onnxruntime(op: str, inputs: dict, attrs: dict, inits: dict, opset: int) -> None:
     proto = single(op, inputs, attrs, inits, opset=opset)
     expected = onnxruntime_outputs(proto, inputs)

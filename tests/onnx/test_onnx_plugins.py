@@ -9,12 +9,13 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 from onnx_helpers import Collect, errors, model, onnxruntime_outputs, parse, tensor_info
-from testing_plugins import ensure_registered, run
 
 import plugrt as trt
 from plugrt.examples import circ_pad_v2, circ_pad_v3, nonzero_v3
 from plugrt.onnx import ErrorCode
 from plugrt.onnx.compile import compile as compile_model
+
+from testing_plugins import ensure_registered, run
 
 F = TensorProto.FLOAT
 
@@ -154,7 +155,9 @@ class _FieldProbe(trt.IPluginV2DynamicExt):
     def get_output_datatype(self, index: int, input_types: list[trt.DataType]) -> trt.DataType:
         return input_types[0]
 
-    def get_output_dimensions(self, index: int, inputs: list[trt.DimsExprs], builder: trt.IExprBuilder) -> trt.DimsExprs:
+    def get_output_dimensions(
+        self, index: int, inputs: list[trt.DimsExprs], builder: trt.IExprBuilder
+    ) -> trt.DimsExprs:
         return trt.DimsExprs(inputs[0])
 
     def supports_format_combination(self, pos: int, in_out: list[trt.PluginTensorDesc], num_inputs: int) -> bool:

@@ -91,15 +91,27 @@ def test_field_names_describe_types_and_defaults() -> None:
     )
 
 
-def test_top_k_desc_breaks_ties_by_column() -> None:
+@pytest.mark.parametrize("missing", [0.3, 0.9])  # dense and sparse rows take different paths
+def test_top_k_desc_breaks_ties_by_column(missing: float) -> None:
     rng = np.random.default_rng(0)
     scores = rng.integers(0, 6, (50, 300)).astype(np.float32)
-    scores[rng.random(scores.shape) < 0.3] = -np.inf
+    valid = rng.random(scores.shape) >= missing
     for k in (1, 7, 60, 300, 400):
-        index, valid = top_k_desc(scores, k)
-        want = np.array([sorted(range(300), key=lambda j, r=r: (-r[j], j))[: min(k, 300)] for r in scores])
-        np.testing.assert_array_equal(index, want)
-        np.testing.assert_array_equal(valid, np.take_along_axis(scores, want, axis=1) > -np.inf)
+        index, found, value = top_k_desc(scores, k, valid)
+        masked = np.where(valid, scores, -np.inf)
+        want = np.array([sorted(range(300), key=lambda j, r=r: (-r[j], j))[: min(k, 300)] for r in masked])
+        want_found = np.take_along_axis(masked, want, axis=1) > -np.inf
+        np.testing.assert_array_equal(found, want_found)
+        np.testing.assert_array_equal(np.where(found, index, -1), np.where(want_found, want, -1))
+        np.testing.assert_array_equal(value[found], np.take_along_axis(masked, want, axis=1)[want_found])
+    # leading dimensions and transposed views rank along the last axis
+    cube = rng.random((3, 40, 5)).astype(np.float32)
+    index, found, _ = top_k_desc(cube.transpose(0, 2, 1), 4, cube.transpose(0, 2, 1) > 0.5)
+    for b in range(3):
+        for c in range(5):
+            column = cube[b, :, c]
+            want = [n for n in np.argsort(-column, kind="stable") if column[n] > 0.5][:4]
+            assert index[b, c][found[b, c]].tolist() == want
 
 
 def _greedy_loop(boxes: np.ndarray, valid: np.ndarray, rule: OverlapRule, labels: np.ndarray | None) -> np.ndarray:

@@ -77,6 +77,7 @@ class CircPadPlugin(trt.IPluginV2DynamicExt):
 
     def clone(self) -> CircPadPlugin:
         copy = CircPadPlugin()
+        copy.plugin_namespace = self.plugin_namespace
         copy.pads = list(self.pads)
         copy.input_shape = self.input_shape
         return copy
@@ -95,11 +96,14 @@ class CircPadPluginCreator(trt.IPluginCreator):
         )
 
     def create_plugin(self, name: str, fc: trt.PluginFieldCollection) -> CircPadPlugin:
-        return CircPadPlugin(fc)
+        plugin = CircPadPlugin(fc)
+        plugin.plugin_namespace = self.plugin_namespace
+        return plugin
 
     def deserialize_plugin(self, name: str, data: bytes) -> CircPadPlugin:
         reader = trt.SerializationReader(data, magic=0x43495243, version=1)
         plugin = CircPadPlugin()
+        plugin.plugin_namespace = self.plugin_namespace
         plugin.pads = [int(v) for v in reader.read_array()]
         reader.finish()
         return plugin

@@ -88,6 +88,7 @@ class CircPadPluginV3(trt.IPluginV3, trt.IPluginV3OneCore, trt.IPluginV3OneBuild
 
     def clone(self) -> CircPadPluginV3:
         copy = CircPadPluginV3()
+        copy.plugin_namespace = self.plugin_namespace
         copy.pads = list(self.pads)
         copy.widths = list(self.widths)
         return copy
@@ -106,7 +107,9 @@ class CircPadPluginV3Creator(trt.IPluginCreatorV3One):
         )
 
     def create_plugin(self, name: str, fc: trt.PluginFieldCollection, phase: trt.TensorRTPhase) -> CircPadPluginV3:
-        return CircPadPluginV3(fc)
+        plugin = CircPadPluginV3(fc)
+        plugin.plugin_namespace = self.plugin_namespace
+        return plugin
 
 
 def register(namespace: str = "") -> CircPadPluginV3Creator:

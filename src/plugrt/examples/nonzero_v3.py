@@ -83,7 +83,9 @@ class NonZeroPlugin(trt.IPluginV3, trt.IPluginV3OneCore, trt.IPluginV3OneBuild, 
         pass
 
     def clone(self) -> NonZeroPlugin:
-        return NonZeroPlugin()
+        copy = NonZeroPlugin()
+        copy.plugin_namespace = self.plugin_namespace
+        return copy
 
 
 class NonZeroPluginCreator(trt.IPluginCreatorV3One):
@@ -97,7 +99,9 @@ class NonZeroPluginCreator(trt.IPluginCreatorV3One):
         self.field_names = trt.PluginFieldCollection()
 
     def create_plugin(self, name: str, fc: trt.PluginFieldCollection, phase: trt.TensorRTPhase) -> NonZeroPlugin:
-        return NonZeroPlugin()
+        plugin = NonZeroPlugin()
+        plugin.plugin_namespace = self.plugin_namespace
+        return plugin
 
 
 def register(namespace: str = "") -> NonZeroPluginCreator:

@@ -139,7 +139,9 @@ class PlugrtBackendRep(BackendRep):
             try:
                 arrays.append(np.asarray(value))
             except ValueError as exc:
-                raise TypeMismatchError(f"input {name!r} is not a tensor (sequences are not supported): {exc}") from None
+                raise TypeMismatchError(
+                    f"input {name!r} is not a tensor (sequences are not supported): {exc}"
+                ) from None
         return arrays
 
     def _fixed(self, arrays: list[np.ndarray]) -> onnx.ModelProto:

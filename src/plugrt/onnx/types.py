@@ -35,7 +35,10 @@ WIDENED: dict[int, DataType] = {
     TensorProto.UINT32: DataType.INT64,
     TensorProto.UINT64: DataType.INT64,
 }
-_NUMPY_TARGET = {
+_SUPPORTED_NUMPY = frozenset(
+    np.dtype(t) for t in (np.float32, np.float16, np.int8, np.uint8, np.int32, np.int64, np.bool_)
+)
+_NUMPY_TARGET: dict[np.dtype, np.dtype] = {
     np.dtype(np.float64): np.dtype(np.float32),
     np.dtype(np.int16): np.dtype(np.int32),
     np.dtype(np.uint16): np.dtype(np.int32),
@@ -69,11 +72,10 @@ def onnx_numpy_dtype(elem_type: int) -> np.dtype | None:
 def plugrt_numpy_dtype(array_dtype: np.dtype) -> np.dtype | None:
     """The dtype plugrt holds values of ``array_dtype`` in (itself when supported), or None."""
     dtype = np.dtype(array_dtype)
-    if dtype in _NUMPY_TARGET:
-        return _NUMPY_TARGET[dtype]
-    if dtype in (np.dtype(t) for t in (np.float32, np.float16, np.int8, np.uint8, np.int32, np.int64, np.bool_)):
-        return dtype
-    return None
+    target = _NUMPY_TARGET.get(dtype)
+    if target is not None:
+        return target
+    return dtype if dtype in _SUPPORTED_NUMPY else None
 
 
 def to_supported_array(value: np.ndarray) -> np.ndarray | None:

@@ -69,7 +69,7 @@ class GatherOperator(Operator):
         size = data.shape[axis]
         if indices.size and (int(indices.min()) < -size or int(indices.max()) >= size):
             raise IndexError(f"gather indices must be in [{-size}, {size - 1}] for axis {axis} of size {size}")
-        xp.take(data, indices, axis=axis, out=outputs[0], mode="wrap")
+        xp.take(data, _wrap(xp, indices, size), axis=axis, out=outputs[0])
 
 
 @register_operator

@@ -23,6 +23,10 @@ __all__ = ["ScatterElementsOperator", "ScatterNdOperator"]
 _REDUCTIONS = {"none": None, "add": "add", "mul": "multiply", "max": "maximum", "min": "minimum"}
 
 
+def _host(array: Any) -> Any:
+    return array.get() if hasattr(array, "get") else array
+
+
 class _Scatter(Operator):
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
@@ -43,8 +47,14 @@ class _Scatter(Operator):
         ufunc = _REDUCTIONS[self.reduction]
         if ufunc is None:
             out[where] = updates
-        else:
+            return
+        try:
             getattr(xp, ufunc).at(out, where, updates)
+        except NotImplementedError:
+            # CuPy lacks some unbuffered reductions (multiply.at): combine on the host instead.
+            host = out.get()
+            getattr(np, ufunc).at(host, tuple(_host(w) for w in where), _host(updates))
+            out[...] = xp.asarray(host)
 
 
 @register_operator
@@ -113,6 +123,8 @@ class ScatterElementsOperator(_Scatter):
         out = outputs[0]
         out[...] = data
         axis = self.axis + data.ndim if self.axis < 0 else self.axis
-        grid = list(xp.indices(indices.shape, sparse=True))
+        rank = indices.ndim
+        # One broadcastable position array per axis (what NumPy's indices(sparse=True) gives; CuPy lacks it).
+        grid = [xp.arange(n).reshape((1,) * k + (n,) + (1,) * (rank - k - 1)) for k, n in enumerate(indices.shape)]
         grid[axis] = xp.where(indices < 0, indices + data.shape[axis], indices)
         self._write(xp, out, tuple(grid), updates)

@@ -67,6 +67,9 @@ class IPluginV3:
         """A copy with the same configuration. Required."""
         missing_hook(self, "clone", "IPluginV3")
 
+    def destroy(self) -> None:
+        """Called once when the owner (builder, engine or execution context) lets the plugin go."""
+
 
 def type_mro(obj: object) -> tuple[type, ...]:
     """The method resolution order of ``obj``'s class."""

@@ -28,40 +28,53 @@ __all__ = ["OverlapRule", "corners", "greedy_nms", "top_k_desc"]
 _NEG_INF = np.float32(-np.inf)
 
 
-def top_k_desc(scores: np.ndarray, k: int, valid: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Column indices of the ``k`` largest valid entries of each row, best first.
+def top_k_desc(
+    scores: np.ndarray, k: int, valid: np.ndarray | None = None, scratch: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``k`` largest valid entries along the last axis, best first.
 
-    ``valid`` (default: ``scores > -inf``) marks the candidates. Returns ``(index, found)``
-    of shape ``[rows, min(k, columns)]``: equal scores in column order, ``found`` False
-    where a row has fewer than ``k`` candidates (those indices are 0).
+    ``scores`` ``[..., n]`` may be any view (a transposed one too); ``valid`` (default
+    ``scores > -inf``) marks the candidates. Returns ``(index, found, value)`` of shape
+    ``[..., min(k, n)]``: equal scores in index order; ``found`` is False past a row's
+    last candidate (index 0, value -inf there). ``scratch`` (float32, ``[rows, n]``) holds
+    the dense copy when most entries are candidates.
 
     >>> s = np.array([[0.1, 0.9, 0.5, 0.9]], np.float32)
     >>> top_k_desc(s, 3)[0].tolist()
     [[1, 3, 2]]
     """
-    rows, cols = scores.shape
-    k = min(int(k), cols)
+    *lead, cols = scores.shape
+    rows, k = int(np.prod(lead, dtype=np.int64)), min(int(k), cols)
     if valid is None:
         valid = scores > _NEG_INF
     if k <= 0 or rows == 0:
-        return np.zeros((rows, max(k, 0)), np.int64), np.zeros((rows, max(k, 0)), bool)
-    counts = valid.sum(axis=1)
+        empty = (*lead, max(k, 0))
+        return np.zeros(empty, np.int64), np.zeros(empty, bool), np.full(empty, _NEG_INF, np.float32)
+    counts = valid.sum(axis=-1).reshape(rows)
     width = int(counts.max())
-    if 2 * width > cols:  # dense: rank the rows as they are
-        return _top_k_dense(np.where(valid, scores, _NEG_INF), k)
-    # sparse: pack each row's candidates to the left (column order kept), rank the packed rows
-    packed = np.full((rows, max(width, 1)), _NEG_INF, np.float32)
-    packed_columns = np.zeros((rows, max(width, 1)), np.int64)
-    row, column = np.nonzero(valid)
-    slot = np.arange(row.size) - np.repeat(np.cumsum(counts) - counts, counts)
-    packed[row, slot] = scores[row, column]
-    packed_columns[row, slot] = column
-    order, found = _top_k_dense(packed, k)
-    index = np.where(found, np.take_along_axis(packed_columns, order, axis=1), 0)
-    if index.shape[1] < k:
-        pad = k - index.shape[1]
-        index, found = np.pad(index, ((0, 0), (0, pad))), np.pad(found, ((0, 0), (0, pad)))
-    return index, found
+    if 2 * width > cols:  # dense: rank whole rows
+        dense = np.empty((rows, cols), np.float32) if scratch is None else scratch.reshape(rows, cols)
+        np.copyto(dense.reshape(scores.shape), scores)
+        dense[~valid.reshape(rows, cols)] = _NEG_INF
+        index, found = _top_k_dense(dense, k)
+        value = np.take_along_axis(dense, index, axis=1)
+    else:  # sparse: pack each row's candidates to the left (index order kept), rank the packed rows
+        where = np.nonzero(valid)
+        row = np.ravel_multi_index(where[:-1], lead) if lead else np.zeros(where[0].size, np.int64)
+        slot = np.arange(row.size) - np.repeat(np.cumsum(counts) - counts, counts)
+        packed = np.full((rows, max(width, 1)), _NEG_INF, np.float32)
+        packed_index = np.zeros((rows, max(width, 1)), np.int64)
+        packed[row, slot] = scores[where]
+        packed_index[row, slot] = where[-1]
+        order, found = _top_k_dense(packed, k)
+        index = np.where(found, np.take_along_axis(packed_index, order, axis=1), 0)
+        value = np.take_along_axis(packed, order, axis=1)
+        if index.shape[1] < k:
+            pad = ((0, 0), (0, k - index.shape[1]))
+            index, found = np.pad(index, pad), np.pad(found, pad)
+            value = np.pad(value, pad, constant_values=_NEG_INF)
+    shape = (*lead, k)
+    return index.reshape(shape), found.reshape(shape), value.reshape(shape)
 
 
 def _top_k_dense(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

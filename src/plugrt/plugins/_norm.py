@@ -27,7 +27,7 @@ def standardize(x: np.ndarray, epsilon: float, out: np.ndarray) -> np.ndarray:
     """Rows of ``x`` (``[rows, n]``) standardized into ``out`` (float32, same shape); returns ``out``.
 
     >>> out = np.empty((1, 4), np.float32)
-    >>> standardize(np.array([[1, 2, 3, 4]], np.float32), 0.0, out).round(3).tolist()
+    >>> standardize(np.array([[1, 2, 3, 4]], np.float32), 0.0, out).astype(float).round(3).tolist()
     [[-1.342, -0.447, 0.447, 1.342]]
     """
     np.copyto(out, x, casting="same_kind")

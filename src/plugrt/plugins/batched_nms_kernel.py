@@ -110,15 +110,13 @@ def batched_nms(
     if batch == 0 or num_boxes == 0 or k == 0:
         return
 
-    # 1. per-class candidates: permute scores to [B*C, N]; the background and low scores don't pass
-    class_scores = scratch["class_scores"]
-    np.copyto(
-        class_scores.reshape(batch, classes, num_boxes), scores.reshape(batch, num_boxes, classes).transpose(0, 2, 1)
-    )
-    passing = class_scores > np.float32(config.score_threshold)
+    # 1. per-class candidates: rows (image, class) over the boxes; background and low scores don't pass
+    by_class = scores.reshape(batch, num_boxes, classes).transpose(0, 2, 1)  # a view, no copy
+    passing = by_class > np.float32(config.score_threshold)
     if 0 <= config.background_label_id < classes:
-        passing.reshape(batch, classes, num_boxes)[:, config.background_label_id] = False
-    order, valid = top_k_desc(class_scores, k, passing)  # [B*C, k] box indices, best first
+        passing[:, config.background_label_id] = False
+    order, valid, value = top_k_desc(by_class, k, passing, scratch["class_scores"])  # [B, C, k], best first
+    order, valid = order.reshape(batch * classes, k), valid.reshape(batch * classes, k)
     candidates = scratch["candidates"]
     np.copyto(candidates, np.where(valid, order, -1))
 
@@ -133,8 +131,8 @@ def batched_nms(
 
     # 3. merge the classes of each image (class-major, then rank) and keep the best keepTopK
     merged = scratch["merged_scores"]
-    np.copyto(merged.reshape(batch * classes, k), np.take_along_axis(class_scores, order, axis=1))
-    best, found = top_k_desc(merged, config.keep_top_k, keep.reshape(batch, classes * k))
+    np.copyto(merged, value.reshape(batch, classes * k))
+    best, found, best_score = top_k_desc(merged, config.keep_top_k, keep.reshape(batch, classes * k))
     picked_class, picked_rank = np.divmod(best, k)
     rows = np.arange(batch)[:, None]
     box_index = candidates.reshape(batch, classes, k)[rows, picked_class, picked_rank]
@@ -147,5 +145,5 @@ def batched_nms(
     width = best.shape[1]
     num_out[:, 0] = found.sum(axis=1)
     out_boxes[:, :width] = np.where(found[..., None], picked_boxes, 0)
-    out_scores[:, :width] = np.where(found, merged[rows, best], 0)
+    out_scores[:, :width] = np.where(found, best_score, 0)
     out_classes[:, :width] = np.where(found, picked_class, -1)

@@ -56,15 +56,14 @@ def efficient_nms(
         return
     if scratch is None:
         scratch = workspace_layout(batch, num_boxes * classes).allocate()
-    flat = scratch["scores"]  # pair p = box * classes + class, as TensorRT indexes them
-    np.copyto(flat, scores.reshape(batch, num_boxes * classes))
+    flat = scores.reshape(batch, num_boxes * classes)  # pair p = box * classes + class, as TensorRT indexes them
     threshold = np.float32(params["score_threshold"])
     if params["score_activation"]:  # compare raw scores with the threshold's logit
         threshold = np.float32(-32768.0) if threshold <= 0 else np.log(threshold / (np.float32(1) - threshold))
     passing = flat >= threshold
     if 0 <= params["background_class"] < classes:
         passing.reshape(batch, num_boxes, classes)[:, :, params["background_class"]] = False
-    order, valid = top_k_desc(flat, MAX_CANDIDATES, passing)
+    order, valid, value = top_k_desc(flat, MAX_CANDIDATES, passing, scratch["scores"])
     scratch["order"][...] = order
     anchor, label = np.divmod(order, classes)
     rows = np.arange(batch)[:, None]
@@ -89,7 +88,7 @@ def efficient_nms(
     chosen = np.argsort(~keep, axis=1, kind="stable")[:, :limit]
     found = np.take_along_axis(keep, chosen, axis=1)
     width = chosen.shape[1]
-    chosen_scores = flat[rows, order[rows, chosen]]
+    chosen_scores = np.take_along_axis(value, chosen, axis=1)
     if params["score_activation"]:
         chosen_scores = np.float32(1) / (np.float32(1) + np.exp(-chosen_scores))
     num_out[:, 0] = found.sum(axis=1)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ...core.types import DataType
+from ...network.layer_enums import ActivationType as Act
 from ...network.layer_enums import ElementWiseOperation as Ew
 from ...network.layer_enums import MatrixOperation, UnaryOperation
 from ...network.tensor import ITensor
@@ -64,21 +65,23 @@ def _binary(op: Ew, compute: Callable[..., Any], numeric: bool = True) -> Callab
     return importer
 
 
-for _op_type, _ew, _compute in (
+_BINARY: list[tuple[str, Ew, Callable[..., Any]]] = [
     ("Add", Ew.SUM, np.add),
     ("Sub", Ew.SUB, np.subtract),
     ("Mul", Ew.PROD, np.multiply),
     ("Div", Ew.DIV, truncating_divide),
     ("Greater", Ew.GREATER, np.greater),
     ("Less", Ew.LESS, np.less),
-):
-    register_importer(_op_type)(_binary(_ew, _compute))
-for _op_type, _ew, _compute in (
+]
+_ANY_TYPE_BINARY: list[tuple[str, Ew, Callable[..., Any]]] = [
     ("Equal", Ew.EQUAL, np.equal),
     ("And", Ew.AND, np.logical_and),
     ("Or", Ew.OR, np.logical_or),
     ("Xor", Ew.XOR, np.logical_xor),
-):
+]
+for _op_type, _ew, _compute in _BINARY:
+    register_importer(_op_type)(_binary(_ew, _compute))
+for _op_type, _ew, _compute in _ANY_TYPE_BINARY:
     register_importer(_op_type)(_binary(_ew, _compute, numeric=False))
 
 
@@ -221,45 +224,45 @@ def _matmul(ctx: ImportContext, a: ITensor, b: ITensor) -> ITensor:
     return layer.get_output(0)
 
 
+_FLOAT_MAX = float(np.finfo(np.float32).max)
+
+
 @register_importer("Clip")
 def import_clip(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     x = inputs[0] if inputs else None
     if x is None:
         ctx.fail("input 0 is missing")
     dtype = ctx.dtype_of(x)
+    bounds: list[float | ITensor | None]
     if ctx.opset < 11:
-        low: Any = ctx.attr("min", float(np.finfo(np.float32).min))
-        high: Any = ctx.attr("max", float(np.finfo(np.float32).max))
-        low_tensor = high_tensor = None
+        bounds = [float(ctx.attr("min", -_FLOAT_MAX)), float(ctx.attr("max", _FLOAT_MAX))]
     else:
-        low_tensor = inputs[1] if len(inputs) > 1 else None
-        high_tensor = inputs[2] if len(inputs) > 2 else None
-        low = _scalar_value(ctx, low_tensor)
-        high = _scalar_value(ctx, high_tensor)
-    if dtype in _FLOATS and (low is None or np.isscalar(low)) and (high is None or np.isscalar(high)):
-        lo = float(np.finfo(np.float32).min) if low is None else float(low)
-        hi = float(np.finfo(np.float32).max) if high is None else float(high)
+        bounds = [_bound(ctx, inputs, 1), _bound(ctx, inputs, 2)]
+    low, high = bounds
+    if dtype in _FLOATS and not isinstance(low, ITensor) and not isinstance(high, ITensor):
+        lo = -_FLOAT_MAX if low is None else low
+        hi = _FLOAT_MAX if high is None else high
         if np.isfinite(lo) and np.isfinite(hi) and lo <= hi:
-            from ...network.layer_enums import ActivationType
-
-            return [ctx.activation(x, ActivationType.CLIP, lo, hi)]
+            return [ctx.activation(x, Act.CLIP, lo, hi)]
+    # max then min: where min > max every value becomes max, as ONNX specifies.
     out = x
-    for bound, tensor, op in ((low, low_tensor, Ew.MAX), (high, high_tensor, Ew.MIN)):
-        if tensor is not None:
-            out = ctx.elementwise(out, ctx.cast(tensor, dtype), op)
-        elif bound is not None and ctx.opset < 11:
-            out = ctx.elementwise(out, ctx.scalar(bound, out), op)
+    for bound, op in ((low, Ew.MAX), (high, Ew.MIN)):
+        if bound is None:
+            continue
+        operand = ctx.cast(bound, dtype) if isinstance(bound, ITensor) else ctx.scalar(bound, out)
+        out = ctx.elementwise(out, operand, op)
     return [out if out is not x else ctx.identity(x)]
 
 
-def _scalar_value(ctx: ImportContext, tensor: ITensor | None) -> Any:
-    """The Python value of a known one-element tensor; None when absent; the tensor itself when unknown."""
+def _bound(ctx: ImportContext, inputs: list[Any], index: int) -> float | ITensor | None:
+    """Clip bound ``index``: None when absent, a float when known, else the tensor."""
+    tensor = inputs[index] if len(inputs) > index else None
     if tensor is None:
         return None
     value = ctx.value_of(tensor)
     if value is None or value.size != 1:
-        return tensor
-    return value.reshape(()).item()
+        return tensor  # type: ignore[no-any-return]
+    return float(value.reshape(-1)[0])
 
 
 @register_importer("Not")

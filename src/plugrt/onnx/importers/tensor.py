@@ -16,7 +16,7 @@ from ...core.types import DataType
 from ..types import to_supported_array
 from .base import ImportContext, register_importer
 
-__all__ = ["add_op", "int_values", "present"]
+__all__ = ["add_op", "fold_small", "int_values", "present"]
 
 #: Constant results larger than this many elements stay layers (they would bloat the plan).
 _FOLD_LIMIT = 1 << 16
@@ -56,7 +56,8 @@ def _need_values(ctx: ImportContext, tensor: Any, what: str) -> None:
         )
 
 
-def _fold_small(ctx: ImportContext, inputs: list[Any], compute: Any) -> list[Any] | None:
+def fold_small(ctx: ImportContext, inputs: list[Any], compute: Any) -> list[Any] | None:
+    """``ctx.fold`` for nodes whose inputs are all known and small (large results stay layers)."""
     values = [ctx.value_of(t) for t in inputs]
     if any(v is None for v in values) or sum(int(np.asarray(v).size) for v in values if v is not None) > _FOLD_LIMIT:
         return None
@@ -87,7 +88,7 @@ def import_size(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
 def import_gather(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     data, indices = inputs
     axis = ctx.axis(ctx.attr("axis", 0), ctx.rank_of(data))
-    folded = _fold_small(ctx, [data, indices], lambda d, i: np.take(d, i.astype(np.int64), axis=axis))
+    folded = fold_small(ctx, [data, indices], lambda d, i: np.take(d, i.astype(np.int64), axis=axis))
     return folded or add_op(ctx, "gather", [data, indices], {"axis": axis})
 
 
@@ -139,7 +140,7 @@ def import_slice(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
                 params.setdefault("tensor_inputs", []).append(name)
                 tensors.append(tensor)
     if not tensors:
-        folded = _fold_small(ctx, [data], lambda x: x[_numpy_slices(x.ndim, params)])
+        folded = fold_small(ctx, [data], lambda x: x[_numpy_slices(x.ndim, params)])
         if folded:
             return folded
     return add_op(ctx, "slice", [data, *tensors], params)
@@ -197,7 +198,7 @@ def import_squeeze(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     axes, tensors = _axes(ctx, inputs)
     params = {} if axes is None else {"axes": axes}
     if axes is not None:
-        folded = _fold_small(ctx, [inputs[0]], lambda x: np.squeeze(x, axis=tuple(axes)))
+        folded = fold_small(ctx, [inputs[0]], lambda x: np.squeeze(x, axis=tuple(axes)))
         if folded:
             return folded
     return add_op(ctx, "squeeze", [inputs[0], *tensors], params)
@@ -210,7 +211,7 @@ def import_unsqueeze(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
         ctx.fail("Unsqueeze needs axes")
     params = {} if axes is None else {"axes": axes}
     if axes is not None:
-        folded = _fold_small(ctx, [inputs[0]], lambda x: np.expand_dims(x, axis=tuple(axes)))
+        folded = fold_small(ctx, [inputs[0]], lambda x: np.expand_dims(x, axis=tuple(axes)))
         if folded:
             return folded
     return add_op(ctx, "unsqueeze", [inputs[0], *tensors], params)
@@ -236,10 +237,15 @@ def import_tile(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
 # --- generators ----------------------------------------------------------------------------------
 @register_importer("Range")
 def import_range(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
-    folded = ctx.fold(inputs, _arange)
-    if folded:
-        return folded
-    if ctx.dtype_of(inputs[0]) not in (DataType.INT32, DataType.INT64):
+    is_int = ctx.dtype_of(inputs[0]) in (DataType.INT32, DataType.INT64)
+    known = [ctx.value_of(t) for t in inputs]
+    if all(v is not None for v in known):
+        start, limit, delta = (float(np.asarray(v).reshape(-1)[0]) for v in known if v is not None)
+        count = max(int(np.ceil((limit - start) / delta)), 0) if delta else 0
+        folded = ctx.fold(inputs, _arange) if count <= _FOLD_LIMIT or not is_int else None
+        if folded:
+            return folded
+    if not is_int:
         ctx.fail("a floating-point Range must be known at import time: start, limit and delta must be constants")
     for name, tensor in zip(("start", "limit", "delta"), inputs):
         _need_values(ctx, tensor, name)

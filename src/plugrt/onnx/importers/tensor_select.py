@@ -12,14 +12,14 @@ from typing import Any
 import numpy as np
 
 from .base import ImportContext, register_importer
-from .tensor import add_op, int_values, present
+from .tensor import add_op, fold_small, int_values, present
 
 __all__: list[str] = []
 
 
 @register_importer("Where")
 def import_where(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
-    folded = ctx.fold(inputs, np.where)
+    folded = fold_small(ctx, inputs, np.where)
     return folded or add_op(ctx, "where", inputs)
 
 
@@ -80,7 +80,7 @@ def import_cumsum(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
 
 @register_importer("NonZero")
 def import_nonzero(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
-    folded = ctx.fold(inputs, lambda x: np.array(np.nonzero(x), dtype=np.int64).reshape(x.ndim, -1))
+    folded = fold_small(ctx, inputs, lambda x: np.array(np.nonzero(x), dtype=np.int64).reshape(x.ndim, -1))
     return folded or add_op(ctx, "nonzero", inputs, num_outputs=2)[:1]
 
 

@@ -49,6 +49,7 @@ class V3Adapter(PluginAdapter):
         self.size_tensor_outputs: dict[int, IDimensionExpr] = {}
         self.tactic = 0
         self.runtime_callers: dict[int, PluginCaller] = {}
+        self.root_callers: dict[int, PluginCaller] = {}
 
     @staticmethod
     def identity(plugin: Any) -> tuple[str, str, str]:
@@ -207,10 +208,16 @@ class V3Adapter(PluginAdapter):
             raise TypeMismatchError(
                 f"{runtime.describe('get_fields_to_serialize')} returned {type(fields).__name__}; expected a PluginFieldCollection"
             )
+        self._root(Phase.TEARDOWN, "destroy")
         self.build_caller = None
         return BuildResult(encode_fields(fields), self.tactic)
 
     def abort_build(self) -> None:
+        if self.build_caller is not None:
+            try:
+                self._root(Phase.TEARDOWN, "destroy")
+            except Exception:  # noqa: BLE001 - best effort after another error
+                pass
         self.build_caller = None
 
     def revive(self, name: str, version: str, namespace: str, payload: bytes, registry: Any, tactic: int) -> Any:
@@ -230,6 +237,7 @@ class V3Adapter(PluginAdapter):
         runtime(Phase.DESERIALIZE, "set_tactic", tactic)
         self.tactic = tactic
         self.runtime_callers[id(plugin)] = runtime
+        self.root_callers[id(plugin)] = self.caller(plugin)
         return plugin
 
     def attach(self, engine_plugin: Any, resource_context: Any) -> Any:
@@ -243,6 +251,7 @@ class V3Adapter(PluginAdapter):
             )
         runtime = _capability(self.caller(clone), Phase.CONTEXT, PluginCapabilityType.RUNTIME)
         self.runtime_callers[id(clone)] = runtime
+        self.root_callers[id(clone)] = self.caller(clone)
         return clone
 
     def shape_change(
@@ -275,7 +284,10 @@ class V3Adapter(PluginAdapter):
         return run
 
     def detach(self, plugin: Any) -> None:
-        self.runtime_callers.pop(id(plugin), None)
+        self.release(plugin)
 
     def release(self, engine_plugin: Any) -> None:
         self.runtime_callers.pop(id(engine_plugin), None)
+        root = self.root_callers.pop(id(engine_plugin), None)
+        if root is not None:
+            root(Phase.TEARDOWN, "destroy")
