@@ -4,10 +4,16 @@ The models are ``onnx/backend/test/data/light/light_*.onnx`` (AlexNet, DenseNet-
 Inception v1/v2, ResNet-50, ShuffleNet, SqueezeNet, VGG-19, ZFNet-512): full-size
 architectures whose weights are ``ConstantOfShape`` nodes (constant-filled), fed
 the input ONNX's backend test runner gives them (``arange(n) / n``). Both engines
-are checked against the stored expected output first. Timing alternates blocks
+are checked against the stored expected output (reported, not fatal: these outputs
+are softmaxes of logits near 1e10 that are equal only in exact arithmetic, so a
+GEMM that rounds identical filters differently -- OpenBLAS's single-thread
+kernel does, for SqueezeNet's last 1x1 convolution -- flips them). Timing alternates blocks
 of runs of the two engines (a pause between blocks lets onnxruntime's spinning
 threads settle) and reports the fastest run of each, their ratio
-(plugrt / onnxruntime, lower is better) and the geometric mean of the ratios.
+(plugrt / onnxruntime, lower is better) and the geometric mean of the ratios;
+also against onnxruntime with its graph optimizations off (no constant folding,
+no Conv+BatchNorm/activation fusion, no NCHWc layout), which separates kernel
+speed from graph rewriting.
 
 onnxruntime runs with its default session options (all graph optimizations,
 intra-op threads = cores); plugrt runs NumPy with its BLAS's default threads.
@@ -50,15 +56,14 @@ if ARGS is not None and ARGS.threads:
 import glob  # noqa: E402
 import math  # noqa: E402
 import platform  # noqa: E402
-import statistics  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
+
 import onnx  # noqa: E402
 from onnx import numpy_helper  # noqa: E402
-
 from plugrt.onnx.compile import compile as compile_model  # noqa: E402
 
 LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
@@ -89,12 +94,16 @@ def expected_output(path: str) -> np.ndarray:
     return numpy_helper.to_array(onnx.load_tensor(path[: -len(".onnx")] + "_output_0.pb"))
 
 
-def ort_session(path: str, threads: int) -> Any:
+def ort_session(path: str, threads: int, optimized: bool = True) -> Any:
+    """An onnxruntime CPU session: default options, or with every graph optimization off."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
+    options.log_severity_level = 3
     if threads:
         options.intra_op_num_threads = threads
+    if not optimized:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
 
 
@@ -120,10 +129,11 @@ def measure(name: str, path: str, blocks: int, runs: int, threads: int) -> dict[
     compiled(feeds)
     build = time.perf_counter() - start
     session = ort_session(path, threads)
-    got = compiled(feeds)[output]
-    reference = session.run([output], feeds)[0]
-    np.testing.assert_allclose(got, expected, rtol=2e-3, atol=1e-7, err_msg=f"{name}: plugrt")
-    np.testing.assert_allclose(reference, expected, rtol=2e-3, atol=1e-7, err_msg=f"{name}: onnxruntime")
+    plain = ort_session(path, threads, optimized=False)
+    checks = {
+        engine: bool(np.allclose(result, expected, rtol=2e-3, atol=1e-7))
+        for engine, result in (("plugrt", compiled(feeds)[output]), ("onnxruntime", session.run([output], feeds)[0]))
+    }
 
     def plugrt_run() -> None:
         compiled(feeds)
@@ -131,15 +141,32 @@ def measure(name: str, path: str, blocks: int, runs: int, threads: int) -> dict[
     def ort_run() -> None:
         session.run([output], feeds)
 
+    def plain_run() -> None:
+        plain.run([output], feeds)
+
     ours: list[float] = []
     theirs: list[float] = []
+    unoptimized: list[float] = []
+    plain_run()
     for _ in range(blocks):
         theirs += timed(ort_run, runs)
         time.sleep(0.05)
         ours += timed(plugrt_run, runs)
         time.sleep(0.05)
-    plugrt_ms, ort_ms = min(ours) * 1e3, min(theirs) * 1e3
-    return {"model": name, "plugrt_ms": plugrt_ms, "ort_ms": ort_ms, "ratio": plugrt_ms / ort_ms, "build_s": build}
+        unoptimized += timed(plain_run, runs)
+        time.sleep(0.05)
+    plugrt_ms, ort_ms, plain_ms = min(ours) * 1e3, min(theirs) * 1e3, min(unoptimized) * 1e3
+    matches = "/".join("yes" if checks[e] else "NO" for e in ("plugrt", "onnxruntime"))
+    return {
+        "model": name,
+        "plugrt_ms": plugrt_ms,
+        "ort_ms": ort_ms,
+        "ratio": plugrt_ms / ort_ms,
+        "plain_ms": plain_ms,
+        "plain_ratio": plugrt_ms / plain_ms,
+        "build_s": build,
+        "matches": matches,
+    }
 
 
 def profile(path: str, top: int = 12) -> None:
@@ -155,10 +182,10 @@ def profile(path: str, top: int = 12) -> None:
             continue
 
         def wrapped(inputs: Any, outputs: Any, xp: Any, run: Any = step.op.run, step: Any = step) -> None:
-            start = time.perf_counter()
+            start = CLOCK()
             run(inputs, outputs, xp)
             key = (step.index, step.op.kind, f"{[tuple(a.shape) for a in inputs]} {step.op.describe()[:80]}")
-            times[key] = min(times.get(key, math.inf), time.perf_counter() - start)
+            times[key] = min(times.get(key, math.inf), CLOCK() - start)
 
         step.op.run = wrapped
     executor._calls = None
@@ -172,6 +199,11 @@ def profile(path: str, top: int = 12) -> None:
     print("  slowest layers:")
     for (index, kind, what), seconds in sorted(times.items(), key=lambda kv: -kv[1])[:top]:
         print(f"  {seconds * 1e3:8.2f} ms  #{index} {kind} {what}")
+
+
+def geomean(values: list[float]) -> float:
+    """The geometric mean."""
+    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def main() -> None:
@@ -188,19 +220,27 @@ def main() -> None:
         sys.exit(f"unknown models {unknown}; available: {sorted(models)}")
     import onnxruntime
 
-    print(f"machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} CPUs, Python "
-          f"{platform.python_version()}, NumPy {np.__version__}, onnxruntime {onnxruntime.__version__}, "
-          f"threads: {ARGS.threads or 'defaults'}, clock: {'thread CPU time' if ARGS.cpu_time else 'wall'}")
-    print("| model | plugrt (ms) | onnxruntime (ms) | ratio | plugrt build (s) |")
-    print("|---|---:|---:|---:|---:|")
-    ratios = []
+    print(
+        f"machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} CPUs, Python "
+        f"{platform.python_version()}, NumPy {np.__version__}, onnxruntime {onnxruntime.__version__}, "
+        f"threads: {ARGS.threads or 'defaults'}, clock: {'thread CPU time' if ARGS.cpu_time else 'wall'}"
+    )
+    print(
+        "| model | plugrt (ms) | onnxruntime (ms) | ratio | onnxruntime, no graph optimizations (ms) | ratio "
+        "| plugrt build (s) | expected output (plugrt/ort) |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    ratios, plain_ratios = [], []
     for name in names:
         row = measure(name, models[name], ARGS.blocks, ARGS.runs, ARGS.threads)
         ratios.append(row["ratio"])
-        print(f"| {name} | {row['plugrt_ms']:.1f} | {row['ort_ms']:.1f} | {row['ratio']:.2f} | {row['build_s']:.1f} |",
-              flush=True)
-    geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-    print(f"| **geometric mean** | | | **{geomean:.2f}** | |")
+        plain_ratios.append(row["plain_ratio"])
+        print(
+            f"| {name} | {row['plugrt_ms']:.1f} | {row['ort_ms']:.1f} | {row['ratio']:.2f} | {row['plain_ms']:.1f} "
+            f"| {row['plain_ratio']:.2f} | {row['build_s']:.1f} | {row['matches']} |",
+            flush=True,
+        )
+    print(f"| **geometric mean** | | | **{geomean(ratios):.2f}** | | **{geomean(plain_ratios):.2f}** | | |")
     if ARGS.profile:
         profile(models[ARGS.profile])
 

@@ -10,7 +10,11 @@ from plugrt.onnx.importers.base import OnnxImportError
 
 CONVS = {
     "2d_basic": ((1, 3, 7, 8), (4, 3, 3, 3), {}),
-    "2d_pads_strides_dilations": ((2, 4, 9, 10), (6, 4, 3, 2), {"pads": [1, 0, 2, 1], "strides": [2, 1], "dilations": [1, 2]}),
+    "2d_pads_strides_dilations": (
+        (2, 4, 9, 10),
+        (6, 4, 3, 2),
+        {"pads": [1, 0, 2, 1], "strides": [2, 1], "dilations": [1, 2]},
+    ),
     "2d_groups": ((1, 6, 8, 8), (9, 2, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}),
     "2d_depthwise": ((2, 5, 9, 7), (5, 1, 3, 3), {"group": 5, "pads": [1, 1, 1, 1], "strides": [2, 2]}),
     "2d_depthwise_multiplier": ((1, 4, 6, 6), (8, 1, 3, 3), {"group": 4}),
@@ -52,7 +56,12 @@ def test_conv_dynamic_batch_and_spatial_dims() -> None:
     w = random((4, 3, 3, 3))
     x = random((2, 3, 9, 8))
     model, _ = node_model(
-        "Conv", {"x": x, "w": w}, initializers=("w",), dynamic={"x": ["n", 3, "h", "w"]}, pads=[1, 1, 0, 0], strides=[2, 2]
+        "Conv",
+        {"x": x, "w": w},
+        initializers=("w",),
+        dynamic={"x": ["n", 3, "h", "w"]},
+        pads=[1, 1, 0, 0],
+        strides=[2, 2],
     )
     from plugrt.onnx.compile import compile as compile_model
 

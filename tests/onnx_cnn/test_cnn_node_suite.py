@@ -18,11 +18,11 @@ import os
 import warnings
 
 import numpy as np
-import onnx
 import pytest
-from onnx import numpy_helper, version_converter
 
+import onnx
 import plugrt.onnx.backend as backend
+from onnx import numpy_helper, version_converter
 
 MODULES = {
     "conv": {"Conv"},
@@ -80,9 +80,7 @@ def _mismatch(name: str, model: onnx.ModelProto, inputs: list, expected: list, r
     return ""
 
 
-@pytest.mark.parametrize(
-    "module", [pytest.param(m, marks=pytest.mark.slow) if m in SLOW else m for m in MODULES]
-)
+@pytest.mark.parametrize("module", [pytest.param(m, marks=pytest.mark.slow) if m in SLOW else m for m in MODULES])
 def test_onnx_node_cases(module: str) -> None:
     cases = _cases(module)
     assert cases, f"no node cases found for {module}"
@@ -119,6 +117,8 @@ def test_pytorch_exported_models(folder: str) -> None:
         model = version_converter.convert_version(model, 11)
     data = os.path.join(folder, "test_data_set_0")
     inputs = [numpy_helper.to_array(onnx.load_tensor(f)) for f in sorted(glob.glob(os.path.join(data, "input_*.pb")))]
-    expected = [numpy_helper.to_array(onnx.load_tensor(f)) for f in sorted(glob.glob(os.path.join(data, "output_*.pb")))]
+    expected = [
+        numpy_helper.to_array(onnx.load_tensor(f)) for f in sorted(glob.glob(os.path.join(data, "output_*.pb")))
+    ]
     problem = _mismatch(name, model, inputs, expected, rtol=1e-3, atol=1e-5)
     assert not problem, problem

@@ -32,7 +32,9 @@ def test_pooling_matches_onnxruntime(op: str, name: str) -> None:
 @pytest.mark.parametrize("count_include_pad", [0, 1])
 def test_average_pool_ceil_mode_divisors(count_include_pad: int) -> None:
     attrs = {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1}
-    model, feeds = node_model("AveragePool", {"x": random((1, 2, 10, 10))}, count_include_pad=count_include_pad, **attrs)
+    model, feeds = node_model(
+        "AveragePool", {"x": random((1, 2, 10, 10))}, count_include_pad=count_include_pad, **attrs
+    )
     check(model, feeds)
 
 

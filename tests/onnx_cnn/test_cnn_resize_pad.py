@@ -66,7 +66,9 @@ def test_resize_antialias(mode: str, scales: list[float]) -> None:
 
 @pytest.mark.parametrize("policy", ["not_larger", "not_smaller"])
 def test_resize_axes_and_keep_aspect_ratio(policy: str) -> None:
-    model, feeds = _resize(random((1, 2, 6, 8)), sizes=[5, 3], mode="linear", axes=[3, 2], keep_aspect_ratio_policy=policy)
+    model, feeds = _resize(
+        random((1, 2, 6, 8)), sizes=[5, 3], mode="linear", axes=[3, 2], keep_aspect_ratio_policy=policy
+    )
     check(model, feeds)
 
 
@@ -88,7 +90,11 @@ def test_resize_sizes_from_shapes_with_dynamic_input() -> None:
     ]
     two = helper.make_tensor("two", 7, [4], [1, 1, 2, 2])
     graph = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", 1, [1, 2, "h", "w"])], [helper.make_tensor_value_info("y", 1, None)], [two]
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", 1, [1, 2, "h", "w"])],
+        [helper.make_tensor_value_info("y", 1, None)],
+        [two],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9)
     compiled = compile_model(model, shapes={"x": ((1, 2, 2, 2), (1, 2, 4, 5), (1, 2, 8, 8))})
@@ -113,9 +119,13 @@ def test_resize_scales_with_dynamic_input() -> None:
 def test_resize_opset_10_is_asymmetric(opset: int) -> None:
     x = random((1, 1, 3, 4))
     if opset == 10:
-        model, feeds = node_model("Resize", {"x": x, "scales": np.array([1, 1, 2, 1.5], np.float32)}, initializers=("scales",), opset=10)
+        model, feeds = node_model(
+            "Resize", {"x": x, "scales": np.array([1, 1, 2, 1.5], np.float32)}, initializers=("scales",), opset=10
+        )
     else:
-        model, feeds = _resize(x, [1, 1, 2, 1.5], opset=13, coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+        model, feeds = _resize(
+            x, [1, 1, 2, 1.5], opset=13, coordinate_transformation_mode="asymmetric", nearest_mode="floor"
+        )
     check(model, feeds, oracle=onnxruntime)
 
 
@@ -149,12 +159,19 @@ def test_pad_modes(mode: str, pads: list[int]) -> None:
 
 def test_pad_reflect_wider_than_the_axis_repeats_like_numpy() -> None:
     x = random((1, 3))
-    model, feeds = node_model("Pad", {"x": x, "pads": np.array([0, 7, 0, 5], np.int64)}, initializers=("pads",), mode="reflect")
+    model, feeds = node_model(
+        "Pad", {"x": x, "pads": np.array([0, 7, 0, 5], np.int64)}, initializers=("pads",), mode="reflect"
+    )
     np.testing.assert_array_equal(plugrt_run(model, feeds)[0], np.pad(x, [(0, 0), (7, 5)], mode="reflect"))
 
 
 def test_pad_axes_input_and_negative_axes() -> None:
-    inputs = {"x": random((2, 3, 4)), "pads": np.array([1, 2, 0, 3], np.int64), "value": None, "axes": np.array([1, -1])}
+    inputs = {
+        "x": random((2, 3, 4)),
+        "pads": np.array([1, 2, 0, 3], np.int64),
+        "value": None,
+        "axes": np.array([1, -1]),
+    }
     model, feeds = node_model("Pad", inputs, initializers=("pads", "axes"), mode="edge", opset=18)
     check(model, feeds)
 
@@ -178,7 +195,7 @@ def test_pad_opset_10_attributes_and_run_time_value() -> None:
 # --- misuse ------------------------------------------------------------------------------------------
 def test_resize_scales_computed_at_run_time_are_refused() -> None:
     inputs = {"x": random((1, 1, 2, 2)), "roi": NO_ROI, "scales": np.array([1, 1, 2, 2], np.float32)}
-    model, feeds = node_model("Resize", inputs, initializers=("roi",), opset=13)
+    model, _ = node_model("Resize", inputs, initializers=("roi",), opset=13)
     with pytest.raises(OnnxImportError, match=r"the scales input is computed at run time"):
         compile_model(model)
 
@@ -191,6 +208,8 @@ def test_pad_with_pads_from_data_is_refused() -> None:
 
 
 def test_pad_unknown_mode_lists_the_valid_ones() -> None:
-    model, _ = node_model("Pad", {"x": random((2, 2)), "pads": np.zeros(4, np.int64)}, initializers=("pads",), mode="mirror")
+    model, _ = node_model(
+        "Pad", {"x": random((2, 2)), "pads": np.zeros(4, np.int64)}, initializers=("pads",), mode="mirror"
+    )
     with pytest.raises(OnnxImportError, match=r"unknown mode 'mirror'; valid: constant, reflect, edge, wrap"):
         compile_model(model)

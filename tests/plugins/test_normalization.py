@@ -145,6 +145,12 @@ def test_instance_norm_weights_and_errors() -> None:
         creator("InstanceNormalization_TRT", "2").create_plugin(
             "x", fc(scales=np.ones(2, np.float32), bias=np.zeros(1, np.float32))
         )
+    with pytest.raises(
+        trt.TypeMismatchError, match=r"field 'relu' must be PluginFieldType\.INT32, got PluginFieldType\.FLOAT32"
+    ):
+        creator("InstanceNormalization_TRT").create_plugin(
+            "x", fc(scales=np.ones(2, np.float32), bias=np.zeros(2, np.float32), relu=1.0)
+        )
 
 
 @pytest.mark.parametrize(("groups", "half"), [(1, False), (2, False), (6, True)])

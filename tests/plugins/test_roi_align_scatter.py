@@ -81,6 +81,13 @@ def test_roi_align_bad_fields(overrides: dict, message: str) -> None:
         creator("ROIAlign_TRT").create_plugin("bad", fc(**{**ROI_BASE, **overrides}))
 
 
+def test_roi_align_wrong_field_type() -> None:
+    with pytest.raises(
+        trt.TypeMismatchError, match=r"ROIAlign_TRT: field 'spatial_scale' must be PluginFieldType\.FLOAT32"
+    ):
+        creator("ROIAlign_TRT").create_plugin("bad", fc(**{**ROI_BASE, "spatial_scale": 2}))
+
+
 def test_roi_align_defaults_and_round_trip() -> None:
     plugin = creator("ROIAlign_TRT").create_plugin("roi", trt.PluginFieldCollection())
     assert plugin.params == dict(ROI_BASE, output_height=1, output_width=1, sampling_ratio=0, spatial_scale=1.0)

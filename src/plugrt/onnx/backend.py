@@ -73,14 +73,21 @@ class PlugrtBackendRep(BackendRep):
     def _value_candidates(self) -> list[str]:
         """Graph inputs that may hold build-time values, as TensorRT's shape tensors do.
 
-        Those of rank 0 or 1 that feed a parameter position of a node (any input
-        but the first; any input of Range and ConstantOfShape, which are all values).
+        Those of rank 0 or 1 from which a parameter position of a node is computed
+        (any input but the first; every input of Range and ConstantOfShape).
         """
+        nodes = list(self.model.graph.node)
+        parameters: set[str] = set()
+        for node in nodes:
+            parameters.update(node.input[0 if node.op_type in ("Range", "ConstantOfShape") else 1 :])
+        grown = True
+        while grown:
+            grown = False
+            for node in nodes:
+                if any(out in parameters for out in node.output) and not set(node.input) <= parameters:
+                    parameters.update(node.input)
+                    grown = True
         by_name = {v.name: v for v in self.model.graph.input}
-        parameters = set()
-        for node in self.model.graph.node:
-            first = 0 if node.op_type in ("Range", "ConstantOfShape") else 1
-            parameters.update(node.input[first:])
         found = []
         for name in self.input_names:
             tensor_type = by_name[name].type.tensor_type

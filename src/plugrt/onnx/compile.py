@@ -161,11 +161,8 @@ class CompiledModel:
         plan = self._builder.build_serialized_network(self.network, config)
         self.engine = self._runtime.deserialize_cuda_engine(plan)
         self.context = self.engine.create_execution_context()
-        self._allocators = {
-            name: _Allocator() for name in self.output_names if -1 in tuple(self.engine.get_tensor_shape(name))
-        }
-        for name, allocator in self._allocators.items():
-            self.context.set_output_allocator(name, allocator)
+        #: outputs whose shape depends on data, placed through an IOutputAllocator
+        self._allocators: dict[str, _Allocator] = {}
 
     def serialize(self) -> bytes:
         """The engine's plan bytes (build first: call once, or pass ``shapes``)."""
@@ -254,6 +251,10 @@ class CompiledModel:
             if name in self._allocators:
                 continue
             shape = tuple(context.get_tensor_shape(name))
+            if -1 in shape:  # known only after the run: data-dependent
+                self._allocators[name] = _Allocator()
+                context.set_output_allocator(name, self._allocators[name])
+                continue
             dtype = np.dtype(self.engine.get_tensor_dtype(name).nptype())
             outputs[name] = np.empty(shape, dtype=dtype)
             context.set_tensor_address(name, outputs[name].ctypes.data)

@@ -44,7 +44,7 @@ from ..network.standard_layers import IConstantLayer
 from ..network.tensor import ITensor
 from .errors import ErrorCode, ParserError
 from .graph import GraphError, sorted_nodes
-from .importers.base import ImportContext, importer_for, registered_ops
+from .importers.base import ImportContext, importer_for, node_label, registered_ops
 from .plugin_fallback import import_plugin, wants_plugin
 from .shape_inference import NetworkShapes
 from .types import WIDENED, onnx_type_name, to_datatype, to_supported_array
@@ -401,8 +401,7 @@ class _Import:
 
     def node_error(self, code: ErrorCode, index: int, node: Any, message: str) -> None:
         self.failed.update(name for name in node.output if name)
-        prefix = f"node {node.name!r} ({node.op_type}): "
-        self.parser._error(code, message.removeprefix(prefix), index, node, "importNode")
+        self.parser._error(code, message.removeprefix(f"{node_label(node)}: "), index, node, "importNode")
 
     def bind_outputs(self, node: Any, outputs: Iterable[Any]) -> None:
         produced = list(outputs)

@@ -124,8 +124,9 @@ class ConvolutionOperator(Operator):
                 ]
                 if any(p is None for p in pairs):
                     continue
-                dst = cols[(slice(None), slice(None), t, *(p[0] for p in pairs if p is not None))]
-                self._taps.append((dst, (slice(None), slice(None), *(p[1] for p in pairs if p is not None))))
+                every: tuple[Any, ...] = (slice(None), slice(None))
+                dst_index = (*every, t, *(p[0] for p in pairs if p is not None))
+                self._taps.append((cols[dst_index], (*every, *(p[1] for p in pairs if p is not None))))
             self._cols = cols.reshape(n, self.group, -1, math.prod(out_spatial))
         self._acc = None
         self._bias = None

@@ -98,7 +98,9 @@ class DeconvolutionOperator(Operator):
                 raise ShapeError(f"{label(self)}: the kernel input must have a known shape [C, M / group, *kernel]")
             channels = kernel[0].get_constant_value()
         if x[1].is_constant() and x[1].get_constant_value() != channels:
-            raise ShapeError(f"{label(self)}: input has {x[1].get_constant_value()} channels, the kernel expects {channels}")
+            raise ShapeError(
+                f"{label(self)}: input has {x[1].get_constant_value()} channels, the kernel expects {channels}"
+            )
         return [[x[0], constant(self.maps), *(self._output_dim(a, d) for a, d in enumerate(x[2:]))]]
 
     def _output_dim(self, axis: int, size: IDimensionExpr) -> IDimensionExpr:

@@ -143,6 +143,13 @@ class ElementwiseOperator(Operator):
         a, b = (a * n if len(a) == 1 else a), (b * n if len(b) == 1 else b)
         if self.op in _VALUE_OPS:
             return [[operation(_VALUE_OPS[self.op], x, y) for x, y in zip(a, b)]]
+        # comparisons of shape values stay symbolic too (0/1 values), e.g. Where(Equal(shape, 0), ...)
+        if self.op == "EQUAL":
+            return [[operation(DimensionOperation.EQUAL, x, y) for x, y in zip(a, b)]]
+        if self.op == "LESS":
+            return [[operation(DimensionOperation.LESS, x, y) for x, y in zip(a, b)]]
+        if self.op == "GREATER":
+            return [[operation(DimensionOperation.LESS, y, x) for x, y in zip(a, b)]]
         if self.op == "DIV" and all(v.is_constant() for v in a + b):
             return [[_truncating_div(x, y) for x, y in zip(a, b)]]
         return [None]

@@ -88,7 +88,9 @@ class BatchNormalizationOperator(Operator):
             raise ShapeError(f"{label(self)}: batch normalization takes [N, C, ...], got rank {len(x)}")
         channels = self.weights["scale"].shape[0] if self.folded else None
         if channels is not None and x[1].is_constant() and x[1].get_constant_value() != channels:
-            raise ShapeError(f"{label(self)}: input has {x[1].get_constant_value()} channels, the statistics {channels}")
+            raise ShapeError(
+                f"{label(self)}: input has {x[1].get_constant_value()} channels, the statistics {channels}"
+            )
         return [list(x)] + [[x[1]]] * (self.outputs - 1)
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
@@ -96,7 +98,7 @@ class BatchNormalizationOperator(Operator):
         if self.folded:
             scale, shift = self.weights["scale"], self.weights["shift"]
         elif not self.training:
-            folded = fold_batch_norm(*inputs[1:5], self.epsilon)
+            folded = fold_batch_norm(inputs[1], inputs[2], inputs[3], inputs[4], self.epsilon)
             scale, shift = folded["scale"], folded["shift"]
         else:
             axes = (0, *range(2, x.ndim))

@@ -115,7 +115,7 @@ class PadOperator(Operator):
                     if region.stop > region.start:
                         self._fills.append((*(slice(None) for _ in range(axis)), region))
                 continue
-            sources = np.pad(np.arange(kept[axis]), (before, after), mode=self.mode) + before
+            sources = np.pad(np.arange(kept[axis]), (before, after), mode=self.mode) + before  # type: ignore[call-overload]
             positions = [*range(before), *range(before + kept[axis], before + kept[axis] + after)]
             for target, source in _runs(positions, [int(sources[p]) for p in positions]):
                 self._copies.append(((*lead, target, *tail), (*lead, source, *tail)))

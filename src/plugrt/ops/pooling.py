@@ -1,7 +1,9 @@
 """Pooling over sliding windows (ONNX MaxPool, AveragePool, LpPool) and over whole spatial extents.
 
-The kernel loops over kernel taps, not over outputs: each tap combines one
-strided slice of the input into the outputs that read inside the input
+Windows are products of per-axis windows, and max and sum are separable, so
+the kernel pools one spatial axis at a time (a 3x3 window costs 3 + 3 strided
+operations, not 9). Each pass loops over that axis's taps, not over outputs:
+a tap combines one strided slice into the outputs that read inside the input
 (:func:`~plugrt.ops.spatial.tap_slices`), so padding is never materialised.
 AVERAGE divides by the number of taps inside the input (``count_include_pad``
 false) or inside the padded input (true; taps past the end padding, possible in
@@ -69,10 +71,10 @@ class PoolingOperator(Operator):
             raise NetworkError(f"pooling: only MAX pooling gives indices, not {self.mode}")
         self._shapes: tuple[tuple[int, ...], tuple[int, ...]] | None = None
         self._taps: list[tuple[tuple[Any, ...], tuple[Any, ...], Any]] = []
-        self._count: np.ndarray | None = None
-        self._acc: np.ndarray | None = None
-        self._term: np.ndarray | None = None
-        self._base: np.ndarray | None = None
+        self._passes: list[_Pass] = []
+        self._count: np.ndarray = np.ones(())
+        self._powered: np.ndarray | None = None
+        self._base: np.ndarray = np.zeros((), dtype=np.int64)
 
     @property
     def num_outputs(self) -> int:
@@ -100,9 +102,42 @@ class PoolingOperator(Operator):
         x_shape, out_shape = tuple(input_shapes[0]), tuple(output_shapes[0])
         self._shapes = (x_shape, out_shape)
         spatial, out_spatial = x_shape[2:], out_shape[2:]
+        _, begins, ends = self.window.resolve(spatial)
+        self._count = self._divisor(spatial, out_spatial, begins, ends) if self.mode == "AVERAGE" else np.ones(())
+        self._passes, self._taps, self._powered = [], [], None
+        if self.with_indices:
+            self._prepare_taps(x_shape, out_spatial, begins)
+        else:
+            self._prepare_passes(x_shape, out_spatial, begins)
+
+    def _prepare_passes(self, x_shape: tuple[int, ...], out_spatial: Sequence[int], begins: Sequence[int]) -> None:
+        """One pass per spatial axis (last first): the window is a product of per-axis windows."""
         w = self.window
-        _, begins, ends = w.resolve(spatial)
-        self._taps = []
+        current = list(x_shape)
+        work = np.float32 if self.mode != "MAX" else None
+        for a in reversed(range(w.rank)):
+            axis, size, out = a + 2, current[a + 2], out_spatial[a]
+            lead = (slice(None),) * axis
+            taps: list[tuple[Any, Any]] = []
+            full: int | None = None
+            for k in range(w.kernel[a]):
+                pair = tap_slices(size, out, w.strides[a], k * w.dilations[a] - begins[a])
+                if pair is None:
+                    continue
+                if full is None and pair[0] == slice(0, out):
+                    full = len(taps)
+                taps.append(((*lead, pair[0]), (*lead, pair[1])))
+            if full is not None:  # start from a tap that covers every output: no fill needed
+                taps.insert(0, taps.pop(full))
+            current[axis] = out
+            self._passes.append(_Pass(tuple(current), taps, full is not None, work))
+        if self.mode == "LP":
+            self._powered = np.empty(x_shape, dtype=np.float32)
+
+    def _prepare_taps(self, x_shape: tuple[int, ...], out_spatial: Sequence[int], begins: Sequence[int]) -> None:
+        """Whole-window taps, for MAX with indices (the winning tap must be known)."""
+        w = self.window
+        spatial = x_shape[2:]
         for offsets in itertools.product(*(range(k) for k in w.kernel)):
             pairs = [
                 tap_slices(spatial[a], out_spatial[a], w.strides[a], offsets[a] * w.dilations[a] - begins[a])
@@ -112,18 +147,10 @@ class PoolingOperator(Operator):
                 continue
             dst = (slice(None), slice(None), *(p[0] for p in pairs if p is not None))
             src = (slice(None), slice(None), *(p[1] for p in pairs if p is not None))
-            index = self._tap_index(spatial, [p[1] for p in pairs if p is not None]) if self.with_indices else None
-            self._taps.append((dst, src, index))
-        self._count = None
-        if self.mode == "AVERAGE":
-            self._count = self._divisor(spatial, out_spatial, begins, ends)
-        self._acc = self._term = None
-        if self.mode == "LP":
-            self._term = np.empty(out_shape, dtype=np.float32)
-        if self.with_indices:
-            channels = x_shape[0] * x_shape[1]
-            volume = int(np.prod(spatial, dtype=np.int64))
-            self._base = (np.arange(channels, dtype=np.int64) * volume).reshape(x_shape[:2] + (1,) * w.rank)
+            self._taps.append((dst, src, self._tap_index(spatial, [p[1] for p in pairs if p is not None])))
+        channels = x_shape[0] * x_shape[1]
+        volume = int(np.prod(spatial, dtype=np.int64))
+        self._base = (np.arange(channels, dtype=np.int64) * volume).reshape(x_shape[:2] + (1,) * w.rank)
 
     def _tap_index(self, spatial: Sequence[int], sources: Sequence[slice]) -> np.ndarray:
         """Flattened spatial input index of each output this tap reads (row- or column-major)."""
@@ -149,44 +176,36 @@ class PoolingOperator(Operator):
         x, out = inputs[0], outputs[0]
         if self._shapes is None or self._shapes != (x.shape, out.shape):
             self.prepare([x.shape], [out.shape])
-        if self.mode == "MAX":
-            self._run_max(x, out, outputs[1] if self.with_indices else None)
+        if self.with_indices:
+            self._run_with_indices(x, out, outputs[1])
             return
-        acc = out
-        if out.dtype != np.float32:
-            if self._acc is None or self._acc.shape != out.shape:
-                self._acc = np.empty(out.shape, dtype=np.float32)
-            acc = self._acc
-        acc.fill(0)
-        if self.mode == "AVERAGE":
-            for dst, src, _ in self._taps:
-                region = acc[dst]
-                np.add(region, x[src], out=region)
-            np.divide(acc, self._count, out=acc)
-        else:
-            assert self._term is not None
-            for dst, src, _ in self._taps:
-                region, term = acc[dst], self._term[dst]
-                np.abs(x[src], out=term)
-                if self.p == 2.0:
-                    np.multiply(term, term, out=term)
-                elif self.p != 1.0:
-                    np.power(term, self.p, out=term)
-                np.add(region, term, out=region)
+        source = x
+        if self.mode == "LP":
+            assert self._powered is not None
+            np.abs(x, out=self._powered)
             if self.p == 2.0:
-                np.sqrt(acc, out=acc)
+                np.multiply(self._powered, self._powered, out=self._powered)
             elif self.p != 1.0:
-                np.power(acc, 1.0 / self.p, out=acc)
-        if acc is not out:
-            np.copyto(out, acc, casting="unsafe")
+                np.power(self._powered, self.p, out=self._powered)
+            source = self._powered
+        combine = np.maximum if self.mode == "MAX" else np.add
+        for number, step in enumerate(self._passes):
+            last = number == len(self._passes) - 1
+            target = out if last and (self.mode == "MAX" or out.dtype == np.float32) else step.buffer(source.dtype)
+            step.run(source, target, combine, _lowest(target.dtype) if self.mode == "MAX" else 0)
+            source = target
+        if self.mode == "AVERAGE":
+            np.divide(source, self._count, out=source)
+        elif self.mode == "LP":
+            if self.p == 2.0:
+                np.sqrt(source, out=source)
+            elif self.p != 1.0:
+                np.power(source, 1.0 / self.p, out=source)
+        if source is not out:
+            np.copyto(out, source, casting="unsafe")
 
-    def _run_max(self, x: Any, out: Any, indices: Any) -> None:
+    def _run_with_indices(self, x: Any, out: Any, indices: Any) -> None:
         out.fill(_lowest(out.dtype))
-        if indices is None:
-            for dst, src, _ in self._taps:
-                region = out[dst]
-                np.maximum(region, x[src], out=region)
-            return
         indices.fill(-1)
         for dst, src, index in self._taps:
             region, tap = out[dst], x[src]
@@ -195,6 +214,33 @@ class PoolingOperator(Operator):
             np.copyto(indices[dst], index, where=better)
         valid = indices >= 0
         np.add(indices, self._base, out=indices, where=valid)
+
+
+class _Pass:
+    """Pooling along one axis: (target, source) index pairs per tap, the first covering all outputs when ``full``."""
+
+    def __init__(self, shape: tuple[int, ...], taps: list[tuple[Any, Any]], full: bool, work: Any) -> None:
+        self.shape, self.taps, self.full, self.work = shape, taps, full, work
+        self._buffer: np.ndarray | None = None
+
+    def buffer(self, dtype: Any) -> np.ndarray:
+        """This pass's result buffer (FLOAT for sums, else the input's type), made once."""
+        dtype = np.dtype(self.work or dtype)
+        if self._buffer is None or self._buffer.dtype != dtype:
+            self._buffer = np.empty(self.shape, dtype=dtype)
+        return self._buffer
+
+    def run(self, source: Any, target: Any, combine: Any, initial: Any) -> None:
+        taps = self.taps
+        if self.full:
+            dst, src = taps[0]
+            np.copyto(target[dst], source[src], casting="unsafe")
+            taps = taps[1:]
+        else:
+            target.fill(initial)
+        for dst, src in taps:
+            region = target[dst]
+            combine(region, source[src], out=region)
 
 
 @register_operator

@@ -139,8 +139,8 @@ class ResizeOperator(Operator):
                 f"{label(self)}: keep_aspect_ratio_policy {self.policy!r} needs sizes and input dims known when building"
             )
         concrete = self._fitted([x[a].get_constant_value() for a in axes], [d.get_constant_value() for d in sizes])
-        for axis, size in zip(axes, concrete[0]):
-            out[axis] = constant(size)
+        for axis, fitted in zip(axes, concrete[0]):
+            out[axis] = constant(fitted)
         return [out]
 
     def _fitted(self, dims: Sequence[int], sizes: Sequence[int]) -> tuple[list[int], list[float]]:
@@ -185,7 +185,9 @@ class ResizeOperator(Operator):
 
     def _taps(self, size: int, out: int, scale: float, roi: tuple[float, float]) -> tuple[Any, Any, Any]:
         coords = self._source_coordinates(size, out, scale, roi)
-        outside = np.flatnonzero((coords < 0) | (coords > size - 1)) if self.coordinates == "tf_crop_and_resize" else []
+        outside: Any = []
+        if self.coordinates == "tf_crop_and_resize":
+            outside = np.flatnonzero((coords < 0) | (coords > size - 1))
         floor = np.floor(coords)
         frac = coords - floor
         if self.mode == "nearest":

@@ -74,7 +74,8 @@ class NMSConfig:
 
 
 def workspace_layout(batch: int, num_boxes: int, config: NMSConfig) -> WorkspaceLayout:
-    """Scratch arrays of one run: permuted scores, per-class candidates, merged scores."""
+    """Scratch of one run: the scores permuted to ``[B * C, N]`` (ranked in place when most pass the
+    threshold), the per-class candidates and the scores merged per image."""
     rows, k = batch * config.num_classes, min(config.top_k, num_boxes)
     return (
         WorkspaceLayout()

@@ -34,7 +34,8 @@ _MAGIC, _FORMAT = 0x45464E4D, 1  # "EFNM"
 
 
 def workspace_layout(batch: int, num_pairs: int) -> WorkspaceLayout:
-    """Scratch: the scores as float32 pairs ``[B, N * C]`` and the sorted candidates."""
+    """Scratch: a float32 copy of the pair scores ``[B, N * C]`` (ranked in place when most pairs
+    pass the threshold) and the sorted candidates."""
     candidates = min(MAX_CANDIDATES, num_pairs)
     return WorkspaceLayout().add("scores", (batch, num_pairs), np.float32).add("order", (batch, candidates), np.int32)
 

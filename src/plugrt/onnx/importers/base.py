@@ -28,7 +28,15 @@ from ...shape.expr import IDimensionExpr
 from ..shape_inference import NetworkShapes, TensorInfo
 from ..types import to_supported_array
 
-__all__ = ["ImportContext", "Importer", "OnnxImportError", "importer_for", "register_importer", "registered_ops"]
+__all__ = [
+    "ImportContext",
+    "Importer",
+    "OnnxImportError",
+    "importer_for",
+    "node_label",
+    "register_importer",
+    "registered_ops",
+]
 
 
 class OnnxImportError(PlugrtError, ValueError):
@@ -68,6 +76,14 @@ def registered_ops() -> list[str]:
 
 def _load_builtin_importers() -> None:
     from . import builtin  # noqa: F401  (registers the built-in importers)
+
+
+def node_label(node: Any) -> str:
+    """How messages name a node: ``node 'name' (Op)``, or ``node (Op -> 'first output')`` when unnamed."""
+    if node.name:
+        return f"node {node.name!r} ({node.op_type})"
+    outputs = [o for o in node.output if o]
+    return f"node ({node.op_type} -> {outputs[0]!r})" if outputs else f"node ({node.op_type})"
 
 
 class ImportContext:
@@ -215,7 +231,7 @@ class ImportContext:
 
     def fail(self, reason: str) -> NoReturn:
         """Raise :class:`OnnxImportError` naming this node."""
-        raise OnnxImportError(f"node {self.node.name!r} ({self.node.op_type}): {reason}")
+        raise OnnxImportError(f"{node_label(self.node)}: {reason}")
 
     # --- messages ------------------------------------------------------------------
     def warn(self, message: str) -> None:
@@ -224,7 +240,7 @@ class ImportContext:
 
     def log(self, severity: Severity, message: str) -> None:
         """Log ``message`` at ``severity``, prefixed with the node's name and op type."""
-        text = f"node {self.node.name!r} ({self.node.op_type}): {message}"
+        text = f"{node_label(self.node)}: {message}"
         emit = getattr(self.logger, "emit", None)
         if emit is not None:
             emit(severity, text)

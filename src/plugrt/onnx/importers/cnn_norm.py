@@ -60,7 +60,8 @@ def import_batch_normalization(ctx: ImportContext, inputs: list[Any]) -> list[An
     values = [ctx.value_of(t) for t in stats]
     if any(v is None for v in values):
         return ctx.op("batch_normalization", [x, *stats], {"epsilon": epsilon})
-    folded = fold_batch_norm(*values, epsilon)  # type: ignore[arg-type]
+    scale, bias, mean, var = (np.asarray(v) for v in values)
+    folded = fold_batch_norm(scale, bias, mean, var, epsilon)
     fused = _fold_into_conv(ctx, x, folded)
     if fused is not None:
         return [fused]
