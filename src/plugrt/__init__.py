@@ -93,6 +93,7 @@ from .plugin.v3 import (
 )
 from .shape.builder import DimsExprs, IExprBuilder
 from .shape.expr import DimensionOperation, IDimensionExpr
+from .plugins import init_libnvinfer_plugins
 from . import testing  # noqa: E402  (plugrt.testing.check_plugin, the conformance checker)
 
 float32 = DataType.FLOAT
@@ -218,6 +219,7 @@ __all__ = [
     "fp8",
     "from_nptype",
     "get_plugin_registry",
+    "init_libnvinfer_plugins",
     "int4",
     "int8",
     "int32",

@@ -293,6 +293,26 @@ def test_external_weights_are_read_next_to_the_file(tmp_path: object) -> None:
     np.testing.assert_array_equal(compiled({"x": np.ones(4096, np.float32)})["y"], weights + 1)
 
 
+def test_local_functions_are_inlined() -> None:
+    double_relu = helper.make_function(
+        "local",
+        "DoubleRelu",
+        ["a"],
+        ["b"],
+        [helper.make_node("Relu", ["a"], ["r"]), helper.make_node("Add", ["r", "r"], ["b"])],
+        [helper.make_opsetid("", 17)],
+    )
+    proto = model(
+        [helper.make_node("DoubleRelu", ["x"], ["y"], domain="local")],
+        [tensor_info("x", F, [3])],
+        [tensor_info("y", F, [3])],
+        extra_opsets=[("local", 1)],
+    )
+    proto.functions.append(double_relu)
+    x = np.float32([-1, 0.5, 2])
+    np.testing.assert_array_equal(compile_model(proto)({"x": x})["y"], 2 * np.maximum(x, 0))
+
+
 def test_supports_model_leaves_the_network_untouched() -> None:
     network = trt.Builder(Collect()).create_network(0)
     parser = OnnxParser(network, Collect())

@@ -327,3 +327,18 @@ def test_data_dependent_plugin_outputs_through_compile() -> None:
     out = compile_model(proto)({"x": x})
     np.testing.assert_array_equal(out["indices"], np.argwhere(x))
     assert int(out["count"]) == 3
+
+
+def test_a_registered_plugin_takes_precedence_over_a_local_function() -> None:
+    body = helper.make_function(
+        "custom", "CircPadPlugin", ["a"], ["b"], [helper.make_node("Identity", ["a"], ["b"])], []
+    )
+    proto = model(
+        [helper.make_node("CircPadPlugin", ["x"], ["y"], domain="custom", pads=[1, 1])],
+        [tensor_info("x", F, [1, 2])],
+        [tensor_info("y", F, [1, 4])],
+        extra_opsets=[("custom", 1)],
+    )
+    proto.functions.append(body)
+    x = np.float32([[1, 2]])
+    np.testing.assert_array_equal(compile_model(proto)({"x": x})["y"], [[2, 1, 2, 1]])

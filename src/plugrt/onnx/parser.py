@@ -249,6 +249,8 @@ class _Import:
         model = self.model
         if not model.HasField("graph"):
             raise GraphError("the model has no graph (empty or not an ONNX model)")
+        if model.functions:
+            model = self.model = _inline_functions(model)
         graph = model.graph
         opset = self.default_opset(model)
         if opset is None:
@@ -457,6 +459,23 @@ class _Import:
             self.named.add(id(tensor))
             self.tensors[name] = tensor
         self.network.mark_output(tensor)
+
+
+def _inline_functions(model: Any) -> Any:
+    """The model with its local functions inlined, except those a registered plugin implements.
+
+    As in TensorRT's parser, a plugin of the function's name takes precedence over its body.
+    """
+    from onnx.inliner import inline_selected_functions
+
+    from ..plugin.registry import get_plugin_registry
+
+    names = {c.name for c in get_plugin_registry().all_creators}
+    keep = [(f.domain, f.name) for f in model.functions if f.name in names]
+    try:
+        return inline_selected_functions(model, keep, exclude=True)
+    except Exception as exc:
+        raise GraphError(f"the model's local functions cannot be inlined: {exc}") from exc
 
 
 def _has_external_data(graph: Any) -> bool:
