@@ -94,6 +94,8 @@ from .plugin.v3 import (
 from .shape.builder import DimsExprs, IExprBuilder
 from .shape.expr import DimensionOperation, IDimensionExpr
 from .plugins import init_libnvinfer_plugins
+from .onnx.parser import OnnxParser
+from .onnx.compile import compile
 from . import testing  # noqa: E402  (plugrt.testing.check_plugin, the conformance checker)
 
 float32 = DataType.FLOAT
@@ -181,6 +183,7 @@ __all__ = [
     "MissingHookError",
     "NetworkDefinitionCreationFlag",
     "NetworkError",
+    "OnnxParser",
     "PlanFormatError",
     "PluginCall",
     "PluginCapabilityType",
@@ -212,6 +215,7 @@ __all__ = [
     "as_array",
     "bfloat16",
     "bool",
+    "compile",
     "device_malloc",
     "float16",
     "float32",

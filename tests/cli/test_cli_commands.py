@@ -100,17 +100,40 @@ def test_plugins_lists_loaded_creators(plugin_file: Path, capsys: pytest.Capture
     assert "cannot load plugin library" in capsys.readouterr().err
 
 
-def test_exec_load_engine_reports_latency_and_exports(plan_file: Path, plugin_file: Path, tmp_path: Path,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_exec_load_engine_reports_latency_and_exports(
+    plan_file: Path, plugin_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     x = np.arange(12, dtype=np.float32).reshape(3, 4) - 6
     np.save(tmp_path / "x.npy", x)
     times, output, profile = tmp_path / "times.json", tmp_path / "out.json", tmp_path / "profile.json"
-    code = main([
-        "exec", "--loadEngine", str(plan_file), "--staticPlugins", str(plugin_file), "--shapes=x:3x4",
-        f"--loadInputs=x:{tmp_path / 'x.npy'}", "--iterations", "5", "--duration", "0", "--warmUp", "0",
-        "--avgRuns", "2", "--exportTimes", str(times), "--exportOutput", str(output), "--dumpProfile",
-        "--exportProfile", str(profile), "--dumpLayerInfo", "--trace",
-    ])
+    code = main(
+        [
+            "exec",
+            "--loadEngine",
+            str(plan_file),
+            "--staticPlugins",
+            str(plugin_file),
+            "--shapes=x:3x4",
+            f"--loadInputs=x:{tmp_path / 'x.npy'}",
+            "--iterations",
+            "5",
+            "--duration",
+            "0",
+            "--warmUp",
+            "0",
+            "--avgRuns",
+            "2",
+            "--exportTimes",
+            str(times),
+            "--exportOutput",
+            str(output),
+            "--dumpProfile",
+            "--exportProfile",
+            str(profile),
+            "--dumpLayerInfo",
+            "--trace",
+        ]
+    )
     assert code == 0
     text = capsys.readouterr().out
     assert "[I] === Performance summary ===" in text and "percentile(99%)" in text and "Throughput:" in text
@@ -119,7 +142,9 @@ def test_exec_load_engine_reports_latency_and_exports(plan_file: Path, plugin_fi
     assert len(json.loads(times.read_text())) >= 5
     [exported] = json.loads(output.read_text())
     assert exported["name"] == "y" and exported["dimensions"] == "3x6"
-    np.testing.assert_array_equal(np.array(exported["values"]).reshape(3, 6), np.maximum(np.pad(x, [(0, 0), (1, 1)], mode="wrap"), 0))
+    np.testing.assert_array_equal(
+        np.array(exported["values"]).reshape(3, 6), np.maximum(np.pad(x, [(0, 0), (1, 1)], mode="wrap"), 0)
+    )
     assert {row["name"] for row in json.loads(profile.read_text())} == {"pad", "relu"}
 
 
@@ -134,8 +159,9 @@ def test_exec_load_engine_reports_latency_and_exports(plan_file: Path, plugin_fi
         (["exec", "--loadEngine", "/no/such.plan"], 2, "cannot read '/no/such.plan'"),
     ],
 )
-def test_exec_usage_errors(argv: list[str], code: int, message: str, plan_file: Path, plugin_file: Path,
-                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_exec_usage_errors(
+    argv: list[str], code: int, message: str, plan_file: Path, plugin_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     argv = [str(plan_file) if a == "PLAN" else a for a in argv]
     if "--loadEngine" in argv:
         argv += ["--staticPlugins", str(plugin_file), "--duration", "0", "--warmUp", "0"]

@@ -1,10 +1,16 @@
-"""``plugrt demo``: a TensorRT-style plugin built, serialized, reloaded and run on the CPU.
+"""``plugrt demo``: the README's main job — TensorRT-style plugins in real models, on the CPU.
 
-The network chains the example IPluginV2DynamicExt and IPluginV3 plugins
-(circular padding). The demo builds it for a dynamic profile, writes the plan
-to a file, deserializes it through the plugin registry, runs it at several
-shapes, checks every output against NumPy and prints the plugin call trace and
-timings. It returns a non-zero exit code if any output is wrong.
+1. A small detector generated in ONNX whose head is a ``BatchedNMSDynamic_TRT`` node: imported
+   with ``OnnxParser`` (the node falls back to the built-in plugin), built, saved to a plan,
+   reloaded, run; detections are printed and checked against onnxruntime (the convolutional
+   part) plus an independent NumPy NMS.
+2. A transformer encoder block with ``LayerNorm`` plugin nodes, checked against onnxruntime on
+   the same block written with ONNX's LayerNormalization.
+3. The example IPluginV2DynamicExt and IPluginV3 plugins chained in a network built with the
+   TensorRT API, run at several shapes and checked against NumPy, with the full plugin call
+   trace (every hook, in TensorRT's order, with its phase).
+
+Timings are printed for each; the exit code is 1 if any result is wrong.
 """
 
 from __future__ import annotations
@@ -15,19 +21,143 @@ import statistics
 import sys
 import tempfile
 import time
-from typing import TextIO
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from typing import Any, TextIO
 
 import numpy as np
 
 import plugrt as trt
 from plugrt.examples import circ_pad_v2, circ_pad_v3
 
+from .demo_models import NMS_FIELDS, detector, transformer_block
+from .demo_reference import batched_nms_reference
+
 __all__ = ["HELP", "NAME", "add_arguments", "run", "run_demo"]
 
 NAME = "demo"
-HELP = "build, serialize, reload and run a network of TensorRT-style plugins on the CPU"
+HELP = "a detector with a BatchedNMS plugin head, a transformer block with LayerNorm plugins, and a traced plugin chain, on the CPU"
 
 SHAPES = [(1, 3, 2), (2, 3, 8), (8, 3, 32), (3, 3, 5)]
+
+
+def _median_us(fn: Callable[[], object], iterations: int) -> float:
+    times = []
+    for _ in range(max(iterations, 1)):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e6)
+    return statistics.median(times)
+
+
+def _save_and_reload(plan: bytes, directory: str, name: str, logger: trt.ILogger) -> tuple[trt.ICudaEngine, str]:
+    path = os.path.join(directory, name)
+    with open(path, "wb") as f:
+        f.write(plan)
+    with open(path, "rb") as f:
+        return trt.Runtime(logger).deserialize_cuda_engine(f.read()), path
+
+
+def _build_onnx(
+    model: Any, shapes: Mapping[str, tuple[Sequence[int], Sequence[int], Sequence[int]]], logger: trt.ILogger
+) -> tuple[bytes, float]:
+    """OnnxParser → Builder with one profile → plan bytes, build seconds."""
+    builder = trt.Builder(logger)
+    network = builder.create_network(0)
+    parser = trt.OnnxParser(network, logger)
+    if not parser.parse(model.SerializeToString()):
+        raise trt.BuildError("; ".join(str(parser.get_error(i)) for i in range(parser.num_errors)))
+    config = builder.create_builder_config()
+    profile = builder.create_optimization_profile()
+    for name, (lo, opt, hi) in shapes.items():
+        profile.set_shape(name, lo, opt, hi)
+    config.add_optimization_profile(profile)
+    start = time.perf_counter()
+    plan = builder.build_serialized_network(network, config)
+    return bytes(plan), time.perf_counter() - start
+
+
+def _bind(context: trt.IExecutionContext, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Set shapes and addresses; returns the output arrays the engine writes."""
+    engine = context.engine
+    for name, array in inputs.items():
+        context.set_input_shape(name, array.shape)
+        context.set_tensor_address(name, array.ctypes.data)
+    outputs = {}
+    for i in range(engine.num_io_tensors):
+        name = engine.get_tensor_name(i)
+        if engine.get_tensor_mode(name) == trt.TensorIOMode.OUTPUT:
+            outputs[name] = np.zeros(tuple(context.get_tensor_shape(name)), trt.nptype(engine.get_tensor_dtype(name)))
+            context.set_tensor_address(name, outputs[name].ctypes.data)
+    return outputs
+
+
+def _onnxruntime(model: Any, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, inputs)
+
+
+def _detector(out: TextIO, directory: str, iterations: int, logger: trt.ILogger) -> int:
+    model, reference_model = detector()
+    plan, build_s = _build_onnx(model, {"image": ((1, 3, 32, 32), (2, 3, 32, 32), (4, 3, 32, 32))}, logger)
+    engine, path = _save_and_reload(plan, directory, "detector.plan", logger)
+    context = engine.create_execution_context()
+    image = np.random.default_rng(7).random((2, 3, 32, 32), dtype=np.float32)
+    outputs = _bind(context, {"image": image})
+    latency = _median_us(lambda: context.execute_async_v3(0), iterations)
+    boxes, scores = _onnxruntime(reference_model, {"image": image})
+    expected = batched_nms_reference(boxes, scores, NMS_FIELDS)
+    failures = 0
+    print(
+        f"1. detector (ONNX, BatchedNMSDynamic_TRT head): build {build_s * 1e3:.0f} ms, plan {len(plan)} bytes -> {path}",
+        file=out,
+    )
+    print(f"   inference {latency:.0f} us (median of {iterations}, batch 2)", file=out)
+    for b in range(image.shape[0]):
+        count = int(outputs["num_detections"][b, 0])
+        print(f"   image {b}: {count} detections", file=out)
+        for k in range(min(count, 3)):
+            box = ", ".join(f"{v:.3f}" for v in outputs["nmsed_boxes"][b, k])
+            print(
+                f"     class {int(outputs['nmsed_classes'][b, k])} score {outputs['nmsed_scores'][b, k]:.3f} box [{box}]",
+                file=out,
+            )
+        want = expected[b]
+        ok = count == len(want) and all(
+            abs(outputs["nmsed_scores"][b, k] - s) < 1e-5
+            and int(outputs["nmsed_classes"][b, k]) == c
+            and np.allclose(outputs["nmsed_boxes"][b, k], box, atol=1e-5)
+            for k, (s, c, box) in enumerate(want)
+        )
+        failures += not ok
+    print(f"   {'matches onnxruntime + NumPy NMS' if not failures else 'MISMATCH against the reference'}", file=out)
+    return failures
+
+
+def _transformer(out: TextIO, directory: str, iterations: int, logger: trt.ILogger) -> int:
+    model, reference_model = transformer_block()
+    shapes = {"x": ((1, 1, 64), (1, 16, 64), (8, 64, 64))}
+    plan, build_s = _build_onnx(model, shapes, logger)
+    engine, path = _save_and_reload(plan, directory, "transformer.plan", logger)
+    context = engine.create_execution_context()
+    failures = 0
+    print(f"2. transformer block (ONNX, 2 LayerNorm plugins): build {build_s * 1e3:.0f} ms -> {path}", file=out)
+    for shape in ((1, 16, 64), (4, 48, 64)):
+        x = np.random.default_rng(shape[1]).standard_normal(shape).astype(np.float32)
+        outputs = _bind(context, {"x": x})
+        latency = _median_us(lambda: context.execute_async_v3(0), iterations)
+        [expected] = _onnxruntime(reference_model, {"x": x})
+        error = float(np.abs(outputs["y"] - expected).max())
+        ok = error < 1e-4
+        failures += not ok
+        print(
+            f"   x{shape}: inference {latency:.0f} us; max |plugrt - onnxruntime| = {error:.1e} "
+            f"{'(ok)' if ok else '(MISMATCH)'}",
+            file=out,
+        )
+    return failures
 
 
 def _reference(x: np.ndarray) -> np.ndarray:
@@ -35,7 +165,7 @@ def _reference(x: np.ndarray) -> np.ndarray:
     return np.pad(padded, [(0, 0), (1, 0), (0, 1)], mode="wrap")
 
 
-def _network(builder: trt.Builder) -> trt.INetworkDefinition:
+def _plugin_network(builder: trt.Builder) -> trt.INetworkDefinition:
     registry = trt.get_plugin_registry()
     network = builder.create_network(0)
     network.name = "circ_pad_demo"
@@ -57,14 +187,12 @@ def _network(builder: trt.Builder) -> trt.INetworkDefinition:
     return network
 
 
-def run_demo(out: TextIO, trace: bool = True, iterations: int = 50, plan_path: str | None = None) -> int:
-    """Run the demo, printing to ``out``; returns the process exit code."""
+def _plugin_chain(out: TextIO, directory: str, iterations: int, logger: trt.ILogger, trace: bool) -> int:
     circ_pad_v2.register()
     circ_pad_v3.register()
-    logger = trt.Logger(trt.Logger.WARNING)
     with trt.trace_plugin_calls() as recorder:
         builder = trt.Builder(logger)
-        network = _network(builder)
+        network = _plugin_network(builder)
         config = builder.create_builder_config()
         profile = builder.create_optimization_profile()
         profile.set_shape("x", SHAPES[0], SHAPES[1], SHAPES[2])
@@ -72,69 +200,66 @@ def run_demo(out: TextIO, trace: bool = True, iterations: int = 50, plan_path: s
         start = time.perf_counter()
         plan = builder.build_serialized_network(network, config)
         build_ms = (time.perf_counter() - start) * 1e3
-
-        path = plan_path or os.path.join(tempfile.mkdtemp(prefix="plugrt-demo-"), "circ_pad.plan")
-        with open(path, "wb") as f:
-            f.write(plan)
-        with open(path, "rb") as f:
-            data = f.read()
-        start = time.perf_counter()
-        engine = trt.Runtime(logger).deserialize_cuda_engine(data)
+        engine, path = _save_and_reload(plan, directory, "circ_pad.plan", logger)
         context = engine.create_execution_context()
-        load_ms = (time.perf_counter() - start) * 1e3
-
-        print(
-            f"plugrt {trt.__version__} demo: {network.num_layers} plugin layers, plan {len(plan)} bytes -> {path}",
-            file=out,
-        )
-        print(f"build {build_ms:.1f} ms, deserialize + context {load_ms:.1f} ms", file=out)
-        failures = 0
         rng = np.random.default_rng(0)
         cases = []
         for shape in SHAPES:  # the first run of each shape is traced
             x = rng.standard_normal(shape).astype(np.float32)
-            context.set_input_shape("x", shape)
-            y = np.empty(tuple(context.get_tensor_shape("y")), np.float32)
-            context.set_tensor_address("x", x.ctypes.data)
-            context.set_tensor_address("y", y.ctypes.data)
+            outputs = _bind(context, {"x": x})
             context.execute_async_v3(0)
-            cases.append((shape, x, y))
+            cases.append((shape, x, outputs["y"]))
+    print(
+        f"3. plugin chain (TensorRT API; IPluginV2DynamicExt -> IPluginV3): build {build_ms:.1f} ms -> {path}", file=out
+    )
+    failures = 0
     for shape, x, y in cases:
-        context.set_input_shape("x", shape)
-        context.set_tensor_address("x", x.ctypes.data)
+        _bind(context, {"x": x})
         context.set_tensor_address("y", y.ctypes.data)
-        times = []
-        for _ in range(max(iterations, 1)):
-            start = time.perf_counter()
-            context.execute_async_v3(0)
-            times.append((time.perf_counter() - start) * 1e6)
+        latency = _median_us(partial(context.execute_async_v3, 0), iterations)
         ok = np.array_equal(y, _reference(x))
         failures += not ok
         print(
-            f"  x{shape} -> y{y.shape}: {'matches NumPy' if ok else 'MISMATCH'}; "
-            f"median {statistics.median(times):.1f} us per inference over {len(times)} runs",
+            f"   x{shape} -> y{y.shape}: {'matches NumPy' if ok else 'MISMATCH'}; {latency:.1f} us per inference",
             file=out,
         )
     with trt.trace_plugin_calls() as teardown:
         del context, engine
     if trace:
         calls = [c for c in recorder.calls + teardown.calls if c.method != "get_capability_interface"]
-        print(f"plugin call trace ({len(calls)} calls; get_capability_interface omitted):", file=out)
+        print(f"   plugin call trace ({len(calls)} calls; get_capability_interface omitted):", file=out)
         for call in calls:
-            print(f"  {call}", file=out)
-    print("all outputs match NumPy" if not failures else f"{failures} output(s) differ from NumPy", file=out)
+            print(f"     {call}", file=out)
+    return failures
+
+
+def run_demo(out: TextIO, trace: bool = True, iterations: int = 20, plan_dir: str | None = None) -> int:
+    """Run the three parts, printing to ``out``; returns the exit code (1 if any check failed)."""
+    logger = trt.Logger(trt.Logger.ERROR)
+    trt.init_libnvinfer_plugins(logger, "")
+    directory = plan_dir or tempfile.mkdtemp(prefix="plugrt-demo-")
+    os.makedirs(directory, exist_ok=True)
+    print(f"plugrt {trt.__version__} demo, on the CPU; plans are written to {directory}", file=out)
+    failures = _detector(out, directory, iterations, logger)
+    failures += _transformer(out, directory, iterations, logger)
+    failures += _plugin_chain(out, directory, iterations, logger, trace)
+    print(
+        "all results match their references" if not failures else f"{failures} result(s) differ from the references",
+        file=out,
+    )
     return 1 if failures else 0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``plugrt demo``."""
     parser.add_argument("--no-trace", action="store_true", help="do not print the plugin call trace")
-    parser.add_argument("--iterations", type=int, default=50, help="timed runs per shape (default 50)")
+    parser.add_argument("--iterations", type=int, default=20, help="timed runs per measurement (default 20)")
     parser.add_argument(
-        "--save-plan", metavar="PATH", help="where to write the plan file (default: a temporary directory)"
+        "--plan-dir", metavar="DIR", help="where to write the plan files (default: a temporary directory)"
     )
+    parser.add_argument("--verbose", action="store_true", help="show tracebacks on errors")
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``plugrt demo``."""
-    return run_demo(sys.stdout, trace=not args.no_trace, iterations=args.iterations, plan_path=args.save_plan)
+    return run_demo(sys.stdout, trace=not args.no_trace, iterations=args.iterations, plan_dir=args.plan_dir)

@@ -43,6 +43,7 @@ from ..network.definition import INetworkDefinition
 from ..network.standard_layers import IConstantLayer
 from ..network.tensor import ITensor
 from .errors import ErrorCode, ParserError
+from .functions import expand_node, function_opset, schema_function
 from .graph import GraphError, sorted_nodes
 from .importers.base import ImportContext, importer_for, node_label, registered_ops
 from .plugin_fallback import import_plugin, wants_plugin
@@ -378,14 +379,7 @@ class _Import:
             self.failed.update(name for name in node.output if name)
             return
         try:
-            inputs = [self.tensor(name) if name else None for name in node.input]
-            ctx = ImportContext(self.network, node, opset, self.logger, self.constants, self.shapes)
-            importer = importer_for(node.op_type, node.domain)
-            if importer is None or wants_plugin(node):
-                outputs = import_plugin(ctx, inputs, explicit=importer is not None)
-            else:
-                outputs = importer(ctx, inputs)
-            self.bind_outputs(node, outputs)
+            self.dispatch(node, opset, 0)
         except GraphError as exc:
             self.node_error(ErrorCode.INVALID_GRAPH, index, node, str(exc))
         except CreatorNotFoundError as exc:
@@ -400,6 +394,39 @@ class _Import:
             self.node_error(ErrorCode.INTERNAL_ERROR, index, node, "the node's graph is nested too deeply")
         except Exception as exc:  # a safety net: an importer bug is a parse error, never an exception
             self.node_error(ErrorCode.INTERNAL_ERROR, index, node, f"{type(exc).__name__}: {exc}")
+
+    def dispatch(self, node: Any, opset: int, depth: int) -> None:
+        """Import one node: its importer, else a registered plugin, else its ONNX function body."""
+        inputs = [self.tensor(name) if name else None for name in node.input]
+        ctx = ImportContext(self.network, node, opset, self.logger, self.constants, self.shapes)
+        importer = importer_for(node.op_type, node.domain)
+        if importer is not None and not wants_plugin(node):
+            self.bind_outputs(node, importer(ctx, inputs))
+            return
+        body = None
+        if importer is None and not wants_plugin(node) and not _has_creator(node) and depth < _MAX_FUNCTION_DEPTH:
+            body = schema_function(node, opset, [self.known(t) for t in inputs])
+        if body is None:
+            self.bind_outputs(node, import_plugin(ctx, inputs, explicit=importer is not None))
+            return
+        function, schema = body
+        inner_opset = function_opset(function, opset)
+        for inner in expand_node(node, function, schema):
+            try:
+                self.dispatch(inner, inner_opset, depth + 1)
+            except PlugrtError as exc:
+                raise type(exc)(f"in its ONNX function body, {exc}") from exc
+        missing = [name for name in node.output if name and name not in self.tensors]
+        if missing:
+            raise GraphError(f"its ONNX function body does not produce {missing}")
+
+    def known(self, tensor: ITensor | None) -> Any:
+        if tensor is None:
+            return None
+        try:
+            return self.shapes.info(tensor)
+        except PlugrtError:
+            return None
 
     def node_error(self, code: ErrorCode, index: int, node: Any, message: str) -> None:
         self.failed.update(name for name in node.output if name)
@@ -459,6 +486,22 @@ class _Import:
             self.named.add(id(tensor))
             self.tensors[name] = tensor
         self.network.mark_output(tensor)
+
+
+_MAX_FUNCTION_DEPTH = 8
+
+
+def _has_creator(node: Any) -> bool:
+    """Whether a creator is registered under the key the plugin fallback would look up."""
+    from ..plugin.registry import get_plugin_registry
+
+    attrs = {a.name: a for a in node.attribute}
+    version = attrs["plugin_version"].s.decode("utf-8", "replace") if "plugin_version" in attrs else "1"
+    namespace = attrs["plugin_namespace"].s.decode("utf-8", "replace") if "plugin_namespace" in attrs else ""
+    return any(
+        (c.name, c.plugin_version, c.plugin_namespace) == (node.op_type, version, namespace)
+        for c in get_plugin_registry().all_creators
+    )
 
 
 def _inline_functions(model: Any) -> Any:
