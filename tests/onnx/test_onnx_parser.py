@@ -484,3 +484,28 @@ def test_runtime_reshape_shape_is_a_clear_error() -> None:
     )
     ok, parser, _ = parse(proto)
     assert not ok and "computed at run time" in errors(parser)[0]
+
+
+# --- ops defined by ONNX functions ----------------------------------------------------------
+def test_ops_without_an_importer_expand_into_their_onnx_function_body() -> None:
+    scores = _f(3, 5)
+    labels = np.int64([1, 4, 0])
+    for op, attrs in (("NegativeLogLikelihoodLoss", {"reduction": "mean"}), ("SoftmaxCrossEntropyLoss", {})):
+        proto = single(op, {"scores": scores, "labels": labels}, attrs, opset=17)
+        expected = onnxruntime_outputs(proto, {"scores": scores, "labels": labels})[0]
+        got = compile_model(proto)({"scores": scores, "labels": labels})["out0"]
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_an_importer_takes_precedence_over_the_function_body() -> None:
+    ok, parser, network = parse(single("HardSwish", {"x": _f(4)}))
+    assert ok, errors(parser)
+    assert [type(layer).__name__ for layer in network] == ["IActivationLayer", "IElementWiseLayer"]
+
+
+def test_errors_inside_a_function_body_name_the_node() -> None:
+    proto = single("Bernoulli", {"x": np.float32([0.5, 0.5])})
+    ok, parser, _ = parse(proto)
+    assert not ok
+    assert parser.get_error(0).node_operator() == "Bernoulli"
+    assert "in its ONNX function body" in parser.get_error(0).desc()

@@ -33,6 +33,8 @@ class Step:
     op: Operator | None = None
     plugin: Any = None
     enqueue: Callable[..., None] | None = None
+    #: runs once per arena (a constant whose output is not an IO tensor the user may move)
+    constant: bool = False
     late: bool = False
     in_arrays: list[Any] = field(default_factory=list)
     out_arrays: list[Any] = field(default_factory=list)
@@ -61,6 +63,9 @@ class Executor:
                 weights = {name: self.plan.weights[key] for name, key in layer.weights.items()}
                 step.op = create_operator(layer.op_kind, layer.params, weights)
                 step.op.name = layer.name
+                step.constant = step.op.is_constant and all(
+                    self.plan.tensors[o].role != "output" for o in layer.outputs
+                )
             self.steps.append(step)
         self.profile = 0
         self.arena: Any = None
@@ -130,7 +135,7 @@ class Executor:
         self.upper_arrays = {i: self.arrays[i] for i in self.upper}
         if not self.constants_ready:
             for step in self.steps:
-                if step.op is not None and step.op.is_constant:
+                if step.constant:
                     self._prepare(step)
                     self._run_step(step, 0)
             self.constants_ready = True
@@ -185,7 +190,7 @@ class Executor:
         for sym in self.size_symbols:
             self.env.pop(sym, None)
         for step in self.steps:
-            if step.op is not None and step.op.is_constant:
+            if step.constant:
                 continue
             if step.late:
                 self._prepare_late(step)
@@ -205,7 +210,7 @@ class Executor:
             calls: list[tuple[Step, Callable[..., Any], tuple[Any, ...]]] = []
             for step in self.steps:
                 if step.op is not None:
-                    if not step.op.is_constant:
+                    if not step.constant:
                         calls.append((step, step.op.run, (step.in_arrays, step.out_arrays, self.backend.xp)))
                 else:
                     assert step.enqueue is not None

@@ -7,6 +7,7 @@ field read from a file is type-checked here, so a hostile header raises
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,7 +134,7 @@ def _encode_layer(layer: LayerPlan) -> dict[str, Any]:
         "inputs": layer.inputs,
         "outputs": layer.outputs,
         "op_kind": layer.op_kind,
-        "params": layer.params,
+        "params": _encode_params(layer.params),
         "weights": layer.weights,
         "plugin": layer.plugin,
         "family": layer.family,
@@ -142,6 +143,33 @@ def _encode_layer(layer: LayerPlan) -> dict[str, Any]:
         "shape_inputs": layer.shape_inputs,
         "size_outputs": [[k, v] for k, v in sorted(layer.size_outputs.items())],
     }
+
+
+_NONFINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
+
+
+def _encode_params(value: Any) -> Any:
+    """Params as strict JSON: non-finite floats become ``{"$float": "inf"}`` (JSON has no inf/nan)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return {"$float": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
+    if isinstance(value, dict):
+        return {k: _encode_params(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_encode_params(v) for v in value]
+    return value
+
+
+def _decode_params(value: Any) -> Any:
+    """Inverse of :func:`_encode_params`."""
+    if isinstance(value, dict):
+        if set(value) == {"$float"}:
+            if value["$float"] not in _NONFINITE:
+                raise PlanFormatError(f"plan holds a malformed float {value['$float']!r}")
+            return _NONFINITE[value["$float"]]
+        return {k: _decode_params(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode_params(v) for v in value]
+    return value
 
 
 def encode_expr(expr: IDimensionExpr) -> Any:
@@ -211,7 +239,7 @@ def _decode(contents: PlanContents) -> EnginePlan:
             inputs=[_index(i, n, "tensor index") for i in entry["inputs"]],
             outputs=[_index(i, n, "tensor index") for i in entry["outputs"]],
             op_kind=str(entry["op_kind"]),
-            params=dict(entry["params"]),
+            params=_decode_params(dict(entry["params"])),
             weights={str(k): str(v) for k, v in dict(entry["weights"]).items()},
             plugin=int(entry["plugin"]),
             family=str(entry["family"]),

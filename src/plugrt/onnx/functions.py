@@ -9,7 +9,6 @@ unsupported). Context-dependent bodies are built for the node's input types.
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import onnx
@@ -29,14 +28,13 @@ _ONNX_TYPES = {
     DataType.INT64: onnx.TensorProto.INT64,
     DataType.BOOL: onnx.TensorProto.BOOL,
 }
-_COUNTER = itertools.count()
 
 
 def schema_function(node: NodeProto, opset: int, inputs: list[TensorInfo | None]) -> tuple[FunctionProto, Any] | None:
     """The function body defining ``node``'s op at ``opset`` and the op's schema, or None."""
     domain = "" if node.domain == "ai.onnx" else node.domain
     try:
-        schema = onnx.defs.get_schema(node.op_type, opset, domain)
+        schema: Any = onnx.defs.get_schema(node.op_type, opset, domain)
     except onnx.defs.SchemaError:
         return None
     function = FunctionProto()
@@ -72,9 +70,11 @@ def _type_proto(info: TensorInfo | None) -> TypeProto:
     return proto
 
 
-def expand_node(node: NodeProto, function: FunctionProto, schema: Any) -> list[NodeProto]:
-    """The body's nodes wired to ``node``: its inputs, outputs and attributes (schema defaults filled in)."""
-    prefix = f"{node.name or node.op_type}__{next(_COUNTER)}/"
+def expand_node(node: NodeProto, function: FunctionProto, schema: Any, prefix: str) -> list[NodeProto]:
+    """The body's nodes wired to ``node``: its inputs, outputs and attributes (schema defaults filled in).
+
+    Internal tensor and node names get ``prefix`` (unique per expansion).
+    """
     names = {formal: (node.input[i] if i < len(node.input) else "") for i, formal in enumerate(function.input)}
     for i, formal in enumerate(function.output):
         if i < len(node.output) and node.output[i]:

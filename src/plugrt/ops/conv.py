@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.kernels.matmul import matmul_into
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..shape import constant
@@ -157,7 +158,7 @@ class ConvolutionOperator(Operator):
             if self._acc is None or self._acc.shape != out.shape:
                 self._acc = np.empty(out.shape, dtype=np.float32)
             target = self._acc
-        xp.matmul(kernel, cols, out=target.reshape(n, self.group, self.maps // self.group, -1))
+        matmul_into(xp, kernel, cols, target.reshape(n, self.group, self.maps // self.group, -1))
         if self.has_bias:
             bias = self._bias if self._bias is not None else inputs[-1].astype(np.float32).reshape(-1, 1)
             flat = target.reshape(n, self.maps, -1)

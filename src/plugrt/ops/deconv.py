@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.kernels.matmul import matmul_into
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..shape import DimensionOperation, IDimensionExpr, constant, operation
@@ -158,7 +159,7 @@ class DeconvolutionOperator(Operator):
         if source.dtype != np.float32:
             source = source.astype(np.float32)
         cols = self._cols
-        xp.matmul(kernel, source, out=cols.reshape(n, self.group, kernel.shape[1], -1))
+        matmul_into(xp, kernel, source, cols.reshape(n, self.group, kernel.shape[1], -1))
         target = out
         if out.dtype != np.float32:
             if self._acc is None or self._acc.shape != out.shape:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.kernels.matmul import matmul_into
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..shape import constant
@@ -105,7 +106,7 @@ class GemmOperator(Operator):
             if self._acc is None or self._acc.shape != out.shape:
                 self._acc = np.empty(out.shape, dtype=np.float32)
             target = self._acc
-        xp.matmul(a, b, out=target)
+        matmul_into(xp, a, b, target)
         if not scaled and self.alpha != 1.0:
             xp.multiply(target, np.float32(self.alpha), out=target)
         if self.has_c:

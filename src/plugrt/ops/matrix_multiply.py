@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.kernels.matmul import matmul_into
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..shape import IDimensionExpr
@@ -89,7 +90,7 @@ class MatrixMultiplyOperator(Operator):
         out = outputs[0]
         if len(self._out_view) != a.ndim:
             self.prepare([a.shape, b.shape], [out.shape])
-        xp.matmul(a, b, out=out.reshape(self._out_view))
+        matmul_into(xp, a, b, out.reshape(self._out_view))
 
 
 def _operand(x: Any, op: str, first: bool) -> Any:

@@ -75,5 +75,11 @@ class ReduceOperator(Operator):
         function = getattr(xp, _FUNCTIONS[self.op])
         if x.dtype == np.float16 and self.op in ("SUM", "AVG"):
             out[...] = function(x, axis=self._axes, keepdims=self.keep_dims, dtype=xp.float32)
+        elif x.size == 0 and self.op in ("MAX", "MIN"):
+            # the identity of max/min over nothing: the type's lowest/highest value (TensorRT's -inf/+inf)
+            info = xp.finfo(out.dtype) if out.dtype.kind == "f" else xp.iinfo(out.dtype)
+            low = -xp.inf if out.dtype.kind == "f" else info.min
+            high = xp.inf if out.dtype.kind == "f" else info.max
+            out[...] = low if self.op == "MAX" else high
         else:
             function(x, axis=self._axes, keepdims=self.keep_dims, out=out)

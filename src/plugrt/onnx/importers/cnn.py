@@ -3,7 +3,10 @@
 Constant kernels, biases and slopes become operator weights laid out once for
 the kernel that uses them (conv kernels packed for the im2col matrix multiply,
 Gemm's B and C pre-scaled by alpha and beta); when such an input is computed at
-run time it is an operator input instead. Normalizations are in ``cnn_norm``,
+run time it is an operator input instead. "Constant" includes a ConstantOfShape
+result of a known shape, which the ConstantOfShape importer keeps as a layer
+when it is large (:func:`constant_value`): as weights it is filled once, not on
+every run, and can be folded further. Normalizations are in ``cnn_norm``,
 Resize, Upsample and Pad in ``cnn_resize``.
 """
 
@@ -14,13 +17,14 @@ from typing import Any
 import numpy as np
 
 from ...core.types import DataType
+from ...network.operator_layer import IOperatorLayer
 from ...network.tensor import ITensor
 from ...ops.conv import pack_conv_kernel
 from ...ops.deconv import pack_deconv_kernel
 from ...ops.gemm import pack_gemm_weights
 from .base import ImportContext, register_importer
 
-__all__: list[str] = []
+__all__ = ["constant_value"]
 
 _FLOATS = (DataType.FLOAT, DataType.HALF)
 
@@ -34,6 +38,22 @@ def _input(ctx: ImportContext, inputs: list[Any], index: int, what: str) -> ITen
 
 def _optional(inputs: list[Any], index: int) -> ITensor | None:
     return inputs[index] if len(inputs) > index else None
+
+
+def constant_value(ctx: ImportContext, tensor: ITensor | None) -> np.ndarray | None:
+    """The build-time value of ``tensor``: ``ctx.value_of``, or the fill of a ConstantOfShape layer of known shape."""
+    if tensor is None:
+        return None
+    value = ctx.value_of(tensor)
+    if value is not None:
+        return value
+    layer = tensor.producer
+    if isinstance(layer, IOperatorLayer) and layer.kind == "constant_of_shape" and "value" in layer.weights:
+        shape = ctx.value_of(layer._inputs[0])
+        if shape is not None:
+            fill = np.asarray(layer.weights["value"]).reshape(-1)[0]
+            return np.full([int(d) for d in np.asarray(shape).reshape(-1)], fill)
+    return None
 
 
 def _float_input(ctx: ImportContext, tensor: ITensor, what: str) -> None:
@@ -73,7 +93,7 @@ def _conv_like(ctx: ImportContext, inputs: list[Any], transposed: bool) -> list[
     w = _input(ctx, inputs, 1, "W")
     bias = _optional(inputs, 2)
     _float_input(ctx, x, "X")
-    kernel_value = ctx.value_of(w)
+    kernel_value = constant_value(ctx, w)
     w_dims = list(kernel_value.shape) if kernel_value is not None else _static_dims(ctx, w, "a run-time kernel W")
     rank = ctx.rank_of(x)
     if len(w_dims) != rank or rank < 3:
@@ -109,7 +129,7 @@ def _conv_like(ctx: ImportContext, inputs: list[Any], transposed: bool) -> list[
         op_inputs.append(w)
     if bias is not None:
         params["has_bias"] = True
-        bias_value = ctx.value_of(bias)
+        bias_value = constant_value(ctx, bias)
         if bias_value is not None:
             weights["bias"] = np.ascontiguousarray(bias_value, dtype=np.float32).reshape(-1)
         else:
@@ -148,7 +168,7 @@ def import_gemm(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
         "beta": beta,
         "has_c": c is not None,
     }
-    b_value, c_value = ctx.value_of(b), ctx.value_of(c)
+    b_value, c_value = constant_value(ctx, b), constant_value(ctx, c)
     weights = pack_gemm_weights(b_value, c_value, alpha, beta)
     op_inputs = [a] + ([b] if b_value is None else []) + ([c] if c is not None and c_value is None else [])
     return ctx.op("gemm", op_inputs, params, weights)
@@ -235,7 +255,7 @@ def import_prelu(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     x = _input(ctx, inputs, 0, "X")
     slope = _input(ctx, inputs, 1, "slope")
     rank = ctx.rank_of(x)
-    value = ctx.value_of(slope)
+    value = constant_value(ctx, slope)
     # Before opset 7 a 1-D slope of C values applies along the channel axis.
     channel_slope = ctx.opset < 7 and ctx.rank_of(slope) == 1 and rank > 2 and ctx.dims_of(slope)[0] != 1
     if value is not None:

@@ -19,6 +19,7 @@ from ...network.operator_layer import IOperatorLayer
 from ...network.tensor import ITensor
 from ...ops.normalization import fold_batch_norm
 from .base import ImportContext, register_importer
+from .cnn import constant_value
 
 __all__: list[str] = []
 
@@ -57,7 +58,7 @@ def import_batch_normalization(ctx: ImportContext, inputs: list[Any]) -> list[An
         params = {"epsilon": epsilon, "training_mode": True, "momentum": float(ctx.attr("momentum", 0.9))}
         params["num_outputs"] = outputs
         return ctx.op("batch_normalization", [x, *stats], params, num_outputs=outputs)
-    values = [ctx.value_of(t) for t in stats]
+    values = [constant_value(ctx, t) for t in stats]
     if any(v is None for v in values):
         return ctx.op("batch_normalization", [x, *stats], {"epsilon": epsilon})
     scale, bias, mean, var = (np.asarray(v) for v in values)
@@ -98,7 +99,7 @@ def _affine(ctx: ImportContext, tensors: list[ITensor | None], names: tuple[str,
     for tensor, name in zip(tensors, names):
         if tensor is None:
             continue
-        value = ctx.value_of(tensor)
+        value = constant_value(ctx, tensor)
         if value is not None:
             weights[name] = np.ascontiguousarray(value, dtype=np.float32)
         else:
