@@ -66,6 +66,24 @@ def timed(fn: Any, sync: Any, repeats: int) -> float:
     return best
 
 
+def _profile(engine: Any, x: Any, y: Any, stream: Any) -> None:
+    """Per-layer times (synchronised per layer) of one eager run, largest first."""
+    from plugrt.cli.profile_report import LayerTimes
+
+    context = engine.create_execution_context()
+    context.set_input_shape("x", tuple(x.shape))
+    context.set_tensor_address("x", x.data_ptr())
+    context.set_tensor_address("y", y.data_ptr())
+    context.execute_async_v3(stream.ptr)
+    times = LayerTimes()
+    context.profiler = times
+    for _ in range(10):
+        context.execute_async_v3(stream.ptr)
+    rows = sorted(times.to_json(), key=lambda r: -r["timeMs"])
+    for row in rows[:12]:
+        print(f"    {row['averageMs'] * 1e3:8.1f} us  {row['percentage']:5.1f}%  {row['name']}")
+
+
 def main() -> None:
     import cupy as cp
     import torch
@@ -75,6 +93,7 @@ def main() -> None:
     parser.add_argument("--heads", type=int, default=8)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--profile", action="store_true", help="also print plugrt's per-layer times at batch 32")
     args = parser.parse_args()
     logger = trt.Logger(trt.Logger.ERROR)
     trt.init_libnvinfer_plugins(logger, "")
@@ -121,6 +140,8 @@ def main() -> None:
             reference = block(x)
         torch.cuda.synchronize()
         error = (y - reference).abs().max().item()
+        if args.profile and batch == 32:
+            _profile(engine, x, y, stream)
         ms = {k: v * 1e3 for k, v in times.items()}
         print(
             f"{batch:>5} {ms['eager']:>11.3f} ms {ms['graph']:>11.3f} ms {ms['torch']:>10.3f} ms {ms['compile']:>11.3f} ms "

@@ -213,3 +213,11 @@ def test_pad_unknown_mode_lists_the_valid_ones() -> None:
     )
     with pytest.raises(OnnxImportError, match=r"unknown mode 'mirror'; valid: constant, reflect, edge, wrap"):
         compile_model(model)
+
+
+def test_pad_infinite_constant_survives_the_plan() -> None:
+    inputs = {"x": random((1, 2, 3, 3)), "pads": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)}
+    inputs["value"] = np.array(-np.inf, np.float32)
+    model, feeds = node_model("Pad", inputs, initializers=("pads", "value"), opset=13)
+    got = check(model, feeds)[0]
+    assert np.isneginf(got[0, 0, 0, 0])

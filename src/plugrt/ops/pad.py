@@ -7,7 +7,8 @@ itself (the positions each border element comes from are NumPy's ``np.pad``
 rule applied to index ranges, worked out in ``prepare`` and merged into runs
 of slices, so a border of any width costs a few slice copies). The pads are a
 param, or input 1 whose values are known at build time (a shape tensor); the
-constant is a param or a 0-d input.
+constant is a one-element weight (any value, infinities included, survives the
+plan) or the last input.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ Index = tuple[Any, ...]
 @register_operator
 class PadOperator(Operator):
     """params: ``mode``, ``pads`` (or input 1 with ``axes``, the axes those pads are for),
-    ``value`` (or, with ``value_input``, the last input)."""
+    ``value_input`` (the constant is the last input); weights: ``value`` (one element, default 0)."""
 
     kind = "pad"
 
@@ -45,7 +46,7 @@ class PadOperator(Operator):
         self.pads = None if pads is None else [int(p) for p in pads]
         axes = self.params.get("axes")
         self.axes = None if axes is None else [int(a) for a in axes]
-        self.value = self.params.get("value", 0)
+        self.value = np.asarray(self.weights.get("value", np.zeros(1))).reshape(-1)[0]
         self.value_input = bool(self.params.get("value_input", False))
         self._inputs = 1 + (self.pads is None) + self.value_input
         self._key: tuple[Any, ...] | None = None

@@ -133,8 +133,8 @@ def import_pad(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     numpy_type = ctx.dtype_of(x).nptype()
     if ctx.opset < 11:
         params["pads"] = [int(p) for p in ctx.attr("pads", ctx.attr("paddings", []))]
-        params["value"] = _scalar(np.asarray(ctx.attr("value", 0.0)).astype(numpy_type))
-        return ctx.op("pad", op_inputs, params)
+        value = np.asarray(ctx.attr("value", 0.0)).astype(numpy_type).reshape(1)
+        return ctx.op("pad", op_inputs, params, {"value": value})
     pads = _given(inputs, 1)
     if pads is None:
         ctx.fail("input 1 (pads) is missing")
@@ -155,17 +155,12 @@ def import_pad(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     fill = _given(inputs, 2)
     if fill is not None and ctx.dims_of(fill) not in ([], [1], [0]):
         ctx.fail(f"constant_value must be a scalar, got shape {ctx.dims_of(fill)}")
-    fill_value = ctx.value_of(fill) if fill is not None else np.zeros((), numpy_type)
+    fill_value = ctx.value_of(fill) if fill is not None else np.zeros(1, numpy_type)
+    weights = {}
     if fill_value is not None:
-        flat = np.asarray(fill_value).reshape(-1)
-        params["value"] = _scalar(flat[0].astype(numpy_type) if flat.size else np.zeros((), numpy_type))
+        flat = np.asarray(fill_value).reshape(-1).astype(numpy_type)
+        weights["value"] = flat[:1] if flat.size else np.zeros(1, numpy_type)
     else:
         params["value_input"] = True
         op_inputs.append(ctx.cast(fill, ctx.dtype_of(x)))  # type: ignore[arg-type]
-    return ctx.op("pad", op_inputs, params)
-
-
-def _scalar(value: np.ndarray) -> float | int | bool:
-    """A JSON-friendly Python scalar of the same kind."""
-    item = np.asarray(value).item()
-    return item if isinstance(item, (bool, int)) else float(item)
+    return ctx.op("pad", op_inputs, params, weights)
