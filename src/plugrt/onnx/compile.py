@@ -58,17 +58,18 @@ def compile(  # noqa: A001 - the public name mirrors torch.compile
 
 
 class _Allocator(IOutputAllocator):
-    """Places data-dependent outputs in NumPy arrays it owns."""
+    """Places data-dependent outputs in arrays it owns (NumPy, or CuPy on the GPU)."""
 
-    def __init__(self) -> None:
+    def __init__(self, backend: Any) -> None:
         super().__init__()
-        self.buffer = np.zeros(0, dtype=np.uint8)
+        self.backend = backend
+        self.buffer = backend.xp.zeros(0, dtype=np.uint8)
         self.shape: tuple[int, ...] | None = None
 
     def reallocate_output(self, tensor_name: str, memory: int, size: int, alignment: int) -> int:
         if self.buffer.nbytes < max(size, 1):
-            self.buffer = np.zeros(max(size, 1), dtype=np.uint8)
-        return int(self.buffer.ctypes.data)
+            self.buffer = self.backend.xp.zeros(max(size, 1), dtype=np.uint8)
+        return int(self.backend.address_of(self.buffer))
 
     def notify_shape(self, tensor_name: str, shape: Dims) -> None:
         self.shape = tuple(shape)
@@ -212,6 +213,8 @@ class CompiledModel:
     def _convert(self, name: str, value: Any) -> np.ndarray:
         declared = self._input_dtypes[name]
         engine_type = np.dtype(self.network_input_type(name))
+        if self.device == "cuda" and _is_device_array(value):
+            return self._convert_device(name, value, declared, engine_type)
         if not isinstance(value, np.ndarray):
             try:
                 value = np.asarray(value, dtype=declared)
@@ -236,7 +239,26 @@ class CompiledModel:
                 return tensor.dtype.nptype()
         raise TypeMismatchError(f"{name!r} is not an input; inputs: {self.input_names}")
 
+    def _convert_device(self, name: str, value: Any, declared: np.dtype, engine_type: np.dtype) -> Any:
+        """A GPU array (CuPy, or anything with ``__cuda_array_interface__`` / DLPack) taken without a copy."""
+        import cupy as cp
+
+        array = cp.asarray(value) if hasattr(value, "__cuda_array_interface__") else cp.from_dlpack(value)
+        if array.dtype not in (declared, engine_type):
+            raise TypeMismatchError(f"input {name!r} must be a {declared} array, got {array.dtype}")
+        dims = self._declared[name]
+        if array.ndim != len(dims) or any(d >= 0 and d != s for d, s in zip(dims, array.shape)):
+            shown = tuple("?" if d < 0 else d for d in dims)
+            raise ShapeError(f"input {name!r} must have shape {shown} ('?' is dynamic), got {array.shape}")
+        return cp.ascontiguousarray(array.astype(engine_type, copy=False))
+
     def _run(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        backend = self.engine.backend
+        on_device = backend.name == "cuda"
+        device_inputs = on_device and any(not isinstance(a, np.ndarray) for a in arrays.values())
+        if on_device:  # host arrays are uploaded; device arrays are used in place
+            arrays = {name: backend.xp.asarray(a) for name, a in arrays.items()}
+        self._inputs_alive = arrays
         context = self.context
         for name, array in arrays.items():
             if not context.set_input_shape(name, array.shape):
@@ -245,25 +267,27 @@ class CompiledModel:
                     f"input {name!r} has shape {array.shape}, outside the engine's range {tuple(low)}..{tuple(high)}; "
                     "pass shapes={name: (min, opt, max)} to plugrt.compile to cover it"
                 )
-            context.set_tensor_address(name, array.ctypes.data)
-        outputs: dict[str, np.ndarray] = {}
+            context.set_tensor_address(name, backend.address_of(array))
+        outputs: dict[str, Any] = {}
         for name in self.output_names:
             if name in self._allocators:
                 continue
             shape = tuple(context.get_tensor_shape(name))
             if -1 in shape:  # known only after the run: data-dependent
-                self._allocators[name] = _Allocator()
+                self._allocators[name] = _Allocator(backend)
                 context.set_output_allocator(name, self._allocators[name])
                 continue
             dtype = np.dtype(self.engine.get_tensor_dtype(name).nptype())
-            outputs[name] = np.empty(shape, dtype=dtype)
-            context.set_tensor_address(name, outputs[name].ctypes.data)
+            outputs[name] = backend.xp.empty(shape, dtype=dtype)
+            context.set_tensor_address(name, backend.address_of(outputs[name]))
         context.execute_async_v3(0)
         for name, allocator in self._allocators.items():
             dtype = np.dtype(self.engine.get_tensor_dtype(name).nptype())
             shape = allocator.shape or ()
             count = int(np.prod(shape, dtype=np.int64))
             outputs[name] = allocator.buffer[: count * dtype.itemsize].view(dtype).reshape(shape).copy()
+        if on_device and not device_inputs:  # host in, host out
+            outputs = {name: backend.xp.asnumpy(array) for name, array in outputs.items()}
         return {name: self._deliver(name, outputs[name]) for name in self.output_names}
 
     def _deliver(self, name: str, array: np.ndarray) -> np.ndarray:
@@ -272,3 +296,14 @@ class CompiledModel:
 
     def __repr__(self) -> str:
         return f"CompiledModel(inputs={self.input_names}, outputs={self.output_names}, device={self.device!r})"
+
+
+def _is_device_array(value: Any) -> bool:
+    """True for GPU arrays: CuPy, or any object exposing ``__cuda_array_interface__`` (torch, JAX via DLPack)."""
+    if hasattr(value, "__cuda_array_interface__"):
+        return True
+    device = getattr(value, "__dlpack_device__", None)
+    try:
+        return device is not None and device()[0] == 2  # kDLCUDA
+    except Exception:
+        return False
