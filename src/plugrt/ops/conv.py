@@ -43,7 +43,9 @@ class ConvolutionOperator(Operator):
     """``out = conv(x, kernel) + bias``.
 
     params: ``kernel_shape``, ``strides``, ``dilations``, ``pads`` (``[begin..., end...]``),
-    ``auto_pad``, ``group``, ``num_output_maps`` (M), ``has_bias``.
+    ``auto_pad``, ``group``, ``num_output_maps`` (M), ``has_bias``, ``uniform_kernel`` (every
+    kernel element is the same value: the output maps of a group are then equal, and are made
+    bit-identical, which BLAS does not guarantee for equal rows).
     weights: ``kernel`` (packed by :func:`pack_conv_kernel`) and ``bias`` ``[M]``; without
     ``kernel`` the kernel is input 1 (``[M, C / group, *k]``), and without ``bias`` but with
     ``has_bias`` the bias is the next input.
@@ -61,6 +63,7 @@ class ConvolutionOperator(Operator):
                 f"convolution: num_output_maps {self.maps} must be a multiple of group {self.group} (group >= 1)"
             )
         self.has_bias = bool(self.params.get("has_bias", "bias" in self.weights))
+        self.uniform = bool(self.params.get("uniform_kernel", False))
         self._inputs = 1 + ("kernel" not in self.weights) + (self.has_bias and "bias" not in self.weights)
         self._taps: list[tuple[Any, tuple[slice, ...]]] = []
         self._cols: np.ndarray | None = None
@@ -158,7 +161,10 @@ class ConvolutionOperator(Operator):
             if self._acc is None or self._acc.shape != out.shape:
                 self._acc = np.empty(out.shape, dtype=np.float32)
             target = self._acc
-        matmul_into(xp, kernel, cols, target.reshape(n, self.group, self.maps // self.group, -1))
+        grouped = target.reshape(n, self.group, self.maps // self.group, -1)
+        matmul_into(xp, kernel, cols, grouped)
+        if self.uniform:
+            grouped[:, :, 1:] = grouped[:, :, :1]
         if self.has_bias:
             bias = self._bias if self._bias is not None else inputs[-1].astype(np.float32).reshape(-1, 1)
             flat = target.reshape(n, self.maps, -1)

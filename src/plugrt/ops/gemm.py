@@ -36,7 +36,9 @@ def pack_gemm_weights(b: np.ndarray | None, c: np.ndarray | None, alpha: float, 
 
 @register_operator
 class GemmOperator(Operator):
-    """params: ``trans_a``, ``trans_b`` (bools), ``alpha``, ``beta`` (floats), ``has_c`` (bool).
+    """params: ``trans_a``, ``trans_b`` (bools), ``alpha``, ``beta`` (floats), ``has_c`` (bool),
+    ``uniform_b`` (every element of B is the same value: the output columns are then equal and
+    are made bit-identical, which BLAS does not guarantee).
 
     weights (optional): ``b`` and ``c`` from :func:`pack_gemm_weights`; what is not a
     weight is an input, in the order A, B, C.
@@ -51,6 +53,7 @@ class GemmOperator(Operator):
         self.alpha = float(self.params.get("alpha", 1.0))
         self.beta = float(self.params.get("beta", 1.0))
         self.has_c = bool(self.params.get("has_c", "c" in self.weights))
+        self.uniform = bool(self.params.get("uniform_b", False))
         self._inputs = 1 + ("b" not in self.weights) + (self.has_c and "c" not in self.weights)
         self._acc: np.ndarray | None = None
 
@@ -107,6 +110,8 @@ class GemmOperator(Operator):
                 self._acc = np.empty(out.shape, dtype=np.float32)
             target = self._acc
         matmul_into(xp, a, b, target)
+        if self.uniform:
+            target[:, 1:] = target[:, :1]
         if not scaled and self.alpha != 1.0:
             xp.multiply(target, np.float32(self.alpha), out=target)
         if self.has_c:

@@ -24,7 +24,7 @@ from ...ops.deconv import pack_deconv_kernel
 from ...ops.gemm import pack_gemm_weights
 from .base import ImportContext, register_importer
 
-__all__ = ["constant_value"]
+__all__ = ["constant_value", "uniform"]
 
 _FLOATS = (DataType.FLOAT, DataType.HALF)
 
@@ -54,6 +54,17 @@ def constant_value(ctx: ImportContext, tensor: ITensor | None) -> np.ndarray | N
             fill = np.asarray(layer.weights["value"]).reshape(-1)[0]
             return np.full([int(d) for d in np.asarray(shape).reshape(-1)], fill)
     return None
+
+
+def uniform(value: np.ndarray) -> bool:
+    """Whether every element is the same (constant-filled weights, as ONNX's light test models have).
+
+    Equal filters must give equal outputs -- those models' expected outputs are softmaxes of
+    logits that are equal only then -- but BLAS kernels may round equal rows differently
+    (OpenBLAS does, depending on its thread count); the operators copy one row to the others.
+    """
+    flat = np.asarray(value).reshape(-1)
+    return flat.size > 1 and bool(np.all(flat == flat[0]))
 
 
 def _float_input(ctx: ImportContext, tensor: ITensor, what: str) -> None:
@@ -124,6 +135,8 @@ def _conv_like(ctx: ImportContext, inputs: list[Any], transposed: bool) -> list[
     if kernel_value is not None:
         pack = pack_deconv_kernel if transposed else pack_conv_kernel
         weights["kernel"] = pack(kernel_value, group)
+        if not transposed and uniform(kernel_value):
+            params["uniform_kernel"] = True
     else:
         _float_input(ctx, w, "W")
         op_inputs.append(w)
@@ -170,6 +183,8 @@ def import_gemm(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     }
     b_value, c_value = constant_value(ctx, b), constant_value(ctx, c)
     weights = pack_gemm_weights(b_value, c_value, alpha, beta)
+    if b_value is not None and uniform(b_value):
+        params["uniform_b"] = True
     op_inputs = [a] + ([b] if b_value is None else []) + ([c] if c is not None and c_value is None else [])
     return ctx.op("gemm", op_inputs, params, weights)
 

@@ -19,7 +19,7 @@ from ...network.operator_layer import IOperatorLayer
 from ...network.tensor import ITensor
 from ...ops.normalization import fold_batch_norm
 from .base import ImportContext, register_importer
-from .cnn import constant_value
+from .cnn import constant_value, uniform
 
 __all__: list[str] = []
 
@@ -88,6 +88,7 @@ def _fold_into_conv(ctx: ImportContext, x: ITensor, folded: dict[str, np.ndarray
     }
     params = dict(conv.params)
     params["has_bias"] = True
+    params["uniform_kernel"] = uniform(weights["kernel"])
     (out,) = ctx.op("convolution", [conv._inputs[0]], params, weights)
     return out
 
