@@ -61,9 +61,9 @@ from collections.abc import Callable  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
-
 import onnx  # noqa: E402
 from onnx import numpy_helper  # noqa: E402
+
 from plugrt.onnx.compile import compile as compile_model  # noqa: E402
 
 LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from onnx.reference import ReferenceEvaluator
-
 import onnx
 from onnx import helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
 from plugrt.onnx.compile import compile as compile_model
 
 RNG = np.random.default_rng(20261129)

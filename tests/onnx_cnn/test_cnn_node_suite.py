@@ -18,11 +18,11 @@ import os
 import warnings
 
 import numpy as np
-import pytest
-
 import onnx
-import plugrt.onnx.backend as backend
+import pytest
 from onnx import numpy_helper, version_converter
+
+import plugrt.onnx.backend as backend
 
 MODULES = {
     "conv": {"Conv"},

@@ -133,14 +133,14 @@ def import_pad(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     numpy_type = ctx.dtype_of(x).nptype()
     if ctx.opset < 11:
         params["pads"] = [int(p) for p in ctx.attr("pads", ctx.attr("paddings", []))]
-        value = np.asarray(ctx.attr("value", 0.0)).astype(numpy_type).reshape(1)
-        return ctx.op("pad", op_inputs, params, {"value": value})
+        fill_attr = np.asarray(ctx.attr("value", 0.0)).astype(numpy_type).reshape(1)
+        return ctx.op("pad", op_inputs, params, {"value": fill_attr})
     pads = _given(inputs, 1)
     if pads is None:
         ctx.fail("input 1 (pads) is missing")
-    value = ctx.value_of(pads)
-    if value is not None:
-        params["pads"] = [int(p) for p in np.asarray(value).reshape(-1)]
+    pads_value = ctx.value_of(pads)
+    if pads_value is not None:
+        params["pads"] = [int(p) for p in np.asarray(pads_value).reshape(-1)]
     elif ctx.values_of(pads) is not None:
         op_inputs.append(ctx.cast(pads, DataType.INT64))
     else:
