@@ -26,11 +26,11 @@ class ScalePluginV2Ext(trt.IPluginV2Ext):
     def get_output_shape(self, index: int, input_shapes: list[trt.Dims]) -> trt.Dims:
         return trt.Dims(input_shapes[0])
 
-    def supports_format(self, dtype: trt.DataType, format: trt.TensorFormat) -> bool:  # noqa: A002
+    def supports_format(self, dtype: trt.DataType, format: trt.TensorFormat) -> bool:
         return dtype in (trt.DataType.FLOAT, trt.DataType.HALF) and format == trt.TensorFormat.LINEAR
 
     def configure_plugin(self, input_shapes: Any, output_shapes: Any, input_types: Any, output_types: Any,
-                         input_is_broadcasted: Any, output_is_broadcasted: Any, format: Any, max_batch_size: int) -> None:  # noqa: A002
+                         input_is_broadcasted: Any, output_is_broadcasted: Any, format: Any, max_batch_size: int) -> None:
         self.dims = list(input_shapes[0])
         self.dtype = input_types[0]
 

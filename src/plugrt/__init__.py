@@ -12,6 +12,7 @@ bytes, deserialize with ``Runtime`` and run in an ``IExecutionContext`` on the C
 
 __version__ = "0.1.0"
 
+from . import testing
 from .backends.cpu import as_array
 from .backends.memory import DeviceBuffer, active_device, device_malloc, live_allocations
 from .builder.builder import Builder
@@ -75,6 +76,8 @@ from .network.standard_layers import (
     IUnaryLayer,
 )
 from .network.tensor import ITensor, TensorIOMode, TensorLocation
+from .onnx.compile import compile  # noqa: A004 - plugrt.compile is the high-level entry point
+from .onnx.parser import OnnxParser
 from .plugin.creator import IPluginCreator, IPluginCreatorInterface, IPluginCreatorV3One
 from .plugin.descriptors import DynamicPluginTensorDesc, PluginTensorDesc
 from .plugin.fields import PluginField, PluginFieldCollection, PluginFieldType
@@ -91,12 +94,9 @@ from .plugin.v3 import (
     PluginCapabilityType,
     TensorRTPhase,
 )
+from .plugins import init_libnvinfer_plugins
 from .shape.builder import DimsExprs, IExprBuilder
 from .shape.expr import DimensionOperation, IDimensionExpr
-from .plugins import init_libnvinfer_plugins
-from .onnx.parser import OnnxParser
-from .onnx.compile import compile
-from . import testing  # noqa: E402  (plugrt.testing.check_plugin, the conformance checker)
 
 float32 = DataType.FLOAT
 float16 = DataType.HALF

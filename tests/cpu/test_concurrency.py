@@ -18,6 +18,7 @@ import pytest
 
 import plugrt as trt
 from plugrt.examples import circ_pad_v2, circ_pad_v3
+
 from testing_plugins import build, fields, run
 
 V2_PADS = [1, 2, 0, 1]  # last dim: 1 before, 2 after; second-to-last: 0 before, 1 after

@@ -17,6 +17,7 @@ import pytest
 
 import plugrt as trt
 from plugrt.examples import circ_pad_v2, circ_pad_v3
+
 from testing_plugins import ScalePluginV2Ext, build, fields, run
 
 _COUNTER = itertools.count()

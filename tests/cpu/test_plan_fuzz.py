@@ -23,6 +23,7 @@ import plugrt as trt
 from plugrt.engine.plan_format import PLAN_FORMAT_VERSION, PlanContents, decode_plan, encode_plan
 from plugrt.examples import circ_pad_v2, circ_pad_v3, nonzero_v3
 from plugrt.network.layer_enums import ActivationType, ElementWiseOperation
+
 from testing_plugins import build, fields
 
 SCALE = np.arange(6, dtype=np.float32).reshape(1, 6)

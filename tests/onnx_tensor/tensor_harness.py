@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import onnx
+from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-import onnx
 import plugrt as trt
-from onnx import helper, numpy_helper
 
 LOGGER = trt.Logger(trt.Logger.ERROR)
 Shapes = dict[str, tuple[Sequence[int], Sequence[int], Sequence[int]]]

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto as TP
+from onnx import helper, numpy_helper
 from tensor_harness import Compiled, make_model
 from test_recurrent_cells import cell_model
 from test_tensor_node_suite import _UNSUPPORTED, CASES
-
-import onnx
-from onnx import TensorProto as TP
-from onnx import helper, numpy_helper
 
 pytestmark = pytest.mark.gpu
 

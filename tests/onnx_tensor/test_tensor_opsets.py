@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tensor_harness import Compiled, check, make_model
-
 from onnx import TensorProto as TP
 from onnx import helper
+from tensor_harness import Compiled, check, make_model
 
 RNG = np.random.default_rng(11)
 X = RNG.standard_normal((4, 1, 6)).astype(np.float32)

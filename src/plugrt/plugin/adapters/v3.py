@@ -216,7 +216,7 @@ class V3Adapter(PluginAdapter):
         if self.build_caller is not None:
             try:
                 self._root(Phase.TEARDOWN, "destroy")
-            except Exception:  # noqa: BLE001 - best effort after another error
+            except Exception:
                 pass
         self.build_caller = None
 
