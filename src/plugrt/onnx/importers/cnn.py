@@ -18,6 +18,7 @@ import numpy as np
 
 from ...core.types import DataType
 from ...network.operator_layer import IOperatorLayer
+from ...network.standard_layers import IIdentityLayer, IShuffleLayer
 from ...network.tensor import ITensor
 from ...ops.conv import pack_conv_kernel
 from ...ops.deconv import pack_deconv_kernel
@@ -41,7 +42,8 @@ def _optional(inputs: list[Any], index: int) -> ITensor | None:
 
 
 def constant_value(ctx: ImportContext, tensor: ITensor | None) -> np.ndarray | None:
-    """The build-time value of ``tensor``: ``ctx.value_of``, or the fill of a ConstantOfShape layer of known shape."""
+    """The build-time value of ``tensor``: ``ctx.value_of``, else the fill of a ConstantOfShape layer of
+    known shape, seen through reshapes, transposes and copies (which keep a uniform fill uniform)."""
     if tensor is None:
         return None
     value = ctx.value_of(tensor)
@@ -53,6 +55,11 @@ def constant_value(ctx: ImportContext, tensor: ITensor | None) -> np.ndarray | N
         if shape is not None:
             fill = np.asarray(layer.weights["value"]).reshape(-1)[0]
             return np.full([int(d) for d in np.asarray(shape).reshape(-1)], fill)
+    if isinstance(layer, (IShuffleLayer, IIdentityLayer)) and layer._inputs and layer._inputs[0] is not None:
+        source = constant_value(ctx, layer._inputs[0])
+        dims = ctx.dims_of(tensor)
+        if source is not None and source.size and uniform(source) and all(d >= 0 for d in dims):
+            return np.full(dims, source.reshape(-1)[0])
     return None
 
 
