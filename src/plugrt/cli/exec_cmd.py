@@ -147,6 +147,8 @@ class _Session:
         self.cuda = engine.backend.name == "cuda"
         if args.useCudaGraph and self.cuda:
             self.context.use_cuda_graph = True
+        elif args.useCudaGraph:
+            print("[W] --useCudaGraph needs --device cuda; running without graphs")
         files = parse_input_files(args.loadInputs)
         names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
         inputs = [n for n in names if engine.get_tensor_mode(n) == TensorIOMode.INPUT]
