@@ -24,7 +24,6 @@ from .runtime import (
     check_reconfigure,
     check_reference,
     check_stream,
-    check_stream_gpu,
     check_workspace,
 )
 from .serialization import (
@@ -33,6 +32,7 @@ from .serialization import (
     check_serialization_size,
 )
 from .shapes import check_guard_bytes, check_inputs_unmodified, check_output_shapes, check_shape_hooks_pure
+from .stream_gpu import check_stream_gpu
 
 __all__ = ["CHECKS", "CHECK_IDS"]
 

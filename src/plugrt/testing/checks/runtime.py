@@ -1,8 +1,7 @@
-"""Checks on running: ``reconfigure``, ``workspace``, ``determinism``, ``stream``, ``stream-gpu``, ``reference``."""
+"""Checks on running: ``reconfigure``, ``workspace``, ``determinism``, ``stream``, ``reference`` (``stream-gpu`` has its own module)."""
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,7 +16,6 @@ __all__ = [
     "check_reconfigure",
     "check_reference",
     "check_stream",
-    "check_stream_gpu",
     "check_workspace",
 ]
 
@@ -136,17 +134,6 @@ def check_stream(ctx: CheckContext) -> str:
             "stream enqueue receives (on the GPU: cupy.cuda.ExternalStream(stream))"
         )
     return "outputs do not depend on the stream handle (the GPU ordering check is stream-gpu)"
-
-
-def check_stream_gpu(ctx: CheckContext) -> str:
-    """Placeholder for the GPU stream-ordering check; on the CPU backend it is skipped with the reason."""
-    what = (
-        "the GPU check enqueues on a non-default stream held behind an unsignalled event and verifies that no output "
-        "is written before the event fires (a plugin that ignores its stream runs early on the default stream)"
-    )
-    if importlib.util.find_spec("cupy") is None:
-        raise CheckSkippedError(f"needs an NVIDIA GPU with CuPy; {what}")
-    raise CheckSkippedError(f"the checker runs plugins on the CPU backend, where streams are opaque handles; {what}")
 
 
 def _as_outputs(value: Any) -> list[np.ndarray]:
