@@ -291,6 +291,8 @@ class CompiledModel:
         return {name: self._deliver(name, outputs[name]) for name in self.output_names}
 
     def _deliver(self, name: str, array: np.ndarray) -> np.ndarray:
+        if name not in self._parser.output_types:  # the model declares no type: give what the engine computed
+            return array
         wanted = self._output_dtypes[name]
         return array if array.dtype == wanted else array.astype(wanted)
 
