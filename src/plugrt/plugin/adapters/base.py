@@ -17,7 +17,7 @@ from ...core.logger import ILogger
 from ...core.types import DataType, TensorFormat
 from ...shape.expr import IDimensionExpr
 from ..descriptors import DynamicPluginTensorDesc, PluginTensorDesc
-from ..recorder import PluginCaller
+from ..recorder import Phase, PluginCaller
 
 __all__ = [
     "CANDIDATE_TYPES",
@@ -173,6 +173,18 @@ def negotiate_combination(
             f"position {pos} ({role}) rejected every candidate tried: {tried}{more}"
         )
     return chosen
+
+
+def checked_enqueue(caller: PluginCaller, method: str) -> Callable[..., None]:
+    """The inference-path call of ``method`` (enqueue / execute_async): bound once, status checked."""
+    hook = caller.bound(Phase.INFERENCE, method)
+
+    def run(*args: Any) -> None:
+        status = hook(*args)
+        if status is not None and status != 0:
+            check_status(caller, method, status)
+
+    return run
 
 
 def require_hooks(plugin: Any, hooks: Sequence[str], interface: type) -> None:

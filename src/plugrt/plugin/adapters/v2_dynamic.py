@@ -13,7 +13,7 @@ from ...shape.expr import IDimensionExpr
 from ..descriptors import DynamicPluginTensorDesc, PluginTensorDesc
 from ..recorder import Phase
 from ..v2 import IPluginV2DynamicExt
-from .base import BuildRequest, IOChoice, Port, candidate_list, check_status, negotiate_combination
+from .base import BuildRequest, IOChoice, Port, candidate_list, check_status, checked_enqueue, negotiate_combination
 from .v2_common import V2Common
 
 __all__ = ["V2DynamicAdapter"]
@@ -105,23 +105,7 @@ class V2DynamicAdapter(V2Common):
         )
 
     def make_enqueue(self, plugin: Any) -> Any:
-        caller = self.context_callers[id(plugin)]
-
-        hook = caller.bound(Phase.INFERENCE, "enqueue")
-
-        def run(
-            in_descs: list[Any],
-            out_descs: list[Any],
-            inputs: list[int],
-            outputs: list[int],
-            workspace: int,
-            stream: int,
-        ) -> None:
-            status = hook(in_descs, out_descs, inputs, outputs, workspace, stream)
-            if status is not None and status != 0:
-                check_status(caller, "enqueue", status)
-
-        return run
+        return checked_enqueue(self.context_callers[id(plugin)], "enqueue")
 
     expected_class = IPluginV2DynamicExt
     required_hooks = ("clone", "get_output_dimensions", "supports_format_combination", "enqueue")

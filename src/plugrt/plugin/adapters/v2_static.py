@@ -18,7 +18,7 @@ from ...shape.builder import IExprBuilder, constant
 from ...shape.expr import IDimensionExpr
 from ..recorder import Phase
 from ..v2 import IPluginV2, IPluginV2Ext
-from .base import CANDIDATE_TYPES, BuildRequest, IOChoice, Port, check_status
+from .base import CANDIDATE_TYPES, BuildRequest, IOChoice, Port, check_status, checked_enqueue
 from .v2_common import V2Common
 from .v2_dynamic import _as_size, _as_type
 
@@ -144,8 +144,7 @@ class V2StaticAdapter(V2Common):
         return workspace
 
     def make_enqueue(self, plugin: Any) -> Any:
-        caller = self.context_callers[id(plugin)]
-        hook = caller.bound(Phase.INFERENCE, "execute_async")
+        execute = checked_enqueue(self.context_callers[id(plugin)], "execute_async")
 
         def run(
             in_descs: list[Any],
@@ -157,8 +156,6 @@ class V2StaticAdapter(V2Common):
         ) -> None:
             descs = in_descs or out_descs
             batch = descs[0].dims[0] if descs and len(descs[0].dims) else 1
-            status = hook(batch, inputs, outputs, workspace, stream)
-            if status is not None and status != 0:
-                check_status(caller, "execute_async", status)
+            execute(batch, inputs, outputs, workspace, stream)
 
         return run

@@ -19,7 +19,16 @@ from ..field_codec import decode_fields, encode_fields
 from ..fields import PluginFieldCollection
 from ..recorder import Phase, PluginCaller
 from ..v3 import IPluginV3, PluginCapabilityType, TensorRTPhase
-from .base import BuildRequest, IOChoice, Port, candidate_list, check_status, negotiate_combination, require_hooks
+from .base import (
+    BuildRequest,
+    IOChoice,
+    Port,
+    candidate_list,
+    check_status,
+    checked_enqueue,
+    negotiate_combination,
+    require_hooks,
+)
 from .family import BuildResult, PluginAdapter
 from .v2_dynamic import _as_shape, _as_size, _as_type
 
@@ -265,23 +274,7 @@ class V3Adapter(PluginAdapter):
         self.runtime_callers[id(plugin)](Phase.SHAPE_CHANGE, "on_shape_change", list(inputs), list(outputs))
 
     def make_enqueue(self, plugin: Any) -> Any:
-        caller = self.runtime_callers[id(plugin)]
-
-        hook = caller.bound(Phase.INFERENCE, "enqueue")
-
-        def run(
-            in_descs: list[Any],
-            out_descs: list[Any],
-            inputs: list[int],
-            outputs: list[int],
-            workspace: int,
-            stream: int,
-        ) -> None:
-            status = hook(in_descs, out_descs, inputs, outputs, workspace, stream)
-            if status is not None and status != 0:
-                check_status(caller, "enqueue", status)
-
-        return run
+        return checked_enqueue(self.runtime_callers[id(plugin)], "enqueue")
 
     def detach(self, plugin: Any) -> None:
         self.release(plugin)
