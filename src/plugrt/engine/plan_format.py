@@ -154,7 +154,8 @@ def _encode_header(header: object) -> bytes:
         raise SerializationError(f"plan header is not JSON-serialisable: {exc}") from None
 
 
-def _encode_weights(weights: dict[str, npt.NDArray[Any]]) -> bytes:
+def _encode_weights(weights: dict[str, npt.NDArray[Any]]) -> list[bytes | memoryview]:
+    """The weights section as chunks (index, then padding and array data), so the data is copied once, at join."""
     items = []
     for name, arr in weights.items():
         if not isinstance(arr, np.ndarray):
@@ -169,18 +170,22 @@ def _encode_weights(weights: dict[str, npt.NDArray[Any]]) -> bytes:
         if dtype.kind == "b":  # a bool array viewed from other bytes may hold values above 1
             little = np.minimum(little.view(np.uint8), 1)
         dtype_b = _sized(arr.dtype.name, "dtype", text=True)
-        items.append((name_b, dtype_b, arr.shape, little.tobytes()))
+        items.append((name_b, dtype_b, arr.shape, little.reshape(-1).view(np.uint8)))  # no copy of the data
     items.sort(key=lambda item: item[0][4:])  # UTF-8 byte order is code point order
     out = bytearray(struct.pack("<I", len(items)))
     end = 4 + sum(len(n) + len(d) + 17 + 8 * len(s) for n, d, s, _ in items)
     for name_b, dtype_b, shape, data in items:
         offset = _align(end)
         dims = struct.pack(f"<B{len(shape)}q", len(shape), *shape)
-        out += name_b + dtype_b + dims + struct.pack("<QQ", offset, len(data))
-        end = offset + len(data)
+        out += name_b + dtype_b + dims + struct.pack("<QQ", offset, data.nbytes)
+        end = offset + data.nbytes
+    chunks: list[bytes | memoryview] = [bytes(out)]
+    size = len(out)
     for *_, data in items:
-        out += bytes(_align(len(out)) - len(out)) + data
-    return bytes(out)
+        padding = _align(size) - size
+        chunks += [bytes(padding), data.data]
+        size += padding + data.nbytes
+    return chunks
 
 
 def _encode_plugins(plugins: list[PluginRecord]) -> bytes:
@@ -208,15 +213,23 @@ def encode_plan(contents: PlanContents) -> bytes:
     for field, kind in (("weights", dict), ("plugins", list)):
         if not isinstance(value := getattr(contents, field), kind):
             raise SerializationError(f"plan {field} must be a {kind.__name__}, got {type(value).__name__}")
-    payloads = (
-        _encode_header(contents.header),
+    sections: list[list[bytes | memoryview]] = [
+        [_encode_header(contents.header)],
         _encode_weights(contents.weights),
-        _encode_plugins(contents.plugins),
-    )
-    body = bytearray(PLAN_MAGIC + struct.pack("<II", PLAN_FORMAT_VERSION, len(_SECTIONS)))
-    for tag, payload in zip(_SECTIONS, payloads):
-        body += tag + struct.pack("<QI", len(payload), zlib.crc32(payload)) + payload
-    return bytes(body + _END + struct.pack("<QI", len(body), zlib.crc32(body)))
+        [_encode_plugins(contents.plugins)],
+    ]
+    chunks: list[bytes | memoryview] = [PLAN_MAGIC + struct.pack("<II", PLAN_FORMAT_VERSION, len(_SECTIONS))]
+    for tag, parts in zip(_SECTIONS, sections):
+        crc = 0
+        for part in parts:
+            crc = zlib.crc32(part, crc)
+        chunks.append(tag + struct.pack("<QI", sum(len(part) for part in parts), crc))
+        chunks += parts
+    body_crc, body_size = 0, 0
+    for chunk in chunks:
+        body_crc, body_size = zlib.crc32(chunk, body_crc), body_size + len(chunk)
+    chunks.append(_END + struct.pack("<QI", body_size, body_crc))
+    return b"".join(chunks)  # the only copy of the weight data
 
 
 class _Reader:
