@@ -161,7 +161,10 @@ class _Build:
             raise
         except Exception as exc:
             raise BuildError(f"layer {layer.name!r} ({op.kind}): {type(exc).__name__}: {exc}") from exc
-        role = "constant" if op.is_constant else "internal"
+        # A layer computed only from constants is constant too: it runs once per context, not per inference
+        # (standard operators are deterministic; data-dependent sizes are left to the run).
+        derived = bool(inputs) and all(self.tensors[i].role == "constant" for i in inputs) and not op.size_exprs
+        role = "constant" if op.is_constant or derived else "internal"
         outputs = self.bind_outputs(layer, types, [TensorFormat.LINEAR] * len(types), shapes, values, role)
         keys = {}
         for name, array in op.weights.items():
@@ -291,6 +294,13 @@ class _Build:
                 self.tensors[index].name = f"{tensor.name} [{self.tensors[index].format.name}]"
                 index = self.converted(index, self.tensors[index].dtype, TensorFormat.LINEAR, "network output")
                 self.tensors[index].name = tensor.name
+            if self.tensors[index].role == "constant":
+                # constants are computed once into the arena; an output lives in the caller's memory, so copy
+                source = self.tensors[index]
+                source.name = f"{tensor.name} [constant]"
+                copy = self.add_tensor(tensor.name, source.dtype, source.format, source.shape, "internal", self.values[index])
+                self.layers.append(LayerPlan(f"Copy {tensor.name} to the output", [index], [copy], op_kind="identity"))
+                index = copy
             self.tensors[index].role = "output"
             outputs.append(index)
         return inputs + outputs

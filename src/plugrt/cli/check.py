@@ -51,7 +51,10 @@ def parse_shapes(specs: list[str]) -> list[Any]:
 
 
 def find_creator(spec: str, loaded: list[Any]) -> Any:
-    """The creator named by ``NAME[:VERSION[:NAMESPACE]]``; the library's own creators win ties."""
+    """The creator named by ``NAME[:VERSION[:NAMESPACE]]``; the library's own creators win ties.
+
+    An omitted namespace prefers the default namespace ``""`` when several namespaces match.
+    """
     name, version, namespace = [*spec.split(":"), None, None][:3]
     registry = get_plugin_registry()
     candidates = [c for c in loaded if c.name == name] or [c for c in registry.all_creators if c.name == name]
@@ -60,6 +63,9 @@ def find_creator(spec: str, loaded: list[Any]) -> Any:
         for c in candidates
         if (version is None or c.plugin_version == version) and (namespace is None or c.plugin_namespace == namespace)
     ]
+    if len(matches) > 1 and namespace is None:  # an omitted namespace means TensorRT's default, ""
+        default = [c for c in matches if c.plugin_namespace == ""]
+        matches = default or matches
     if len(matches) == 1:
         return matches[0]
     known = ", ".join(

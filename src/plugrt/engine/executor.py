@@ -63,9 +63,8 @@ class Executor:
                 weights = {name: self.plan.weights[key] for name, key in layer.weights.items()}
                 step.op = create_operator(layer.op_kind, layer.params, weights)
                 step.op.name = layer.name
-                step.constant = step.op.is_constant and all(
-                    self.plan.tensors[o].role != "output" for o in layer.outputs
-                )
+                # constants, and layers the builder found to depend on constants only
+                step.constant = bool(layer.outputs) and all(self.plan.tensors[o].role == "constant" for o in layer.outputs)
             self.steps.append(step)
         self.profile = 0
         self.arena: Any = None
