@@ -7,7 +7,7 @@
   nodes (gamma/beta as attributes, moved to backend memory in ``initialize``).
 
 Each builder also returns a reference model computing the same thing with
-standard ONNX ops only (for onnxruntime).
+standard ONNX ops only (for ONNX's reference evaluator).
 """
 
 from __future__ import annotations
