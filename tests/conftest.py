@@ -1,4 +1,4 @@
-"""Shared test setup: the example plugins are importable and registered."""
+"""Shared test setup: test helpers importable; GPU tests skip without a GPU."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-for path in (os.path.join(ROOT, "examples"), os.path.join(ROOT, "tests")):
+for path in (os.path.join(ROOT, "tests"),):
     if path not in sys.path:
         sys.path.insert(0, path)
 
