@@ -572,3 +572,20 @@ def test_creator_exports() -> None:
     assert trt.IPluginCreator is IPluginCreator
     assert trt.IPluginCreatorV3One is IPluginCreatorV3One
     assert trt.IPluginCreatorInterface is IPluginCreatorInterface
+
+
+def test_descriptor_dims_are_read_only_copies() -> None:
+    import plugrt as trt
+
+    source = trt.Dims((2, 3))
+    desc = trt.PluginTensorDesc(source, trt.float32)
+    source[0] = 7  # the descriptor kept its own copy
+    assert desc.dims == (2, 3)
+    with pytest.raises(trt.ShapeError, match=r"read-only .* copy them with Dims\(desc.dims\)"):
+        desc.dims[0] = 5
+    dynamic = trt.DynamicPluginTensorDesc(desc, trt.Dims((1, 3)), trt.Dims((4, 3)), trt.Dims((2, 3)))
+    with pytest.raises(trt.ShapeError, match="read-only"):
+        dynamic.max[0] = 9
+    mutable = trt.Dims(desc.dims)
+    mutable[0] = 5
+    assert mutable == (5, 3)

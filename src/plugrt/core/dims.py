@@ -10,7 +10,7 @@ from typing import Any, SupportsIndex, overload
 
 from .errors import ShapeError
 
-__all__ = ["Dims", "Dims2", "Dims3", "Dims4", "DimsCHW", "DimsHW", "DimsNCHW", "volume"]
+__all__ = ["Dims", "Dims2", "Dims3", "Dims4", "DimsCHW", "DimsHW", "DimsNCHW", "ReadOnlyDims", "volume"]
 
 
 class Dims:
@@ -66,6 +66,19 @@ class Dims:
     def is_static(self) -> bool:
         """True when no dimension is ``-1``."""
         return all(v >= 0 for v in self._values)
+
+
+class ReadOnlyDims(Dims):
+    """Dims that cannot be changed: the dims of descriptors handed to plugin hooks.
+
+    The engine reuses descriptors between runs, so a hook that wrote into them
+    would corrupt later runs; copy with ``Dims(desc.dims)`` to get a mutable one.
+    """
+
+    def __setitem__(self, index: SupportsIndex, value: SupportsIndex) -> None:
+        raise ShapeError(
+            f"descriptor dims {self!r} are read-only (the engine reuses them between runs); copy them with Dims(desc.dims)"
+        )
 
 
 def _as_dim(value: Any) -> int:

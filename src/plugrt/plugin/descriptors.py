@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..core.dims import Dims
+from ..core.dims import Dims, ReadOnlyDims
 from ..core.types import DataType, TensorFormat
 
 __all__ = ["DynamicPluginTensorDesc", "PluginTensorDesc"]
@@ -19,6 +19,9 @@ class PluginTensorDesc:
     format: TensorFormat = TensorFormat.LINEAR
     scale: float = 1.0
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dims", ReadOnlyDims(self.dims))
+
 
 @dataclass(frozen=True)
 class DynamicPluginTensorDesc:
@@ -32,3 +35,7 @@ class DynamicPluginTensorDesc:
     min: Dims = field(default_factory=Dims)
     max: Dims = field(default_factory=Dims)
     opt: Dims = field(default_factory=Dims)
+
+    def __post_init__(self) -> None:
+        for name in ("min", "max", "opt"):
+            object.__setattr__(self, name, ReadOnlyDims(getattr(self, name)))
