@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 import plugrt as trt
+from plugrt.examples import register_once
 
 
 class CircPadPlugin(trt.IPluginV2DynamicExt):
@@ -111,17 +112,6 @@ class CircPadPluginCreator(trt.IPluginCreator):
 
 def register(namespace: str = "") -> CircPadPluginCreator:
     """Register the creator once (idempotent) and return it."""
-    registry = trt.get_plugin_registry()
-    existing = (
-        registry.get_creator("CircPadPlugin", "1", namespace)
-        if any(c.name == "CircPadPlugin" and c.plugin_namespace == namespace for c in registry.all_creators)
-        else None
-    )
-    if existing is not None:
-        return existing
-    creator = CircPadPluginCreator()
-    registry.register_creator(creator, namespace)
-    return creator
-
+    return register_once(CircPadPluginCreator, namespace)  # type: ignore[no-any-return]
 
 register()

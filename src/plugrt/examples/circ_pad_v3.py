@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 import plugrt as trt
+from plugrt.examples import register_once
 
 
 class CircPadPluginV3(trt.IPluginV3, trt.IPluginV3OneCore, trt.IPluginV3OneBuild, trt.IPluginV3OneRuntime):
@@ -114,13 +115,6 @@ class CircPadPluginV3Creator(trt.IPluginCreatorV3One):
 
 def register(namespace: str = "") -> CircPadPluginV3Creator:
     """Register the creator once (idempotent) and return it."""
-    registry = trt.get_plugin_registry()
-    for creator in registry.all_creators:
-        if creator.name == "CircPadPluginV3" and creator.plugin_namespace == namespace:
-            return creator
-    creator = CircPadPluginV3Creator()
-    registry.register_creator(creator, namespace)
-    return creator
-
+    return register_once(CircPadPluginV3Creator, namespace)  # type: ignore[no-any-return]
 
 register()

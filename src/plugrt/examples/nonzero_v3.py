@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 import plugrt as trt
+from plugrt.examples import register_once
 
 
 class NonZeroPlugin(trt.IPluginV3, trt.IPluginV3OneCore, trt.IPluginV3OneBuild, trt.IPluginV3OneRuntime):
@@ -106,13 +107,6 @@ class NonZeroPluginCreator(trt.IPluginCreatorV3One):
 
 def register(namespace: str = "") -> NonZeroPluginCreator:
     """Register the creator once (idempotent) and return it."""
-    registry = trt.get_plugin_registry()
-    for creator in registry.all_creators:
-        if creator.name == "NonZeroPlugin" and creator.plugin_namespace == namespace:
-            return creator
-    creator = NonZeroPluginCreator()
-    registry.register_creator(creator, namespace)
-    return creator
-
+    return register_once(NonZeroPluginCreator, namespace)  # type: ignore[no-any-return]
 
 register()

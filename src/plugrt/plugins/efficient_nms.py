@@ -22,7 +22,7 @@ import numpy as np
 
 import plugrt as trt
 
-from ._base import FLOAT_TYPES, LibraryCreator, check_dim, host_buffers
+from ._base import FLOAT_TYPES, LibraryCreator, SchemaSerialized, check_dim, host_buffers
 from ._nms import OverlapRule, corners, greedy_nms, top_k_desc
 from ._schema import BOOL, FLOAT, INT, FieldSpec, Schema, at_least, between, one_of
 from ._workspace import WorkspaceLayout
@@ -106,10 +106,11 @@ def _decode(deltas: np.ndarray, priors: np.ndarray, coding: int) -> np.ndarray:
     return np.concatenate([centre, size], axis=-1)
 
 
-class EfficientNMSPlugin(trt.IPluginV2DynamicExt):
+class EfficientNMSPlugin(SchemaSerialized, trt.IPluginV2DynamicExt):
     """EfficientNMS: standard mode with 2 inputs, fused box decoder with 3 (anchors)."""
 
     NAME, VERSION = "EfficientNMS_TRT", "1"
+    MAGIC, FORMAT = _MAGIC, _FORMAT
     SCHEMA = Schema(
         NAME,
         (
@@ -186,23 +187,6 @@ class EfficientNMSPlugin(trt.IPluginV2DynamicExt):
             anchors = arrays[2] if len(arrays) == 3 else None
             efficient_nms(arrays[0], scores, anchors, self.params, tuple(results), scratch)
         return 0
-
-    def serialize(self) -> bytes:
-        writer = trt.SerializationWriter(magic=_MAGIC, version=_FORMAT)
-        self.SCHEMA.write(writer, self.params)
-        return writer.to_bytes()
-
-    @classmethod
-    def deserialize(cls, data: bytes) -> EfficientNMSPlugin:
-        reader = trt.SerializationReader(data, magic=_MAGIC, version=_FORMAT)
-        plugin = cls(cls.SCHEMA.read(reader))
-        reader.finish()
-        return plugin
-
-    def clone(self) -> EfficientNMSPlugin:
-        copy = EfficientNMSPlugin(self.params)
-        copy.plugin_namespace = self.plugin_namespace
-        return copy
 
 
 class EfficientNMSPluginCreator(LibraryCreator):

@@ -14,7 +14,7 @@ import numpy as np
 
 import plugrt as trt
 
-from ._base import FLOAT_TYPES, LibraryCreator, check_dim, host_buffers
+from ._base import FLOAT_TYPES, LibraryCreator, SchemaSerialized, check_dim, host_buffers
 from ._norm import standardize
 from ._schema import FLOAT, INT, FieldSpec, Schema, at_least
 from ._workspace import WorkspaceLayout
@@ -24,10 +24,11 @@ __all__ = ["GroupNormalizationPlugin", "GroupNormalizationPluginCreator"]
 _MAGIC, _FORMAT = 0x474E4F52, 1  # "GNOR"
 
 
-class GroupNormalizationPlugin(trt.IPluginV2DynamicExt):
+class GroupNormalizationPlugin(SchemaSerialized, trt.IPluginV2DynamicExt):
     """Group normalization with per-channel scale and bias given as inputs."""
 
     NAME, VERSION = "GroupNormalizationPlugin", "1"
+    MAGIC, FORMAT = _MAGIC, _FORMAT
     SCHEMA = Schema(
         NAME,
         (
@@ -92,23 +93,6 @@ class GroupNormalizationPlugin(trt.IPluginV2DynamicExt):
             per_channel += bias.astype(np.float32)[:, None]
             np.copyto(y, per_channel.reshape(y.shape), casting="same_kind")
         return 0
-
-    def serialize(self) -> bytes:
-        writer = trt.SerializationWriter(magic=_MAGIC, version=_FORMAT)
-        self.SCHEMA.write(writer, self.params)
-        return writer.to_bytes()
-
-    @classmethod
-    def deserialize(cls, data: bytes) -> GroupNormalizationPlugin:
-        reader = trt.SerializationReader(data, magic=_MAGIC, version=_FORMAT)
-        plugin = cls(cls.SCHEMA.read(reader))
-        reader.finish()
-        return plugin
-
-    def clone(self) -> GroupNormalizationPlugin:
-        copy = GroupNormalizationPlugin(self.params)
-        copy.plugin_namespace = self.plugin_namespace
-        return copy
 
 
 class GroupNormalizationPluginCreator(LibraryCreator):

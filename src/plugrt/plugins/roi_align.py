@@ -22,7 +22,7 @@ import numpy as np
 
 import plugrt as trt
 
-from ._base import FLOAT_TYPES, LibraryCreator, check_dim, host_buffers
+from ._base import FLOAT_TYPES, LibraryCreator, SchemaSerialized, check_dim, host_buffers
 from ._schema import FLOAT, INT, FieldSpec, Schema, at_least, one_of
 
 __all__ = ["ROIAlignPlugin", "ROIAlignPluginCreator", "roi_align"]
@@ -120,10 +120,11 @@ def _max_pool(
     return np.where(np.isneginf(best), 0, best)
 
 
-class ROIAlignPlugin(trt.IPluginV2DynamicExt):
+class ROIAlignPlugin(SchemaSerialized, trt.IPluginV2DynamicExt):
     """Region-of-interest align: a fixed-size feature map per ROI."""
 
     NAME, VERSION = "ROIAlign_TRT", "1"
+    MAGIC, FORMAT = _MAGIC, _FORMAT
     SCHEMA = Schema(
         NAME,
         (
@@ -180,23 +181,6 @@ class ROIAlignPlugin(trt.IPluginV2DynamicExt):
         with host_buffers(inputs, input_desc, outputs, output_desc, stream) as ((x, rois, batch_indices), (y,)):
             roi_align(x, rois, batch_indices, self.params, y)
         return 0
-
-    def serialize(self) -> bytes:
-        writer = trt.SerializationWriter(magic=_MAGIC, version=_FORMAT)
-        self.SCHEMA.write(writer, self.params)
-        return writer.to_bytes()
-
-    @classmethod
-    def deserialize(cls, data: bytes) -> ROIAlignPlugin:
-        reader = trt.SerializationReader(data, magic=_MAGIC, version=_FORMAT)
-        plugin = cls(cls.SCHEMA.read(reader))
-        reader.finish()
-        return plugin
-
-    def clone(self) -> ROIAlignPlugin:
-        copy = ROIAlignPlugin(self.params)
-        copy.plugin_namespace = self.plugin_namespace
-        return copy
 
 
 class ROIAlignPluginCreator(LibraryCreator):

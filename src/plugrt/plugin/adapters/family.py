@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -25,7 +26,7 @@ class BuildResult:
         self.tactic = tactic
 
 
-class PluginAdapter:
+class PluginAdapter(ABC):
     """Drives one plugin layer through TensorRT's call order for its family.
 
     Build side: ``begin_build`` → ``output_types`` → ``output_shapes`` →
@@ -46,6 +47,7 @@ class PluginAdapter:
 
     # --- identity -----------------------------------------------------------------
     @staticmethod
+    @abstractmethod
     def identity(plugin: Any) -> tuple[str, str, str]:
         """(name, version, namespace) of a plugin of this family."""
         raise NotImplementedError
@@ -57,30 +59,36 @@ class PluginAdapter:
         return PluginCaller(plugin, self.layer, plugin_label(*self.identity(plugin)), self.logger)
 
     # --- build --------------------------------------------------------------------
+    @abstractmethod
     def begin_build(self, plugin: Any) -> None:
         """Make the build instance (a clone of the network's plugin)."""
         raise NotImplementedError
 
+    @abstractmethod
     def output_types(self, input_types: list[DataType]) -> list[DataType]:
         """Declared output types."""
         raise NotImplementedError
 
+    @abstractmethod
     def output_shapes(
         self, request: BuildRequest, shape_inputs: list[Port], eb: IExprBuilder
     ) -> list[list[IDimensionExpr]]:
         """Output shapes as expressions."""
         raise NotImplementedError
 
+    @abstractmethod
     def choose_formats(
         self, request: BuildRequest, outputs: list[Port], preferred: list[IOChoice | None]
     ) -> list[IOChoice]:
         """One (type, format) per input then output."""
         raise NotImplementedError
 
+    @abstractmethod
     def configure(self, request: BuildRequest, outputs: list[Port], num_profiles: int) -> int:
         """Configure the plugin for every profile; return the workspace bytes needed."""
         raise NotImplementedError
 
+    @abstractmethod
     def finish_build(self, request: BuildRequest, outputs: list[Port]) -> BuildResult:
         """Serialize and tear down the build instance."""
         raise NotImplementedError
@@ -89,10 +97,12 @@ class PluginAdapter:
         """Tear down the build instance after a failed build (errors ignored)."""
 
     # --- run ----------------------------------------------------------------------
+    @abstractmethod
     def revive(self, name: str, version: str, namespace: str, payload: bytes, registry: Any, tactic: int) -> Any:
         """The engine's plugin, recreated from the plan through the registry."""
         raise NotImplementedError
 
+    @abstractmethod
     def attach(self, engine_plugin: Any, resource_context: Any) -> Any:
         """The plugin instance an execution context uses."""
         raise NotImplementedError
@@ -107,6 +117,7 @@ class PluginAdapter:
     ) -> None:
         """Tell a context's plugin about new concrete shapes."""
 
+    @abstractmethod
     def make_enqueue(self, plugin: Any) -> Any:
         """A callable ``(in_descs, out_descs, in_ptrs, out_ptrs, workspace, stream)`` running the plugin."""
         raise NotImplementedError

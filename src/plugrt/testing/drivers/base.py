@@ -7,6 +7,7 @@ calls of its family (IPluginV2/V2Ext, IPluginV2DynamicExt or IPluginV3).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -95,7 +96,7 @@ def as_dims_exprs(hook: str, value: Any) -> list[IDimensionExpr]:
     return list(value)
 
 
-class Driver:
+class Driver(ABC):
     """Calls one plugin family's hooks. Subclasses implement the family-specific hooks."""
 
     family: ClassVar[str] = ""
@@ -173,30 +174,37 @@ class Driver:
         return [self.supports(plugin, p, list(descs), len(combo.inputs)) for p in range(len(descs))]
 
     # --- hooks every family implements --------------------------------------------
+    @abstractmethod
     def identity(self, plugin: Any) -> tuple[str, str, str]:
         """(name, version, namespace) as the plugin reports them."""
         raise NotImplementedError
 
+    @abstractmethod
     def create(self, creator: Any, name: str, fields: Any) -> Any:
         """A new plugin from the creator (for building)."""
         raise NotImplementedError
 
+    @abstractmethod
     def clone(self, plugin: Any) -> Any:
         """``plugin.clone()``, validated."""
         raise NotImplementedError
 
+    @abstractmethod
     def output_types(self, plugin: Any, input_types: list[DataType]) -> list[DataType]:
         """Declared output types."""
         raise NotImplementedError
 
+    @abstractmethod
     def output_exprs(self, plugin: Any, inputs: list[list[IDimensionExpr]], builder: IExprBuilder) -> list[Any]:
         """Declared output shapes."""
         raise NotImplementedError
 
+    @abstractmethod
     def supports(self, plugin: Any, pos: int, descs: list[Any], num_inputs: int) -> bool:
         """One format question."""
         raise NotImplementedError
 
+    @abstractmethod
     def configure_build(self, plugin: Any, combo: Combination, rule: OutputRule) -> tuple[int, int]:
         """Build-time configuration; returns (workspace bytes, tactic)."""
         raise NotImplementedError
@@ -217,10 +225,12 @@ class Driver:
 
             call(plugin, "destroy")
 
+    @abstractmethod
     def attach(self, engine_plugin: Any) -> Any:
         """The plugin an execution context uses (a clone, attached)."""
         raise NotImplementedError
 
+    @abstractmethod
     def detach(self, plugin: Any) -> None:
         """Release a context's plugin."""
         raise NotImplementedError
@@ -230,6 +240,7 @@ class Driver:
     ) -> None:
         """Tell a context's plugin about new concrete shapes."""
 
+    @abstractmethod
     def enqueue(
         self,
         plugin: Any,
@@ -243,6 +254,7 @@ class Driver:
         """Run the plugin on buffer addresses."""
         raise NotImplementedError
 
+    @abstractmethod
     def payload(self, plugin: Any) -> bytes:
         """What the plan would store for this plugin."""
         raise NotImplementedError
@@ -251,6 +263,7 @@ class Driver:
         """The serialization size the plugin declares (None when the family has none)."""
         return None
 
+    @abstractmethod
     def revive(self, creator: Any, name: str, payload: bytes) -> Any:
         """The runtime plugin recreated from a payload (not initialized yet)."""
         raise NotImplementedError
