@@ -16,7 +16,16 @@ from ..plugin.creator import IPluginCreator
 from ..plugin.fields import PluginFieldCollection
 from ..plugin.serialization import SerializationReader, SerializationWriter
 
-__all__ = ["FLOAT_TYPES", "LibraryCreator", "SchemaSerialized", "check_dim", "copy_to", "host_buffers", "to_host"]
+__all__ = [
+    "FLOAT_TYPES",
+    "LibraryCreator",
+    "SchemaSerialized",
+    "check_dim",
+    "copy_to",
+    "device_buffers",
+    "host_buffers",
+    "to_host",
+]
 
 #: Element types the library's float tensors accept (kernels compute in float32 either way).
 FLOAT_TYPES = (DataType.FLOAT, DataType.HALF)
@@ -118,6 +127,27 @@ def host_buffers(
         yield [to_host(a) for a in ins], host_outs
         for device, host in zip(outs, host_outs):
             device.set(host)
+
+
+@contextmanager
+def device_buffers(
+    inputs: Sequence[int], input_desc: Sequence[Any], outputs: Sequence[int], output_desc: Sequence[Any], stream: int
+) -> Iterator[tuple[list[Any], list[Any]] | None]:
+    """CuPy views of the plugin's buffers, with ``stream`` as CuPy's current stream, under a
+    CUDA engine; None on the CPU (use :func:`host_buffers` then)."""
+    from ..backends.memory import active_device
+
+    if active_device() != "cuda":
+        yield None
+        return
+    from ..backends.cuda import import_cupy
+
+    cupy = import_cupy()
+    with cupy.cuda.ExternalStream(stream) if stream else cupy.cuda.Stream.null:
+        yield (
+            [as_array(p, d) for p, d in zip(inputs, input_desc)],
+            [as_array(p, d) for p, d in zip(outputs, output_desc)],
+        )
 
 
 def copy_to(view: Any, values: np.ndarray) -> None:

@@ -13,7 +13,8 @@ from typing import Any
 
 import plugrt as trt
 
-from ._base import FLOAT_TYPES, LibraryCreator, check_dim, host_buffers
+from ._base import FLOAT_TYPES, LibraryCreator, check_dim, device_buffers, host_buffers
+from ._nms_device import batched_nms_device, fits_device
 from ._schema import BOOL, FLOAT, INT, FieldSpec, Schema, at_least, between
 from .batched_nms_kernel import NMSConfig, batched_nms, workspace_layout
 
@@ -118,9 +119,7 @@ class BatchedNMSDynamicPlugin(trt.IPluginV2DynamicExt):
         workspace: int,
         stream: int,
     ) -> int:
-        with host_buffers(inputs, input_desc, outputs, output_desc, stream) as ((boxes, scores), results):
-            scratch = workspace_layout(scores.shape[0], scores.shape[1], self.config).bind(workspace)
-            batched_nms(boxes, scores, self.config, tuple(results), scratch)  # type: ignore[arg-type]
+        _run(self.config, inputs, input_desc, outputs, output_desc, workspace, stream)
         return 0
 
     def serialize(self) -> bytes:
@@ -202,9 +201,7 @@ class BatchedNMSPlugin(trt.IPluginV2Ext):
         self, batch_size: int, inputs: list[int], outputs: list[int], workspace: int, stream_handle: int
     ) -> int:
         descs = self._descs.get(batch_size) or self._make_descs(batch_size)
-        with host_buffers(inputs, descs[:2], outputs, descs[2:], stream_handle) as ((boxes, scores), results):
-            scratch = workspace_layout(batch_size, self.num_boxes, self.config).bind(workspace)
-            batched_nms(boxes, scores, self.config, tuple(results), scratch)  # type: ignore[arg-type]
+        _run(self.config, inputs, descs[:2], outputs, descs[2:], workspace, stream_handle)
         return 0
 
     def _make_descs(self, batch: int) -> tuple[trt.PluginTensorDesc, ...]:
@@ -240,6 +237,26 @@ class BatchedNMSPlugin(trt.IPluginV2Ext):
         copy.plugin_namespace = self.plugin_namespace
         copy.num_boxes, copy.locations, copy.dtype = self.num_boxes, self.locations, self.dtype
         return copy
+
+
+def _run(
+    config: NMSConfig,
+    inputs: list[int],
+    input_desc: Any,
+    outputs: list[int],
+    output_desc: Any,
+    workspace: int,
+    stream: int,
+) -> None:
+    """One BatchedNMS run: the GPU kernels on a CUDA engine, the NumPy pipeline otherwise."""
+    with device_buffers(inputs, input_desc, outputs, output_desc, stream) as device:
+        if device is not None and fits_device(config.top_k, config.keep_top_k):
+            (boxes, scores), results = device
+            batched_nms_device(boxes, scores, config, tuple(results))  # type: ignore[arg-type]
+            return
+    with host_buffers(inputs, input_desc, outputs, output_desc, stream) as ((boxes, scores), results):
+        scratch = workspace_layout(scores.shape[0], scores.shape[1], config).bind(workspace)
+        batched_nms(boxes, scores, config, tuple(results), scratch)  # type: ignore[arg-type]
 
 
 def _expect_name(reader: trt.SerializationReader, name: str) -> None:

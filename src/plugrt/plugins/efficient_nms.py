@@ -22,12 +22,13 @@ import numpy as np
 
 import plugrt as trt
 
-from ._base import FLOAT_TYPES, LibraryCreator, SchemaSerialized, check_dim, host_buffers
+from ._base import FLOAT_TYPES, LibraryCreator, SchemaSerialized, check_dim, device_buffers, host_buffers
 from ._nms import OverlapRule, corners, greedy_nms, top_k_desc
+from ._nms_device import efficient_nms_device, fits_device
 from ._schema import BOOL, FLOAT, INT, FieldSpec, Schema, at_least, between, one_of
 from ._workspace import WorkspaceLayout
 
-__all__ = ["EfficientNMSPlugin", "EfficientNMSPluginCreator", "efficient_nms"]
+__all__ = ["EfficientNMSPlugin", "EfficientNMSPluginCreator", "efficient_nms", "score_threshold"]
 
 MAX_CANDIDATES = 4096  # TensorRT's numSelectedBoxes: the best pairs that enter NMS
 _MAGIC, _FORMAT = 0x45464E4D, 1  # "EFNM"
@@ -38,6 +39,14 @@ def workspace_layout(batch: int, num_pairs: int) -> WorkspaceLayout:
     pass the threshold) and the sorted candidates."""
     candidates = min(MAX_CANDIDATES, num_pairs)
     return WorkspaceLayout().add("scores", (batch, num_pairs), np.float32).add("order", (batch, candidates), np.int32)
+
+
+def score_threshold(params: dict[str, Any]) -> np.float32:
+    """The threshold raw scores are compared with: ``score_threshold``, or its logit with ``score_activation``."""
+    threshold = np.float32(params["score_threshold"])
+    if params["score_activation"]:
+        return np.float32(-32768.0) if threshold <= 0 else np.float32(np.log(threshold / (np.float32(1) - threshold)))
+    return threshold
 
 
 def efficient_nms(
@@ -58,10 +67,7 @@ def efficient_nms(
     if scratch is None:
         scratch = workspace_layout(batch, num_boxes * classes).allocate()
     flat = scores.reshape(batch, num_boxes * classes)  # pair p = box * classes + class, as TensorRT indexes them
-    threshold = np.float32(params["score_threshold"])
-    if params["score_activation"]:  # compare raw scores with the threshold's logit
-        threshold = np.float32(-32768.0) if threshold <= 0 else np.log(threshold / (np.float32(1) - threshold))
-    passing = flat >= threshold
+    passing = flat >= score_threshold(params)
     if 0 <= params["background_class"] < classes:
         passing.reshape(batch, num_boxes, classes)[:, :, params["background_class"]] = False
     order, valid, value = top_k_desc(flat, MAX_CANDIDATES, passing, scratch["scores"])
@@ -181,6 +187,14 @@ class EfficientNMSPlugin(SchemaSerialized, trt.IPluginV2DynamicExt):
         workspace: int,
         stream: int,
     ) -> int:
+        with device_buffers(inputs, input_desc, outputs, output_desc, stream) as device:
+            if device is not None and fits_device(self.params["max_output_boxes"]):
+                arrays, results = device
+                anchors = arrays[2] if len(arrays) == 3 else None
+                efficient_nms_device(
+                    arrays[0], arrays[1], anchors, self.params, float(score_threshold(self.params)), tuple(results)
+                )
+                return 0
         with host_buffers(inputs, input_desc, outputs, output_desc, stream) as (arrays, results):
             scores = arrays[1]
             scratch = workspace_layout(scores.shape[0], scores.shape[1] * scores.shape[2]).bind(workspace)
