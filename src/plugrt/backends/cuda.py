@@ -18,7 +18,7 @@ import numpy as np
 from ..core.dims import volume
 from ..core.errors import ExecutionError, MissingBackendError
 
-__all__ = ["CudaBackend", "import_cupy"]
+__all__ = ["CudaBackend", "cupy_stream", "import_cupy"]
 
 
 def import_cupy() -> Any:
@@ -35,6 +35,38 @@ def import_cupy() -> Any:
     except cupy.cuda.runtime.CUDARuntimeError as exc:
         raise MissingBackendError(f"the 'cuda' device is not usable: {exc}") from exc
     return cupy
+
+
+class _StreamHandle:
+    """A raw stream handle offered through the CUDA stream protocol."""
+
+    def __init__(self, handle: int) -> None:
+        self.handle = handle
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.handle)
+
+
+_STREAMS: dict[int, Any] = {}
+
+
+def cupy_stream(handle: int) -> Any:
+    """CuPy's stream object for a raw CUDA stream handle (0: the legacy default stream).
+
+    Use it as a context manager to make CuPy launch on that stream. The wrapper never
+    owns the stream; wrappers are cached per handle.
+    """
+    cp = import_cupy()
+    if not handle:
+        return cp.cuda.Stream.null
+    stream = _STREAMS.get(handle)
+    if stream is None:
+        from_external = getattr(cp.cuda.Stream, "from_external", None)
+        stream = from_external(_StreamHandle(handle)) if from_external is not None else cp.cuda.ExternalStream(handle)
+        if len(_STREAMS) >= 256:
+            _STREAMS.clear()
+        _STREAMS[handle] = stream
+    return stream
 
 
 class CudaBackend:
@@ -76,18 +108,10 @@ class CudaBackend:
 
     def synchronize(self, stream: int) -> None:
         """Wait for the work queued on ``stream``."""
-        if stream:
-            self.cupy.cuda.ExternalStream(stream).synchronize()
-        else:
-            self.cupy.cuda.Stream.null.synchronize()
+        cupy_stream(stream).synchronize()
 
     @contextlib.contextmanager
     def stream_scope(self, stream: int) -> Iterator[None]:
         """Make CuPy launch on ``stream`` (0 means the legacy default stream)."""
-        cp = self.cupy
-        if stream:
-            with cp.cuda.ExternalStream(stream):
-                yield
-        else:
-            with cp.cuda.Stream.null:
-                yield
+        with cupy_stream(stream):
+            yield

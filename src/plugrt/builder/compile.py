@@ -27,6 +27,7 @@ from ..plugin.adapters.base import BuildRequest, Port
 from ..shape.builder import IExprBuilder, constant, symbol
 from ..shape.expr import IDimensionExpr
 from .config import BuilderFlag, IBuilderConfig, MemoryPoolType
+from .fusion import fuse_layers
 from .graph import topological_layers
 from .memory import Block, plan_memory
 from .profiles import ResolvedProfile, resolve_profiles
@@ -260,6 +261,9 @@ class _Build:
                 if monitor is not None and monitor.step_complete("Building engine", step) is False:
                     raise BuildError(f"the build was cancelled by the progress monitor after layer {layer.name!r}")
             io = self.mark_outputs()
+            self.layers, self.tensors, io, fused = fuse_layers(self.layers, self.tensors, io)
+            for name in fused:
+                self.logger.emit(Severity.VERBOSE, f"fused layers into {name!r}")
             self.check_profile_shapes()
             plugins = self.finish_plugins()
         except BaseException:

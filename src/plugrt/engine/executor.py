@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.cuda import cupy_stream
 from ..core.dims import Dims
 from ..core.errors import ExecutionError, PlugrtError
 from ..core.layouts import storage_shape
@@ -242,7 +243,7 @@ class Executor:
         if not stream:
             raise ExecutionError("CUDA graph capture needs a non-default stream; pass a stream handle other than 0")
         cp = self.backend.cupy
-        cuda_stream = cp.cuda.ExternalStream(stream)
+        cuda_stream = cupy_stream(stream)
         if self._graph is not None and self._graph_key == (self._calls_id(), stream):
             self._graph.launch(cuda_stream)
             return

@@ -28,7 +28,12 @@ _OPS = ("NONE", "TRANSPOSE", "VECTOR")
 
 @register_operator
 class MatrixMultiplyOperator(Operator):
-    """``out = op0(a) @ op1(b)``; params: ``op0``, ``op1`` (MatrixOperation names)."""
+    """``out = op0(a) @ op1(b)``; params: ``op0``, ``op1`` (MatrixOperation names).
+
+    With param ``bias`` (set by the builder's fusion of a following ``Add``, see
+    :mod:`plugrt.builder.fusion`) a third input of dims ``[1, ..., 1, N]`` is added to
+    every row of the product.
+    """
 
     kind = "matrix_multiply"
 
@@ -38,22 +43,25 @@ class MatrixMultiplyOperator(Operator):
         for index, op in enumerate(self.ops):
             if op not in _OPS:
                 raise NetworkError(f"matrix_multiply: unknown op{index} {op!r}; valid: {', '.join(_OPS)}")
+        self.bias = bool(self.params.get("bias", False))
         self._out_view: tuple[int, ...] = ()
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
-        expect_inputs(self, len(input_types), 2)
-        a, b = input_types
+        expect_inputs(self, len(input_types), 2 + self.bias)
+        a, b = input_types[:2]
         if a not in FLOAT_TYPES or a != b:
             raise TypeMismatchError(
                 f"{label(self)}: matrix multiply needs two FLOAT or two HALF inputs, got {a.name} and {b.name}"
             )
+        if self.bias and input_types[2] != a:
+            raise TypeMismatchError(f"{label(self)}: the bias must have type {a.name}, got {input_types[2].name}")
         return [a]
 
     def output_shapes(
         self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
     ) -> list[ShapeExprs]:
-        expect_inputs(self, len(input_shapes), 2)
-        (batch_a, rows, k_a), (batch_b, cols, k_b) = (self._split(i, s) for i, s in enumerate(input_shapes))
+        expect_inputs(self, len(input_shapes), 2 + self.bias)
+        (batch_a, rows, k_a), (batch_b, cols, k_b) = (self._split(i, s) for i, s in enumerate(input_shapes[:2]))
         if len(batch_a) != len(batch_b):
             raise ShapeError(
                 f"{label(self)}: inputs have {len(batch_a)} and {len(batch_b)} batch dimensions "
@@ -62,7 +70,13 @@ class MatrixMultiplyOperator(Operator):
             )
         merge_dim(self, k_a, k_b, "the reduced dimensions of input 0 and input 1")
         batch = [broadcast_dim(self, x, y, axis) for axis, (x, y) in enumerate(zip(batch_a, batch_b))]
-        return [batch + [d for d in (rows, cols) if d is not None]]
+        out = batch + [d for d in (rows, cols) if d is not None]
+        if self.bias:
+            bias = input_shapes[2]
+            leading_ones = all(d.is_constant() and d.get_constant_value() == 1 for d in bias[:-1])
+            if not bias or len(bias) > len(out) or not leading_ones or bias[-1] != out[-1]:
+                raise ShapeError(f"{label(self)}: the bias must have dims [1, ..., 1, {out[-1]}], got {bias}")
+        return [out]
 
     def _split(self, index: int, shape: ShapeExprs) -> tuple[ShapeExprs, IDimensionExpr | None, IDimensionExpr]:
         """(batch dims, the kept dim or None for a vector, the reduced dim) of input ``index``."""
@@ -84,13 +98,13 @@ class MatrixMultiplyOperator(Operator):
         self._out_view = (*out[:batch], rows, cols)
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
-        a, b = inputs
-        a = _operand(a, self.ops[0], first=True)
-        b = _operand(b, self.ops[1], first=False)
+        a = _operand(inputs[0], self.ops[0], first=True)
+        b = _operand(inputs[1], self.ops[1], first=False)
         out = outputs[0]
         if len(self._out_view) != a.ndim:
             self.prepare([a.shape, b.shape], [out.shape])
-        matmul_into(xp, a, b, out.reshape(self._out_view))
+        bias = inputs[2].reshape(-1) if self.bias else None
+        matmul_into(xp, a, b, out.reshape(self._out_view), bias)
 
 
 def _operand(x: Any, op: str, first: bool) -> Any:

@@ -2,6 +2,11 @@
 
 The axis is a bitmask, as in TensorRT; unset, it is TensorRT's default axis
 ``max(0, rank - 3)``. HALF inputs are summed in FLOAT.
+
+With ``scaled`` (set by the builder's fusion of a ``Mul`` by a one-element tensor, see
+:mod:`plugrt.builder.fusion`) a second input ``s`` multiplies ``x`` first:
+``softmax(x * s)``. On the GPU a softmax over the last axis is one kernel
+(:mod:`plugrt.backends.kernels.softmax`).
 """
 
 from __future__ import annotations
@@ -23,7 +28,10 @@ __all__ = ["SoftmaxOperator"]
 
 @register_operator
 class SoftmaxOperator(Operator):
-    """``out = exp(x - max) / sum(exp(x - max))`` over the axes; params: ``axes`` (bitmask; absent: the default)."""
+    """``out = exp(x - max) / sum(exp(x - max))`` over the axes.
+
+    params: ``axes`` (bitmask; absent: the default), ``scaled`` (a second input multiplies ``x`` first).
+    """
 
     kind = "softmax"
 
@@ -31,6 +39,7 @@ class SoftmaxOperator(Operator):
         super().__init__(params, weights)
         axes = self.params.get("axes")
         self.mask: int | None = None if axes is None else int(axes)
+        self.scaled = bool(self.params.get("scaled", False))
         self._axes: tuple[int, ...] = ()
         self._rank = -1
 
@@ -45,16 +54,24 @@ class SoftmaxOperator(Operator):
         return axes
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
-        expect_inputs(self, len(input_types), 1)
+        expect_inputs(self, len(input_types), 1 + self.scaled)
         if input_types[0] not in FLOAT_TYPES:
             raise TypeMismatchError(f"{label(self)}: softmax takes FLOAT or HALF, got {input_types[0].name}")
+        if self.scaled and input_types[1] != input_types[0]:
+            raise TypeMismatchError(
+                f"{label(self)}: the scale must have the input's type {input_types[0].name}, got {input_types[1].name}"
+            )
         return [input_types[0]]
 
     def output_shapes(
         self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
     ) -> list[ShapeExprs]:
-        expect_inputs(self, len(input_shapes), 1)
+        expect_inputs(self, len(input_shapes), 1 + self.scaled)
         self.axes_for(len(input_shapes[0]))
+        if self.scaled:
+            scale = input_shapes[1]
+            if len(scale) > len(input_shapes[0]) or not all(d.is_constant() and d.get_constant_value() == 1 for d in scale):
+                raise ShapeError(f"{label(self)}: the scale must be a one-element tensor, got dims {scale}")
         return [list(input_shapes[0])]
 
     def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
@@ -64,7 +81,24 @@ class SoftmaxOperator(Operator):
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         x, out = inputs[0], outputs[0]
         if x.ndim != self._rank:
-            self.prepare([x.shape], [out.shape])
+            self.prepare([a.shape for a in inputs], [out.shape])
+        if xp is not np and self._launch_kernel(x, out, inputs[1] if self.scaled else None):
+            return
+        if self.scaled:
+            xp.multiply(x, inputs[1], out=out)
+            x = out
         xp.subtract(x, x.max(axis=self._axes, keepdims=True), out=out)
         xp.exp(out, out=out)
         xp.divide(out, out.sum(axis=self._axes, keepdims=True, dtype=xp.float32), out=out)
+
+    def _launch_kernel(self, x: Any, out: Any, scale: Any) -> bool:
+        """The one-pass GPU kernel, when the axis is the last one and the layout suits it."""
+        from ..backends.kernels.softmax import softmax_last_axis, supports
+
+        last = (x.ndim - 1,)
+        if self._axes != last or not supports(x.dtype, x.shape[-1]) or x.dtype != out.dtype:
+            return False
+        if not (x.flags.c_contiguous and out.flags.c_contiguous):
+            return False
+        softmax_last_axis(x, out, scale)
+        return True

@@ -119,10 +119,9 @@ def host_buffers(
     if all(isinstance(a, np.ndarray) for a in ins + outs):
         yield ins, outs
         return
-    from ..backends.cuda import import_cupy
+    from ..backends.cuda import cupy_stream
 
-    cupy = import_cupy()
-    with cupy.cuda.ExternalStream(stream) if stream else cupy.cuda.Stream.null:
+    with cupy_stream(stream):
         host_outs = [np.empty(a.shape, a.dtype) for a in outs]
         yield [to_host(a) for a in ins], host_outs
         for device, host in zip(outs, host_outs):
@@ -140,10 +139,9 @@ def device_buffers(
     if active_device() != "cuda":
         yield None
         return
-    from ..backends.cuda import import_cupy
+    from ..backends.cuda import cupy_stream
 
-    cupy = import_cupy()
-    with cupy.cuda.ExternalStream(stream) if stream else cupy.cuda.Stream.null:
+    with cupy_stream(stream):
         yield (
             [as_array(p, d) for p, d in zip(inputs, input_desc)],
             [as_array(p, d) for p, d in zip(outputs, output_desc)],

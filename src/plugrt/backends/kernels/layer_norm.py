@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..cuda import import_cupy
+from ..cuda import cupy_stream, import_cupy
 
 __all__ = ["layer_norm_cuda", "supports"]
 
@@ -155,7 +155,7 @@ def layer_norm_cuda(
     block = max(tpr, 256)
     rows_per_block = block // tpr
     grid = (rows + rows_per_block - 1) // rows_per_block
-    with cp.cuda.ExternalStream(stream) if stream else cp.cuda.Stream.null:
+    with cupy_stream(stream):
         kernel(
             (grid,),
             (block,),

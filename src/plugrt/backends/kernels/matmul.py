@@ -20,17 +20,30 @@ __all__ = ["matmul_into"]
 _HAS_TORCH = importlib.util.find_spec("torch") is not None
 
 
-def matmul_into(xp: Any, a: Any, b: Any, out: Any) -> None:
-    """``out[...] = a @ b`` (NumPy broadcasting rules); ``out`` is C-contiguous."""
+def matmul_into(xp: Any, a: Any, b: Any, out: Any, bias: Any = None) -> None:
+    """``out[...] = a @ b`` (NumPy broadcasting rules), plus ``bias`` (broadcast over the
+    last axis) when given; ``out`` is C-contiguous.
+
+    On the GPU with PyTorch, a product of a (batched) matrix and one matrix with a bias is one
+    ``addmm`` (cuBLAS adds the bias in the product's epilogue).
+    """
     if xp is np or not _HAS_TORCH:
         xp.matmul(a, b, out=out)
+        if bias is not None:
+            xp.add(out, bias, out=out)
         return
     import torch
 
     stream = torch.cuda.ExternalStream(xp.cuda.get_current_stream().ptr)
     with torch.cuda.stream(stream):
-        torch.matmul(
-            torch.as_tensor(a, device="cuda"),
-            torch.as_tensor(b, device="cuda"),
-            out=torch.as_tensor(out, device="cuda"),
-        )
+        ta, tb, tout = (torch.as_tensor(t, device="cuda") for t in (a, b, out))
+        if bias is None:
+            torch.matmul(ta, tb, out=tout)
+            return
+        tbias = torch.as_tensor(bias, device="cuda").reshape(-1)
+        single = all(d == 1 for d in tb.shape[:-2]) and tbias.numel() == tout.shape[-1]
+        if single and tout.dim() >= 2 and tout.shape[:-1].numel() == ta.shape[:-1].numel():
+            torch.addmm(tbias, ta.reshape(-1, ta.shape[-1]), tb.reshape(tb.shape[-2:]), out=tout.view(-1, tout.shape[-1]))
+        else:
+            torch.matmul(ta, tb, out=tout)
+            tout.add_(tbias)
