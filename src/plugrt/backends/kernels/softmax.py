@@ -42,11 +42,11 @@ __global__ void softmax_rows(const T* __restrict__ x, const T* __restrict__ scal
     const bool scaled = scale != nullptr;
     const float s = scaled ? to_f(scale[0]) : 1.f;
     float v[PER_LANE];
-    float top = -INFINITY;
+    float top = __uint_as_float(0xff800000u);
     #pragma unroll
     for (int j = 0; j < PER_LANE; ++j) {
         const int c = lane + 32 * j;
-        v[j] = -INFINITY;
+        v[j] = __uint_as_float(0xff800000u);
         if (c < cols) {
             const float raw = to_f(xr[c]);
             v[j] = scaled ? round_to(raw * s, x) : raw;
