@@ -7,6 +7,8 @@ import pytest
 
 import plugrt as trt
 
+from gpu_helpers import run_plan
+
 pytestmark = pytest.mark.gpu
 LOGGER = trt.Logger(trt.Logger.ERROR)
 
@@ -27,31 +29,6 @@ def _softmax_network(shape: tuple[int, ...], axis: int, dtype: type, scaled: boo
     return bytes(builder.build_serialized_network(network, builder.create_builder_config()))
 
 
-def _run(plan: bytes, device: str, inputs: dict[str, np.ndarray], graph: bool = False) -> dict[str, np.ndarray]:
-    import cupy as cp
-
-    engine = trt.Runtime(LOGGER, device=device).deserialize_cuda_engine(plan)
-    context = engine.create_execution_context()
-    context.use_cuda_graph = graph
-    arrays = {}
-    xp = cp if device == "cuda" else np
-    for name, array in inputs.items():
-        context.set_input_shape(name, array.shape)
-        arrays[name] = xp.asarray(array)
-    for i in range(engine.num_io_tensors):
-        name = engine.get_tensor_name(i)
-        if engine.get_tensor_mode(name) == trt.TensorIOMode.OUTPUT:
-            shape = tuple(context.get_tensor_shape(name))
-            arrays[name] = xp.full(shape, 7, trt.nptype(engine.get_tensor_dtype(name)))
-    for name, array in arrays.items():
-        context.set_tensor_address(name, int(array.data.ptr) if xp is cp else array.ctypes.data)
-    stream = cp.cuda.Stream(non_blocking=True)
-    for _ in range(2 if graph else 1):
-        context.execute_async_v3(stream.ptr if device == "cuda" else 0)
-    stream.synchronize()
-    return {k: cp.asnumpy(v) if xp is cp else v for k, v in arrays.items() if k not in inputs}
-
-
 @pytest.mark.parametrize(
     ("shape", "axis"),
     [((4, 8, 128, 128), 3), ((3, 5, 33), 2), ((2, 2049), 1), ((6, 7, 5), 1), ((1000, 2048), 1), ((7, 1), 1)],
@@ -62,7 +39,7 @@ def test_softmax_on_the_gpu_matches_the_cpu(shape: tuple[int, ...], axis: int, d
     rng = np.random.default_rng(sum(shape))
     x = rng.normal(0, 4, shape).astype(dtype)
     plan = _softmax_network(shape, axis, dtype, scaled)
-    got, want = _run(plan, "cuda", {"x": x})["y"], _run(plan, "cpu", {"x": x})["y"]
+    got, want = run_plan(plan, "cuda", {"x": x})["y"], run_plan(plan, "cpu", {"x": x})["y"]
     tolerance = dict(rtol=2e-6, atol=1e-7) if dtype == np.float32 else dict(rtol=2e-3, atol=2e-4)
     np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), **tolerance)
     np.testing.assert_allclose(got.astype(np.float64).sum(axis), 1.0, rtol=1e-2 if dtype == np.float16 else 1e-5)
@@ -85,6 +62,6 @@ def test_matrix_bias_fusion_on_the_gpu_and_in_a_graph() -> None:
     plan = bytes(builder.build_serialized_network(network, builder.create_builder_config()))
     assert "mm + bias" in [layer.name for layer in trt.Runtime(LOGGER).deserialize_cuda_engine(plan).plan.layers]
     feeds = {"x": rng.normal(0, 1, (8, 64, 96)).astype(np.float32)}
-    want = _run(plan, "cpu", feeds)["y"]
+    want = run_plan(plan, "cpu", feeds)["y"]
     for graph in (False, True):
-        np.testing.assert_allclose(_run(plan, "cuda", feeds, graph)["y"], want, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(run_plan(plan, "cuda", feeds, graph)["y"], want, rtol=1e-4, atol=1e-4)

@@ -11,6 +11,8 @@ import plugrt as trt
 from plugrt.plugins import init_libnvinfer_plugins
 from plugrt.plugins._nms import OverlapRule, corners, greedy_nms, top_k_desc
 
+from gpu_helpers import same_on_both
+
 pytestmark = pytest.mark.gpu
 LOGGER = trt.Logger(trt.Logger.ERROR)
 
@@ -59,39 +61,6 @@ def _plan(plugin: Any, inputs: dict[str, np.ndarray]) -> bytes:
     plan = builder.build_serialized_network(network, builder.create_builder_config())
     assert plan is not None
     return bytes(plan)
-
-
-def _run(plan: bytes, device: str, inputs: dict[str, np.ndarray], graph: bool = False) -> dict[str, np.ndarray]:
-    import cupy as cp
-
-    engine = trt.Runtime(LOGGER, device=device).deserialize_cuda_engine(plan)
-    context = engine.create_execution_context()
-    context.use_cuda_graph = graph
-    keep, outputs = [], {}
-    for name, array in inputs.items():
-        context.set_input_shape(name, array.shape)
-        buffer = cp.asarray(array) if device == "cuda" else np.ascontiguousarray(array)
-        keep.append(buffer)
-        context.set_tensor_address(name, buffer.data.ptr if device == "cuda" else buffer.ctypes.data)
-    for i in range(engine.num_io_tensors):
-        name = engine.get_tensor_name(i)
-        if engine.get_tensor_mode(name) == trt.TensorIOMode.OUTPUT:
-            shape, dtype = tuple(context.get_tensor_shape(name)), trt.nptype(engine.get_tensor_dtype(name))
-            out = cp.full(shape, 7, dtype) if device == "cuda" else np.full(shape, 7, dtype)
-            outputs[name] = out
-            context.set_tensor_address(name, out.data.ptr if device == "cuda" else out.ctypes.data)
-    stream = cp.cuda.Stream(non_blocking=True)
-    for _ in range(2 if graph else 1):  # with a graph: capture, then replay
-        context.execute_async_v3(stream.ptr if device == "cuda" else 0)
-    stream.synchronize()
-    return {k: cp.asnumpy(v) if device == "cuda" else v for k, v in outputs.items()}
-
-
-def _same(plan: bytes, inputs: dict[str, np.ndarray], atol: float = 0.0, graph: bool = False) -> dict[str, np.ndarray]:
-    cpu, gpu = _run(plan, "cpu", inputs), _run(plan, "cuda", inputs, graph)
-    for name in cpu:
-        np.testing.assert_allclose(gpu[name].astype(np.float64), cpu[name].astype(np.float64), atol=atol, err_msg=name)
-    return gpu
 
 
 # --- kernels against the host building blocks --------------------------------------------------
@@ -217,7 +186,7 @@ def test_batched_nms_gpu_equals_cpu(variant: dict[str, Any]) -> None:
     params |= dict(scoreThreshold=0.25, iouThreshold=0.45, isNormalized=1, clipBoxes=1) | variant
     dtype = np.float16 if half else np.float32
     inputs = {"boxes": boxes.astype(dtype), "scores": scores.astype(dtype)}
-    out = _same(_plan(_plugin("BatchedNMSDynamic_TRT", **params), inputs), inputs)
+    out = same_on_both(_plan(_plugin("BatchedNMSDynamic_TRT", **params), inputs), inputs)
     assert out["num"].min() > 0
 
 
@@ -250,7 +219,7 @@ def test_efficient_nms_gpu_equals_cpu(variant: dict[str, Any]) -> None:
         priors = _boxes(rng, (1, boxes_n, 4))
         inputs["anchors"] = _centre_size(priors) if centre_size else priors
     params = dict(score_threshold=0.3, iou_threshold=0.5, max_output_boxes=100) | variant
-    out = _same(_plan(_plugin("EfficientNMS_TRT", **params), inputs), inputs, atol=1e-6)
+    out = same_on_both(_plan(_plugin("EfficientNMS_TRT", **params), inputs), inputs, atol=1e-6)
     assert out["num"].min() > 0
 
 
@@ -261,4 +230,4 @@ def test_batched_nms_replays_in_a_cuda_graph() -> None:
     params = dict(shareLocation=1, backgroundLabelId=0, numClasses=4, topK=100, keepTopK=40)
     params |= dict(scoreThreshold=0.2, iouThreshold=0.5)
     inputs = {"boxes": boxes, "scores": scores}
-    _same(_plan(_plugin("BatchedNMSDynamic_TRT", **params), inputs), inputs, graph=True)
+    same_on_both(_plan(_plugin("BatchedNMSDynamic_TRT", **params), inputs), inputs, graph=True)

@@ -11,33 +11,10 @@ from library_helpers import LOGGER, clustered_boxes, creator, fc
 
 import plugrt as trt
 
+from gpu_helpers import same_on_both
 from testing_plugins import build
 
 pytestmark = pytest.mark.gpu
-
-
-def _run(plan: bytes, device: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    import cupy as cp
-
-    engine = trt.Runtime(LOGGER, device=device).deserialize_cuda_engine(plan)
-    context = engine.create_execution_context()
-    keep, outputs = [], {}
-    for name, array in inputs.items():
-        context.set_input_shape(name, array.shape)
-        buffer = cp.asarray(array) if device == "cuda" else np.ascontiguousarray(array)
-        keep.append(buffer)
-        context.set_tensor_address(name, buffer.data.ptr if device == "cuda" else buffer.ctypes.data)
-    for i in range(engine.num_io_tensors):
-        name = engine.get_tensor_name(i)
-        if engine.get_tensor_mode(name) == trt.TensorIOMode.OUTPUT:
-            shape, dtype = tuple(context.get_tensor_shape(name)), trt.nptype(engine.get_tensor_dtype(name))
-            out = cp.full(shape, 7, dtype) if device == "cuda" else np.full(shape, 7, dtype)
-            outputs[name] = out
-            context.set_tensor_address(name, out.data.ptr if device == "cuda" else out.ctypes.data)
-    stream = cp.cuda.Stream(non_blocking=True)
-    context.execute_async_v3(stream.ptr if device == "cuda" else 0)
-    stream.synchronize()
-    return {k: cp.asnumpy(v) if device == "cuda" else v for k, v in outputs.items()}
 
 
 def _plan(plugin: object, inputs: list[tuple[str, trt.DataType, tuple[int, ...]]], outputs: list[str]) -> bytes:
@@ -48,13 +25,6 @@ def _plan(plugin: object, inputs: list[tuple[str, trt.DataType, tuple[int, ...]]
         layer.get_output(i).name = name
         network.mark_output(layer.get_output(i))
     return build(network, builder)
-
-
-def _same_on_both(plan: bytes, inputs: dict[str, np.ndarray], atol: float = 0.0) -> dict[str, np.ndarray]:
-    cpu, gpu = _run(plan, "cpu", inputs), _run(plan, "cuda", inputs)
-    for name in cpu:
-        np.testing.assert_allclose(gpu[name].astype(np.float64), cpu[name].astype(np.float64), atol=atol, err_msg=name)
-    return gpu
 
 
 def test_nms_plugins_on_a_cuda_engine() -> None:
@@ -74,13 +44,13 @@ def test_nms_plugins_on_a_cuda_engine() -> None:
         [("boxes", trt.float32, boxes.shape), ("scores", trt.float32, scores.shape)],
         ["num", "b", "s", "c"],
     )
-    assert _same_on_both(plan, {"boxes": boxes, "scores": scores})["num"].min() > 0
+    assert same_on_both(plan, {"boxes": boxes, "scores": scores})["num"].min() > 0
     plan = _plan(
         creator("EfficientNMS_TRT").create_plugin("n", fc(score_threshold=0.3, max_output_boxes=25)),
         [("boxes", trt.float32, (3, 60, 4)), ("scores", trt.float32, scores.shape)],
         ["num", "b", "s", "c"],
     )
-    _same_on_both(plan, {"boxes": boxes[:, :, 0], "scores": scores})
+    same_on_both(plan, {"boxes": boxes[:, :, 0], "scores": scores})
 
 
 @pytest.mark.parametrize("cols", [6, 256])  # 6: host fallback; 256: the CUDA LayerNorm kernel
@@ -90,7 +60,7 @@ def test_layer_norm_on_a_cuda_engine(cols: int) -> None:
     plan = _plan(
         creator("LayerNorm").create_plugin("ln", fc(gamma=gamma, beta=beta)), [("x", trt.float32, (4, cols))], ["y"]
     )
-    _same_on_both(plan, {"x": rng.normal(0, 2, (4, cols)).astype(np.float32)}, atol=1e-4)
+    same_on_both(plan, {"x": rng.normal(0, 2, (4, cols)).astype(np.float32)}, atol=1e-4)
     gc.collect()
     before = {id(b) for b in trt.live_allocations()}
     engine = trt.Runtime(LOGGER, device="cuda").deserialize_cuda_engine(plan)
@@ -108,26 +78,26 @@ def test_other_plugins_on_a_cuda_engine() -> None:
     plan = _plan(
         creator("InstanceNormalization_TRT", "2").create_plugin("in", fields), [("x", trt.float32, x.shape)], ["y"]
     )
-    _same_on_both(plan, {"x": x}, atol=1e-5)
+    same_on_both(plan, {"x": x}, atol=1e-5)
     plan = _plan(
         creator("GroupNormalizationPlugin").create_plugin("gn", fc(num_groups=2)),
         [("x", trt.float32, x.shape), ("s", trt.float32, (4,)), ("b", trt.float32, (4,))],
         ["y"],
     )
-    _same_on_both(plan, {"x": x, "s": np.full(4, 2, np.float32), "b": np.ones(4, np.float32)}, atol=1e-5)
+    same_on_both(plan, {"x": x, "s": np.full(4, 2, np.float32), "b": np.ones(4, np.float32)}, atol=1e-5)
     rois = np.array([[0, 0, 4, 3], [1, 1, 5, 4]], np.float32)
     plan = _plan(
         creator("ROIAlign_TRT").create_plugin("r", fc(output_height=2, output_width=2)),
         [("x", trt.float32, x.shape), ("rois", trt.float32, (2, 4)), ("i", trt.int32, (2,))],
         ["y"],
     )
-    _same_on_both(plan, {"x": x, "rois": rois, "i": np.array([0, 1], np.int32)}, atol=1e-5)
+    same_on_both(plan, {"x": x, "rois": rois, "i": np.array([0, 1], np.int32)}, atol=1e-5)
     plan = _plan(
         creator("ScatterND").create_plugin("s", trt.PluginFieldCollection()),
         [("d", trt.float32, (4, 3)), ("i", trt.int32, (2, 1)), ("u", trt.float32, (2, 3))],
         ["y"],
     )
-    out = _same_on_both(
+    out = same_on_both(
         plan, {"d": np.zeros((4, 3), np.float32), "i": np.array([[3], [0]], np.int32), "u": np.ones((2, 3), np.float32)}
     )
     assert out["y"][[0, 3]].all() and not out["y"][[1, 2]].any()

@@ -1,0 +1,47 @@
+"""Running one plan on either device with host arrays in and out (for the GPU tests)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import plugrt as trt
+
+LOGGER = trt.Logger(trt.Logger.ERROR)
+
+
+def run_plan(plan: bytes, device: str, inputs: dict[str, np.ndarray], graph: bool = False) -> dict[str, np.ndarray]:
+    """Deserialize ``plan`` for ``device``, run it once on a fresh stream (with ``graph``:
+    capture, then replay) and return every output as a host array. Outputs start as 7s, so
+    an element a kernel forgets to write shows."""
+    import cupy as cp
+
+    engine = trt.Runtime(LOGGER, device=device).deserialize_cuda_engine(plan)
+    context = engine.create_execution_context()
+    context.use_cuda_graph = graph
+    xp: Any = cp if device == "cuda" else np
+    arrays = {}
+    for name, array in inputs.items():
+        context.set_input_shape(name, array.shape)
+        arrays[name] = xp.ascontiguousarray(xp.asarray(array))
+    for i in range(engine.num_io_tensors):
+        name = engine.get_tensor_name(i)
+        if engine.get_tensor_mode(name) == trt.TensorIOMode.OUTPUT:
+            shape = tuple(context.get_tensor_shape(name))
+            arrays[name] = xp.full(shape, 7, trt.nptype(engine.get_tensor_dtype(name)))
+    for name, array in arrays.items():
+        context.set_tensor_address(name, int(array.data.ptr) if xp is cp else array.ctypes.data)
+    stream = cp.cuda.Stream(non_blocking=True)
+    for _ in range(2 if graph else 1):
+        context.execute_async_v3(stream.ptr if device == "cuda" else 0)
+    stream.synchronize()
+    return {k: cp.asnumpy(v) if xp is cp else v for k, v in arrays.items() if k not in inputs}
+
+
+def same_on_both(plan: bytes, inputs: dict[str, np.ndarray], atol: float = 0.0, graph: bool = False) -> dict[str, np.ndarray]:
+    """Run on the CPU and the GPU; assert equal outputs (within ``atol``); return the GPU's."""
+    cpu, gpu = run_plan(plan, "cpu", inputs), run_plan(plan, "cuda", inputs, graph)
+    for name in cpu:
+        np.testing.assert_allclose(gpu[name].astype(np.float64), cpu[name].astype(np.float64), atol=atol, err_msg=name)
+    return gpu
