@@ -21,8 +21,13 @@ from ..core.errors import ExecutionError, MissingBackendError
 __all__ = ["CudaBackend", "cupy_stream", "import_cupy"]
 
 
+_CUPY: list[Any] = []
+
+
 def import_cupy() -> Any:
-    """CuPy, or :class:`MissingBackendError` saying what to install."""
+    """CuPy, or :class:`MissingBackendError` saying what to install (checked once, then cached)."""
+    if _CUPY:
+        return _CUPY[0]
     try:
         import cupy
     except ImportError as exc:
@@ -34,6 +39,7 @@ def import_cupy() -> Any:
             raise MissingBackendError("the 'cuda' device needs an NVIDIA GPU; CuPy sees none")
     except cupy.cuda.runtime.CUDARuntimeError as exc:
         raise MissingBackendError(f"the 'cuda' device is not usable: {exc}") from exc
+    _CUPY.append(cupy)
     return cupy
 
 

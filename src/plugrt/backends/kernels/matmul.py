@@ -18,6 +18,18 @@ import numpy as np
 __all__ = ["matmul_into"]
 
 _HAS_TORCH = importlib.util.find_spec("torch") is not None
+_TORCH_STREAMS: dict[int, Any] = {}
+
+
+def _torch_stream(torch: Any, handle: int) -> Any:
+    """PyTorch's wrapper of a raw stream handle (cached; 0 is the legacy default stream)."""
+    stream = _TORCH_STREAMS.get(handle)
+    if stream is None:
+        stream = torch.cuda.ExternalStream(handle) if handle else torch.cuda.default_stream()
+        if len(_TORCH_STREAMS) >= 256:
+            _TORCH_STREAMS.clear()
+        _TORCH_STREAMS[handle] = stream
+    return stream
 
 
 def matmul_into(xp: Any, a: Any, b: Any, out: Any, bias: Any = None) -> None:
@@ -34,8 +46,7 @@ def matmul_into(xp: Any, a: Any, b: Any, out: Any, bias: Any = None) -> None:
         return
     import torch
 
-    stream = torch.cuda.ExternalStream(xp.cuda.get_current_stream().ptr)
-    with torch.cuda.stream(stream):
+    with torch.cuda.stream(_torch_stream(torch, xp.cuda.get_current_stream().ptr)):
         ta, tb, tout = (torch.as_tensor(t, device="cuda") for t in (a, b, out))
         if bias is None:
             torch.matmul(ta, tb, out=tout)
