@@ -10,11 +10,16 @@ Rules are pure: :meth:`Operator.output_shapes` maps input shapes (lists of
 :class:`~plugrt.IDimensionExpr`) to output shapes; :meth:`Operator.output_types`
 does the same for types. :meth:`Operator.run` is the kernel: it writes into the
 given output arrays (``out=``), never allocating them.
+
+Kernels run with NumPy or CuPy as ``xp``; arrays they keep between runs live in
+``xp``'s memory: :meth:`Operator.weight` gives a weight there, :meth:`Operator.on_device`
+any table ``prepare`` made with NumPy (copied once, again when ``prepare`` makes
+a new one) and :meth:`Operator.scratch` a work buffer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -47,6 +52,10 @@ class Operator:
         self.name = ""
         #: output index -> size expression, for outputs that hold a data-dependent size (0-d ints)
         self.size_exprs: dict[int, IDimensionExpr] = {}
+        #: (key, array module) -> (host value, its copy in that module's memory)
+        self._device_copies: dict[tuple[Hashable, Any], tuple[Any, Any]] = {}
+        #: key -> (array module, work array, its shape, the type asked for)
+        self._scratch: dict[Hashable, tuple[Any, Any, tuple[int, ...], Any]] = {}
 
     def declare_size(self, output_index: int, opt: IDimensionExpr, upper: IDimensionExpr) -> IDimensionExpr:
         """Declare 0-d output ``output_index`` as a data-dependent size; use the result in other output shapes.
@@ -94,6 +103,42 @@ class Operator:
         """The kernel: compute ``outputs`` from ``inputs`` in place; ``xp`` is the array module."""
         raise NotImplementedError(f"operator {type(self).__name__} does not implement run")
 
+    # --- arrays kept between runs, in the memory of the array module ----------------------
+    def weight(self, name: str, xp: Any = np) -> Any:
+        """Weight ``name`` as an array of ``xp``: the stored array for NumPy, a copy made once for a device."""
+        if xp is np:
+            return self.weights[name]
+        return self.on_device(("weight", name), self.weights[name], xp)
+
+    def on_device(self, key: Hashable, value: Any, xp: Any) -> Any:
+        """``value`` (a NumPy array, or a list or tuple of them, nested; other items kept) in ``xp``'s memory.
+
+        NumPy gets ``value`` itself. For a device the copy is made on the first
+        call and reused while the same ``value`` object is passed under ``key``:
+        a table that ``prepare`` rebuilds is copied again, once.
+        """
+        if xp is np:
+            return value
+        slot = (key, xp)
+        cached = self._device_copies.get(slot)
+        if cached is not None and cached[0] is value:
+            return cached[1]
+        copy = _to_module(value, xp)
+        self._device_copies[slot] = (value, copy)
+        return copy
+
+    def scratch(self, key: Hashable, shape: tuple[int, ...], dtype: Any, xp: Any, zero: bool = False) -> Any:
+        """A work array of ``xp`` owned by this operator, made again only when shape, type or module change.
+
+        ``shape`` is a tuple; ``zero`` fills a new array with zeros (what the caller writes later stays).
+        """
+        held = self._scratch.get(key)
+        if held is not None and held[0] is xp and held[2] == shape and (held[3] is dtype or held[3] == dtype):
+            return held[1]
+        array = (xp.zeros if zero else xp.empty)(shape, dtype=dtype)
+        self._scratch[key] = (xp, array, tuple(shape), dtype)
+        return array
+
     def param(self, key: str) -> Any:
         """A required parameter, with a clear error when absent."""
         try:
@@ -135,6 +180,15 @@ def create_operator(kind: str, params: dict[str, Any], weights: dict[str, np.nda
             f"plan names operator kind {kind!r}, which this plugrt does not have; known: {sorted(_OPERATORS)}"
         )
     return cls(params, weights)
+
+
+def _to_module(value: Any, xp: Any) -> Any:
+    """NumPy arrays in ``value`` (nested lists and tuples) as arrays of ``xp``."""
+    if isinstance(value, np.ndarray):
+        return xp.asarray(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_module(item, xp) for item in value)
+    return value
 
 
 def _load_builtin_operators() -> None:

@@ -5,8 +5,9 @@ packed at build time as ``[group, M / group, C / group * prod(kernel)]``
 (:func:`pack_conv_kernel`); each run copies one strided slice of the input per
 kernel tap into a column buffer ``[N, C, prod(kernel), *out]`` and multiplies.
 Padding is never materialised: a tap copies only the outputs that read inside
-the input, and the rest of its columns stay zero from when ``prepare`` made the
-buffer (each operator owns its buffer, so nothing else writes there). A 1x1
+the input, and the rest of its columns stay zero from when the buffer was made
+(at the first run after ``prepare``, in the memory of the run's array module;
+each operator owns its buffer, so nothing else writes there). A 1x1
 kernel with unit strides and no padding multiplies the input directly. HALF
 inputs are computed in FLOAT and rounded once into the output.
 """
@@ -65,11 +66,15 @@ class ConvolutionOperator(Operator):
         self.has_bias = bool(self.params.get("has_bias", "bias" in self.weights))
         self.uniform = bool(self.params.get("uniform_kernel", False))
         self._inputs = 1 + ("kernel" not in self.weights) + (self.has_bias and "bias" not in self.weights)
-        self._taps: list[tuple[Any, tuple[slice, ...]]] = []
-        self._cols: np.ndarray | None = None
         self._shapes: tuple[tuple[int, ...], tuple[int, ...]] | None = None
-        self._acc: np.ndarray | None = None
+        #: (index into the column buffer, index into the input) per kernel tap that reads inside the input
+        self._plan: list[tuple[tuple[Any, ...], tuple[Any, ...]]] = []
+        self._cols_shape: tuple[int, ...] | None = None
+        #: (array module, column buffer as [N, group, rows, positions], [(tap's view of it, input index)])
+        self._bound: tuple[Any, Any, list[tuple[Any, tuple[Any, ...]]]] | None = None
         self._bias: np.ndarray | None = None
+        if self.has_bias and "bias" in self.weights:
+            self._bias = np.asarray(self.weights["bias"], dtype=np.float32).reshape(-1, 1)
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
         if len(input_types) != self._inputs:
@@ -108,34 +113,46 @@ class ConvolutionOperator(Operator):
     # --- kernel -------------------------------------------------------------------------
     def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
         x_shape, out_shape = tuple(input_shapes[0]), tuple(output_shapes[0])
-        self._shapes = (x_shape, out_shape)
-        n, c = x_shape[:2]
+        if self._shapes == (x_shape, out_shape):
+            return
+        self._shapes = None
         spatial, out_spatial = x_shape[2:], out_shape[2:]
         _, begins, _ = self.window.resolve(spatial)
         w = self.window
         pointwise = all(k == 1 for k in w.kernel) and all(s == 1 for s in w.strides) and spatial == out_spatial
         pointwise = pointwise and not any(begins)
+        self._plan = []
+        self._bound = None
+        self._cols_shape = None
+        if not pointwise:
+            self._plan_taps(x_shape, out_shape, begins)
+        self._shapes = (x_shape, out_shape)
+
+    def _plan_taps(self, x_shape: tuple[int, ...], out_shape: tuple[int, ...], begins: Sequence[int]) -> None:
+        """Where each kernel tap copies the input in the column buffer (only outputs that read inside it)."""
+        w = self.window
+        spatial, out_spatial = x_shape[2:], out_shape[2:]
         taps = math.prod(w.kernel)
-        self._taps = []
-        if pointwise:
-            self._cols = None
-        else:
-            cols = np.zeros((n, c, taps, *out_spatial), dtype=np.float32)
-            for t, offsets in enumerate(itertools.product(*(range(k) for k in w.kernel))):
-                pairs = [
-                    tap_slices(spatial[a], out_spatial[a], w.strides[a], offsets[a] * w.dilations[a] - begins[a])
-                    for a in range(w.rank)
-                ]
-                if any(p is None for p in pairs):
-                    continue
-                every: tuple[Any, ...] = (slice(None), slice(None))
-                dst_index = (*every, t, *(p[0] for p in pairs if p is not None))
-                self._taps.append((cols[dst_index], (*every, *(p[1] for p in pairs if p is not None))))
-            self._cols = cols.reshape(n, self.group, -1, math.prod(out_spatial))
-        self._acc = None
-        self._bias = None
-        if self.has_bias and "bias" in self.weights:
-            self._bias = np.asarray(self.weights["bias"], dtype=np.float32).reshape(-1, 1)
+        self._cols_shape = (*x_shape[:2], taps, *out_spatial)
+        for t, offsets in enumerate(itertools.product(*(range(k) for k in w.kernel))):
+            pairs = [
+                tap_slices(spatial[a], out_spatial[a], w.strides[a], offsets[a] * w.dilations[a] - begins[a])
+                for a in range(w.rank)
+            ]
+            if any(p is None for p in pairs):
+                continue
+            every: tuple[Any, ...] = (slice(None), slice(None))
+            dst_index = (*every, t, *(p[0] for p in pairs if p is not None))
+            self._plan.append((dst_index, (*every, *(p[1] for p in pairs if p is not None))))
+
+    def _bind(self, xp: Any) -> tuple[Any, Any, list[tuple[Any, tuple[Any, ...]]]]:
+        """The column buffer in ``xp``'s memory (zeros where taps read padding) and each tap's view of it."""
+        assert self._cols_shape is not None
+        shape = self._cols_shape
+        cols = xp.zeros(shape, dtype=np.float32)
+        taps = [(cols[dst], src) for dst, src in self._plan]
+        self._bound = (xp, cols.reshape(shape[0], self.group, -1, math.prod(shape[3:])), taps)
+        return self._bound
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         x, out = inputs[0], outputs[0]
@@ -143,31 +160,35 @@ class ConvolutionOperator(Operator):
             self.prepare([a.shape for a in inputs], [out.shape])
         n = x.shape[0]
         if "kernel" in self.weights:
-            kernel = self.weights["kernel"]
+            kernel = self.weight("kernel", xp)
         else:
             kernel = inputs[1].reshape(self.group, self.maps // self.group, -1)
             if kernel.dtype != np.float32:
                 kernel = kernel.astype(np.float32)
-        if self._cols is None:
+        if self._cols_shape is None:
             cols = x.reshape(n, self.group, -1, math.prod(x.shape[2:]))
             if cols.dtype != np.float32:
                 cols = cols.astype(np.float32)
         else:
-            for dst, src in self._taps:
-                np.copyto(dst, x[src])
-            cols = self._cols
+            bound = self._bound
+            if bound is None or bound[0] is not xp:
+                bound = self._bind(xp)
+            cols = bound[1]
+            for dst, src in bound[2]:
+                xp.copyto(dst, x[src])
         target = out
         if out.dtype != np.float32:
-            if self._acc is None or self._acc.shape != out.shape:
-                self._acc = np.empty(out.shape, dtype=np.float32)
-            target = self._acc
+            target = self.scratch("acc", out.shape, np.float32, xp)
         grouped = target.reshape(n, self.group, self.maps // self.group, -1)
         matmul_into(xp, kernel, cols, grouped)
         if self.uniform:
             grouped[:, :, 1:] = grouped[:, :, :1]
         if self.has_bias:
-            bias = self._bias if self._bias is not None else inputs[-1].astype(np.float32).reshape(-1, 1)
+            if self._bias is not None:
+                bias = self.on_device("bias", self._bias, xp)
+            else:
+                bias = inputs[-1].astype(np.float32).reshape(-1, 1)
             flat = target.reshape(n, self.maps, -1)
             xp.add(flat, bias, out=flat)
         if target is not out:
-            np.copyto(out, target, casting="unsafe")
+            xp.copyto(out, target, casting="unsafe")

@@ -31,12 +31,13 @@ from .spatial import Window, tap_slices
 __all__ = ["DeconvolutionOperator", "pack_deconv_kernel"]
 
 
-def pack_deconv_kernel(kernel: np.ndarray, group: int) -> np.ndarray:
-    """An ONNX ConvTranspose kernel ``[C, M / group, *k]`` as ``[group, M / group * prod(k), C / group]``."""
-    kernel = np.asarray(kernel)
+def pack_deconv_kernel(kernel: Any, group: int, xp: Any = np) -> Any:
+    """An ONNX ConvTranspose kernel ``[C, M / group, *k]`` as ``[group, M / group * prod(k), C / group]``
+    (an array of ``xp``, from one of ``xp``)."""
+    kernel = xp.asarray(kernel)
     channels = kernel.shape[0]
     grouped = kernel.reshape(group, channels // group, -1)
-    return np.ascontiguousarray(grouped.transpose(0, 2, 1), dtype=np.float32)
+    return xp.ascontiguousarray(grouped.transpose(0, 2, 1), dtype=np.float32)
 
 
 @register_operator
@@ -71,8 +72,7 @@ class DeconvolutionOperator(Operator):
         self._inputs = 1 + ("kernel" not in self.weights) + (self.has_bias and "bias" not in self.weights)
         self._shapes: tuple[tuple[int, ...], tuple[int, ...]] | None = None
         self._taps: list[tuple[tuple[Any, ...], tuple[Any, ...]]] = []
-        self._cols: np.ndarray | None = None
-        self._acc: np.ndarray | None = None
+        self._cols_shape: tuple[int, ...] = ()
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
         if len(input_types) != self._inputs:
@@ -125,13 +125,14 @@ class DeconvolutionOperator(Operator):
     # --- kernel -------------------------------------------------------------------------
     def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
         x_shape, out_shape = tuple(input_shapes[0]), tuple(output_shapes[0])
-        self._shapes = (x_shape, out_shape)
+        if self._shapes == (x_shape, out_shape):
+            return
         n = x_shape[0]
         spatial, out_spatial = x_shape[2:], out_shape[2:]
         w = self.window
         begins = [self._pad_begin(a, spatial[a], out_spatial[a]) for a in range(w.rank)]
         taps = math.prod(w.kernel)
-        self._cols = np.empty((n, self.maps, taps, *spatial), dtype=np.float32)
+        self._cols_shape = (n, self.maps, taps, *spatial)
         self._taps = []
         for t, offsets in enumerate(itertools.product(*(range(k) for k in w.kernel))):
             pairs = [
@@ -143,35 +144,32 @@ class DeconvolutionOperator(Operator):
             src = (slice(None), slice(None), t, *(p[0] for p in pairs if p is not None))
             dst = (slice(None), slice(None), *(p[1] for p in pairs if p is not None))
             self._taps.append((dst, src))
-        self._acc = None
+        self._shapes = (x_shape, out_shape)
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         x, out = inputs[0], outputs[0]
         if self._shapes is None or self._shapes != (x.shape, out.shape):
             self.prepare([a.shape for a in inputs], [out.shape])
-        assert self._cols is not None
         n, channels = x.shape[:2]
         if "kernel" in self.weights:
-            kernel = self.weights["kernel"]
+            kernel = self.weight("kernel", xp)
         else:
-            kernel = pack_deconv_kernel(inputs[1], self.group)
+            kernel = pack_deconv_kernel(inputs[1], self.group, xp)
         source = x.reshape(n, self.group, channels // self.group, -1)
         if source.dtype != np.float32:
             source = source.astype(np.float32)
-        cols = self._cols
+        cols = self.scratch("cols", self._cols_shape, np.float32, xp)
         matmul_into(xp, kernel, source, cols.reshape(n, self.group, kernel.shape[1], -1))
         target = out
         if out.dtype != np.float32:
-            if self._acc is None or self._acc.shape != out.shape:
-                self._acc = np.empty(out.shape, dtype=np.float32)
-            target = self._acc
+            target = self.scratch("acc", out.shape, np.float32, xp)
         if self.has_bias:
-            bias = self.weights["bias"] if "bias" in self.weights else inputs[-1]
-            target.reshape(n, self.maps, -1)[...] = np.asarray(bias, dtype=np.float32).reshape(-1, 1)
+            bias = self.weight("bias", xp) if "bias" in self.weights else inputs[-1]
+            target.reshape(n, self.maps, -1)[...] = xp.asarray(bias, dtype=np.float32).reshape(-1, 1)
         else:
             target.fill(0)
         for dst, src in self._taps:
             region = target[dst]
             xp.add(region, cols[src], out=region)
         if target is not out:
-            np.copyto(out, target, casting="unsafe")
+            xp.copyto(out, target, casting="unsafe")

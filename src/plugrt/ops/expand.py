@@ -123,7 +123,7 @@ class ConstantOfShapeOperator(Operator):
         return [[constant(int(value[0]))] * (out[0] if out else 1)]
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
-        outputs[0][...] = xp.asarray(self.weights["value"][0])
+        outputs[0][...] = self.weight("value", xp)[0]
 
 
 @register_operator

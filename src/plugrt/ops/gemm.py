@@ -55,7 +55,6 @@ class GemmOperator(Operator):
         self.has_c = bool(self.params.get("has_c", "c" in self.weights))
         self.uniform = bool(self.params.get("uniform_b", False))
         self._inputs = 1 + ("b" not in self.weights) + (self.has_c and "c" not in self.weights)
-        self._acc: np.ndarray | None = None
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
         if len(input_types) != self._inputs:
@@ -88,9 +87,6 @@ class GemmOperator(Operator):
             if dim.is_constant() and dim.get_constant_value() != 1 and target.is_constant() and dim != target:
                 raise ShapeError(f"{label(self)}: Gemm input C of dims {c} does not broadcast to [M, N] = {out}")
 
-    def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
-        self._acc = None
-
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         out = outputs[0]
         a = inputs[0]
@@ -99,16 +95,14 @@ class GemmOperator(Operator):
         if self.trans_a:
             a = a.T
         scaled = "b" in self.weights
-        b = self.weights["b"] if scaled else inputs[1]
+        b = self.weight("b", xp) if scaled else inputs[1]
         if b.dtype != np.float32:
             b = b.astype(np.float32)
         if self.trans_b:
             b = b.T
         target = out
         if out.dtype != np.float32:
-            if self._acc is None or self._acc.shape != out.shape:
-                self._acc = np.empty(out.shape, dtype=np.float32)
-            target = self._acc
+            target = self.scratch("acc", out.shape, np.float32, xp)
         matmul_into(xp, a, b, target)
         if self.uniform:
             target[:, 1:] = target[:, :1]
@@ -116,9 +110,9 @@ class GemmOperator(Operator):
             xp.multiply(target, np.float32(self.alpha), out=target)
         if self.has_c:
             if "c" in self.weights:
-                xp.add(target, self.weights["c"], out=target)
+                xp.add(target, self.weight("c", xp), out=target)
             else:
                 c = inputs[-1].astype(np.float32)
                 xp.add(target, c * np.float32(self.beta) if self.beta != 1.0 else c, out=target)
         if target is not out:
-            np.copyto(out, target, casting="unsafe")
+            xp.copyto(out, target, casting="unsafe")

@@ -3,7 +3,7 @@
 ``out = x / (bias + alpha / size * sum(x[c']**2))**beta`` where ``c'`` runs over
 ``[c - floor((size - 1) / 2), c + ceil((size - 1) / 2)]`` clipped to the channels.
 The window sum adds ``size`` shifted slices of the squares (no prefix sums, so
-no cancellation); everything is computed in FLOAT in buffers made by ``prepare``.
+no cancellation); everything is computed in FLOAT in two work buffers.
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ class LRNOperator(Operator):
         self.beta = float(self.params.get("beta", 0.75))
         self.bias = float(self.params.get("bias", 1.0))
         self._shape: tuple[int, ...] | None = None
-        self._squares: np.ndarray | None = None
-        self._sums: np.ndarray | None = None
         self._shifts: list[tuple[slice, slice]] = []
+        #: (array module, squares, window sums): FLOAT work buffers of the input's shape
+        self._work: tuple[Any, Any, Any] | None = None
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
         expect_inputs(self, len(input_types), 1)
@@ -57,8 +57,7 @@ class LRNOperator(Operator):
     def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
         shape = tuple(input_shapes[0])
         self._shape = shape
-        self._squares = np.empty(shape, dtype=np.float32)
-        self._sums = np.empty(shape, dtype=np.float32)
+        self._work = None
         channels = shape[1]
         before, after = (self.size - 1) // 2, self.size // 2
         self._shifts = []
@@ -74,10 +73,12 @@ class LRNOperator(Operator):
         x, out = inputs[0], outputs[0]
         if self._shape != x.shape:
             self.prepare([x.shape], [out.shape])
-        squares, sums = self._squares, self._sums
-        assert squares is not None and sums is not None
+        work = self._work
+        if work is None or work[0] is not xp:
+            work = self._work = (xp, xp.empty(x.shape, dtype=np.float32), xp.empty(x.shape, dtype=np.float32))
+        _, squares, sums = work
         xp.multiply(x, x, out=squares)
-        np.copyto(sums, squares)
+        xp.copyto(sums, squares)
         for dst, src in self._shifts:
             region = sums[:, dst]
             xp.add(region, squares[:, src], out=region)

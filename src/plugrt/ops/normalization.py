@@ -26,12 +26,13 @@ from .elementwise import FLOAT_TYPES, label
 __all__ = ["BatchNormalizationOperator", "NormalizationOperator", "fold_batch_norm"]
 
 
-def fold_batch_norm(
-    scale: np.ndarray, bias: np.ndarray, mean: np.ndarray, var: np.ndarray, epsilon: float
-) -> dict[str, np.ndarray]:
-    """``scale * (x - mean) / sqrt(var + epsilon) + bias`` as ``x * scale' + shift'`` (FLOAT weights)."""
-    factor = np.asarray(scale, np.float64) / np.sqrt(np.asarray(var, np.float64) + epsilon)
-    shift = np.asarray(bias, np.float64) - np.asarray(mean, np.float64) * factor
+def fold_batch_norm(scale: Any, bias: Any, mean: Any, var: Any, epsilon: float, xp: Any = np) -> dict[str, Any]:
+    """``scale * (x - mean) / sqrt(var + epsilon) + bias`` as ``x * scale' + shift'`` (FLOAT weights).
+
+    The statistics are arrays of ``xp`` (NumPy at build time, the run's module in a kernel).
+    """
+    factor = xp.asarray(scale, np.float64) / xp.sqrt(xp.asarray(var, np.float64) + epsilon)
+    shift = xp.asarray(bias, np.float64) - xp.asarray(mean, np.float64) * factor
     return {"scale": factor.astype(np.float32).reshape(-1), "shift": shift.astype(np.float32).reshape(-1)}
 
 
@@ -43,9 +44,9 @@ def _check_float_inputs(op: Operator, input_types: Sequence[DataType], expected:
             raise TypeMismatchError(f"{label(op)}: input {index} must be FLOAT or HALF, got {dtype.name}")
 
 
-def _channel_view(vector: Any, rank: int) -> Any:
-    """A per-channel vector shaped to broadcast over ``[N, C, *spatial]``."""
-    return np.asarray(vector, dtype=np.float32).reshape((-1,) + (1,) * (rank - 2))
+def _channel_view(vector: Any, rank: int, xp: Any = np) -> Any:
+    """A per-channel vector (an array of ``xp``) shaped to broadcast over ``[N, C, *spatial]``."""
+    return xp.asarray(vector, dtype=np.float32).reshape((-1,) + (1,) * (rank - 2))
 
 
 @register_operator
@@ -96,24 +97,24 @@ class BatchNormalizationOperator(Operator):
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         x, out = inputs[0], outputs[0]
         if self.folded:
-            scale, shift = self.weights["scale"], self.weights["shift"]
+            scale, shift = self.weight("scale", xp), self.weight("shift", xp)
         elif not self.training:
-            folded = fold_batch_norm(inputs[1], inputs[2], inputs[3], inputs[4], self.epsilon)
+            folded = fold_batch_norm(inputs[1], inputs[2], inputs[3], inputs[4], self.epsilon, xp)
             scale, shift = folded["scale"], folded["shift"]
         else:
             axes = (0, *range(2, x.ndim))
             mean = x.mean(axis=axes, dtype=np.float64)
             var = x.var(axis=axes, dtype=np.float64)
-            folded = fold_batch_norm(inputs[1], inputs[2], mean, var, self.epsilon)
+            folded = fold_batch_norm(inputs[1], inputs[2], mean, var, self.epsilon, xp)
             scale, shift = folded["scale"], folded["shift"]
             for index, (running, batch) in enumerate(((inputs[3], mean), (inputs[4], var)), start=1):
                 if index < len(outputs):
                     outputs[index][...] = running * self.momentum + batch * (1.0 - self.momentum)
         if out.dtype == np.float32:
-            xp.multiply(x, _channel_view(scale, x.ndim), out=out)
-            xp.add(out, _channel_view(shift, x.ndim), out=out)
+            xp.multiply(x, _channel_view(scale, x.ndim, xp), out=out)
+            xp.add(out, _channel_view(shift, x.ndim, xp), out=out)
         else:
-            out[...] = x * _channel_view(scale, x.ndim) + _channel_view(shift, x.ndim)
+            out[...] = x * _channel_view(scale, x.ndim, xp) + _channel_view(shift, x.ndim, xp)
 
 
 _MODES = ("instance", "group", "layer")
@@ -148,7 +149,6 @@ class NormalizationOperator(Operator):
         self._inputs = 1 + ("scale" not in self.weights) + (self.has_bias and "bias" not in self.weights)
         self._shape: tuple[int, ...] | None = None
         self._rows = (0, 0)
-        self._work: np.ndarray | None = None
 
     @property
     def num_outputs(self) -> int:
@@ -193,16 +193,15 @@ class NormalizationOperator(Operator):
         else:
             rows = int(np.prod(shape[: self._first_axis(len(shape))], dtype=np.int64))
         self._rows = (rows, total // rows if rows else 0)
-        self._work = None
 
-    def _affine(self, name: str, index: int, inputs: Sequence[Any], shape: tuple[int, ...]) -> Any:
-        vector = self.weights[name] if name in self.weights else inputs[index]
-        vector = np.asarray(vector, dtype=np.float32)
+    def _affine(self, name: str, index: int, inputs: Sequence[Any], shape: tuple[int, ...], xp: Any) -> Any:
+        vector = self.weight(name, xp) if name in self.weights else inputs[index]
+        vector = xp.asarray(vector, dtype=np.float32)
         if self.mode == "layer":
             return vector
         if self.mode == "group" and self.per_group:
-            vector = np.repeat(vector.reshape(-1), shape[1] // self.groups)
-        return _channel_view(vector, len(shape))
+            vector = xp.repeat(vector.reshape(-1), shape[1] // self.groups)
+        return _channel_view(vector, len(shape), xp)
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         x, out = inputs[0], outputs[0]
@@ -211,23 +210,24 @@ class NormalizationOperator(Operator):
         rows, length = self._rows
         work = out
         if out.dtype != np.float32:
-            if self._work is None or self._work.shape != out.shape:
-                self._work = np.empty(out.shape, dtype=np.float32)
-            work = self._work
+            work = self.scratch("work", out.shape, np.float32, xp)
         flat_x, flat = x.reshape(rows, length), work.reshape(rows, length)
         mean = flat_x.mean(axis=1, dtype=np.float32)
         xp.subtract(flat_x, mean[:, None], out=flat)
-        inverse = np.einsum("ij,ij->i", flat, flat)
+        if xp is np:
+            inverse = np.einsum("ij,ij->i", flat, flat)  # the sums of squares, without a temporary
+        else:  # CuPy's einsum makes this a batched cuBLAS product, which a CUDA graph capture refuses
+            inverse = xp.square(flat).sum(axis=1)
         inverse /= max(length, 1)
         inverse += np.float32(self.epsilon)
-        np.sqrt(inverse, out=inverse)
-        np.reciprocal(inverse, out=inverse)
+        xp.sqrt(inverse, out=inverse)
+        xp.reciprocal(inverse, out=inverse)
         xp.multiply(flat, inverse[:, None], out=flat)
-        xp.multiply(work, self._affine("scale", 1, inputs, x.shape), out=work)
+        xp.multiply(work, self._affine("scale", 1, inputs, x.shape, xp), out=work)
         if self.has_bias:
-            xp.add(work, self._affine("bias", self._inputs - 1, inputs, x.shape), out=work)
+            xp.add(work, self._affine("bias", self._inputs - 1, inputs, x.shape, xp), out=work)
         if work is not out:
-            np.copyto(out, work, casting="unsafe")
+            xp.copyto(out, work, casting="unsafe")
         if self.stash >= 1:
             outputs[1].reshape(-1)[...] = mean
         if self.stash >= 2:

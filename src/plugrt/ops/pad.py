@@ -23,6 +23,7 @@ from ..core.types import DataType
 from ..shape import DimensionOperation, IDimensionExpr, constant, operation
 from .base import Operator, ShapeExprs, register_operator
 from .elementwise import label
+from .tensor_common import host_ints
 
 __all__ = ["PadOperator"]
 
@@ -124,7 +125,7 @@ class PadOperator(Operator):
     def _pads_of(self, inputs: Sequence[Any], rank: int) -> list[int]:
         if self.pads is not None:
             return self._full_pads(self.pads, rank, 0)
-        return self._full_pads([int(p) for p in np.asarray(inputs[1]).reshape(-1)], rank, 0)
+        return self._full_pads(host_ints(inputs[1]), rank, 0)  # a device read on the GPU: the plan needs them
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         x, out = inputs[0], outputs[0]
@@ -134,9 +135,9 @@ class PadOperator(Operator):
             self._plan(x.shape, pads)
             self._key = key
         dst, src = self._interior
-        np.copyto(out[dst], x[src])
+        xp.copyto(out[dst], x[src])
         if self.mode == "constant":
-            value = np.asarray(inputs[-1]).reshape(-1)[0] if self.value_input else self.value
+            value = inputs[-1].reshape(-1)[0] if self.value_input else self.value
             for region in self._fills:
                 out[region] = value
         for target, source in self._copies:

@@ -71,9 +71,10 @@ class PoolingOperator(Operator):
             raise NetworkError(f"pooling: only MAX pooling gives indices, not {self.mode}")
         self._shapes: tuple[tuple[int, ...], tuple[int, ...]] | None = None
         self._taps: list[tuple[tuple[Any, ...], tuple[Any, ...], Any]] = []
+        #: each tap's input indices (the third items of ``_taps``), one list per ``prepare``
+        self._tap_indices: list[np.ndarray] = []
         self._passes: list[_Pass] = []
         self._count: np.ndarray = np.ones(())
-        self._powered: np.ndarray | None = None
         self._base: np.ndarray = np.zeros((), dtype=np.int64)
 
     @property
@@ -100,15 +101,18 @@ class PoolingOperator(Operator):
     # --- kernel -------------------------------------------------------------------------
     def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
         x_shape, out_shape = tuple(input_shapes[0]), tuple(output_shapes[0])
-        self._shapes = (x_shape, out_shape)
+        if self._shapes == (x_shape, out_shape):
+            return
+        self._shapes = None
         spatial, out_spatial = x_shape[2:], out_shape[2:]
         _, begins, ends = self.window.resolve(spatial)
         self._count = self._divisor(spatial, out_spatial, begins, ends) if self.mode == "AVERAGE" else np.ones(())
-        self._passes, self._taps, self._powered = [], [], None
+        self._passes, self._taps = [], []
         if self.with_indices:
             self._prepare_taps(x_shape, out_spatial, begins)
         else:
             self._prepare_passes(x_shape, out_spatial, begins)
+        self._shapes = (x_shape, out_shape)
 
     def _prepare_passes(self, x_shape: tuple[int, ...], out_spatial: Sequence[int], begins: Sequence[int]) -> None:
         """One pass per spatial axis (last first): the window is a product of per-axis windows."""
@@ -131,8 +135,6 @@ class PoolingOperator(Operator):
                 taps.insert(0, taps.pop(full))
             current[axis] = out
             self._passes.append(_Pass(tuple(current), taps, full is not None, work))
-        if self.mode == "LP":
-            self._powered = np.empty(x_shape, dtype=np.float32)
 
     def _prepare_taps(self, x_shape: tuple[int, ...], out_spatial: Sequence[int], begins: Sequence[int]) -> None:
         """Whole-window taps, for MAX with indices (the winning tap must be known)."""
@@ -148,6 +150,7 @@ class PoolingOperator(Operator):
             dst = (slice(None), slice(None), *(p[0] for p in pairs if p is not None))
             src = (slice(None), slice(None), *(p[1] for p in pairs if p is not None))
             self._taps.append((dst, src, self._tap_index(spatial, [p[1] for p in pairs if p is not None])))
+        self._tap_indices = [index for _, _, index in self._taps]
         channels = x_shape[0] * x_shape[1]
         volume = int(np.prod(spatial, dtype=np.int64))
         self._base = (np.arange(channels, dtype=np.int64) * volume).reshape(x_shape[:2] + (1,) * w.rank)
@@ -177,43 +180,51 @@ class PoolingOperator(Operator):
         if self._shapes is None or self._shapes != (x.shape, out.shape):
             self.prepare([x.shape], [out.shape])
         if self.with_indices:
-            self._run_with_indices(x, out, outputs[1])
+            self._run_with_indices(x, out, outputs[1], xp)
             return
         source = x
         if self.mode == "LP":
-            assert self._powered is not None
-            np.abs(x, out=self._powered)
+            powered = self.scratch("powered", x.shape, np.float32, xp)
+            xp.abs(x, out=powered)
             if self.p == 2.0:
-                np.multiply(self._powered, self._powered, out=self._powered)
+                xp.multiply(powered, powered, out=powered)
             elif self.p != 1.0:
-                np.power(self._powered, self.p, out=self._powered)
-            source = self._powered
-        combine = np.maximum if self.mode == "MAX" else np.add
+                xp.power(powered, self.p, out=powered)
+            source = powered
+        combine = xp.maximum if self.mode == "MAX" else xp.add
         for number, step in enumerate(self._passes):
             last = number == len(self._passes) - 1
-            target = out if last and (self.mode == "MAX" or out.dtype == np.float32) else step.buffer(source.dtype)
-            step.run(source, target, combine, _lowest(target.dtype) if self.mode == "MAX" else 0)
+            if last and (self.mode == "MAX" or out.dtype == np.float32):
+                target = out
+            else:
+                target = self.scratch(("pass", number), step.shape, np.dtype(step.work or source.dtype), xp)
+            step.run(source, target, combine, _lowest(target.dtype) if self.mode == "MAX" else 0, xp)
             source = target
         if self.mode == "AVERAGE":
-            np.divide(source, self._count, out=source)
+            xp.divide(source, self.on_device("count", self._count, xp), out=source)
         elif self.mode == "LP":
             if self.p == 2.0:
-                np.sqrt(source, out=source)
+                xp.sqrt(source, out=source)
             elif self.p != 1.0:
-                np.power(source, 1.0 / self.p, out=source)
+                xp.power(source, 1.0 / self.p, out=source)
         if source is not out:
-            np.copyto(out, source, casting="unsafe")
+            xp.copyto(out, source, casting="unsafe")
 
-    def _run_with_indices(self, x: Any, out: Any, indices: Any) -> None:
+    def _run_with_indices(self, x: Any, out: Any, indices: Any, xp: Any) -> None:
         out.fill(_lowest(out.dtype))
         indices.fill(-1)
-        for dst, src, index in self._taps:
+        tap_indices = self.on_device("taps", self._tap_indices, xp)
+        for (dst, src, _), index in zip(self._taps, tap_indices):
             region, tap = out[dst], x[src]
-            better = np.greater(tap, region)
-            np.copyto(region, tap, where=better)
-            np.copyto(indices[dst], index, where=better)
+            better = xp.greater(tap, region)
+            xp.copyto(region, tap, where=better)
+            xp.copyto(indices[dst], index, where=better)
         valid = indices >= 0
-        np.add(indices, self._base, out=indices, where=valid)
+        base = self.on_device("base", self._base, xp)
+        if xp is np:
+            np.add(indices, base, out=indices, where=valid)
+        else:  # CuPy's ufuncs take no where=
+            xp.copyto(indices, indices + base, where=valid)
 
 
 class _Pass:
@@ -221,20 +232,12 @@ class _Pass:
 
     def __init__(self, shape: tuple[int, ...], taps: list[tuple[Any, Any]], full: bool, work: Any) -> None:
         self.shape, self.taps, self.full, self.work = shape, taps, full, work
-        self._buffer: np.ndarray | None = None
 
-    def buffer(self, dtype: Any) -> np.ndarray:
-        """This pass's result buffer (FLOAT for sums, else the input's type), made once."""
-        dtype = np.dtype(self.work or dtype)
-        if self._buffer is None or self._buffer.dtype != dtype:
-            self._buffer = np.empty(self.shape, dtype=dtype)
-        return self._buffer
-
-    def run(self, source: Any, target: Any, combine: Any, initial: Any) -> None:
+    def run(self, source: Any, target: Any, combine: Any, initial: Any, xp: Any) -> None:
         taps = self.taps
         if self.full:
             dst, src = taps[0]
-            np.copyto(target[dst], source[src], casting="unsafe")
+            xp.copyto(target[dst], source[src], casting="unsafe")
             taps = taps[1:]
         else:
             target.fill(initial)
@@ -273,9 +276,9 @@ class GlobalPoolingOperator(Operator):
         flat = x.reshape(x.shape[0], x.shape[1], -1)
         target = out.reshape(x.shape[0], x.shape[1])
         if self.mode == "MAX":
-            np.max(flat, axis=2, out=target)
+            xp.max(flat, axis=2, out=target)
         elif self.mode == "AVERAGE":
-            target[...] = np.mean(flat, axis=2, dtype=np.float32)
+            target[...] = xp.mean(flat, axis=2, dtype=np.float32)
         else:
-            magnitude = np.abs(flat, dtype=np.float32)
-            target[...] = np.power(np.sum(np.power(magnitude, self.p), axis=2), 1.0 / self.p)
+            magnitude = xp.abs(flat, dtype=np.float32)
+            target[...] = xp.power(xp.sum(xp.power(magnitude, self.p), axis=2), 1.0 / self.p)

@@ -3,7 +3,7 @@
 The slope broadcasts to the input (right-aligned, as NumPy). A constant slope is
 a weight, shaped for broadcasting at build time; otherwise it is input 1. The
 kernel needs no mask: ``out = max(x, 0) + slope * min(x, 0)``, with one work
-buffer made by ``prepare``.
+buffer.
 """
 
 from __future__ import annotations
@@ -32,8 +32,6 @@ class PReluOperator(Operator):
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
         self._inputs = 1 if "slope" in self.weights else 2
-        self._shape: tuple[int, ...] | None = None
-        self._work: np.ndarray | None = None
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
         if len(input_types) != self._inputs:
@@ -60,16 +58,10 @@ class PReluOperator(Operator):
                 raise ShapeError(f"{label(self)}: slope of shape {slope} does not broadcast to input {x}")
         return [list(x)]
 
-    def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
-        self._shape = tuple(input_shapes[0])
-        self._work = None
-
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         x, out = inputs[0], outputs[0]
-        slope = self.weights["slope"] if "slope" in self.weights else inputs[1]
-        if self._work is None or self._work.shape != out.shape or self._work.dtype != out.dtype:
-            self._work = np.empty(out.shape, dtype=out.dtype)
-        work = self._work
+        slope = self.weight("slope", xp) if "slope" in self.weights else inputs[1]
+        work = self.scratch("work", out.shape, out.dtype, xp)
         xp.minimum(x, 0, out=work)
         xp.multiply(work, slope, out=work, casting="unsafe")
         xp.maximum(x, 0, out=out)

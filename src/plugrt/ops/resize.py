@@ -5,9 +5,10 @@ the axis is ``sum_t weight[i, t] * x[index[i, t]]`` over a few taps (nearest:
 one, linear: two, cubic: four, more when antialiasing a downscale). ``prepare``
 maps output coordinates to input coordinates (``coordinate_transformation_mode``),
 picks the taps (the ``n`` input positions nearest the coordinate, clamped to the
-edge) and their weights; the kernel is ``np.take`` plus multiply-adds into
-buffers made there. Output sizes are ``sizes`` (optionally fitted to keep the
-aspect ratio) or ``floor(in * scale)``, computed exactly from the FLOAT scale.
+edge) and their weights; the kernel is ``take`` plus multiply-adds into work
+buffers (tables and buffers are in the memory of the run's array module).
+Output sizes are ``sizes`` (optionally fitted to keep the aspect ratio) or
+``floor(in * scale)``, computed exactly from the FLOAT scale.
 """
 
 from __future__ import annotations
@@ -38,18 +39,32 @@ _COORDINATES = (
 )
 _NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 _POLICIES = ("stretch", "not_larger", "not_smaller")
+#: ``np.take``'s mode: the positions are in range, and ``clip`` spares NumPy a buffered copy (CuPy has no mode)
+_CLIP = {"mode": "clip"}
 
 
 class _Pass:
-    """One resized axis: taps ``index`` ``[out, taps]`` and ``weight`` (None for nearest)."""
+    """One resized axis: taps ``index`` ``[out, taps]`` and ``weight`` (None for nearest).
+
+    ``tables`` holds what the kernel reads, per tap: the input positions and the
+    weights shaped ``[1, out, 1]``, and the positions to fill with the extrapolation value.
+    """
 
     def __init__(self, axis: int, index: np.ndarray, weight: np.ndarray | None, outside: np.ndarray) -> None:
         self.axis = axis
         self.index = index
         self.weight = weight
         self.outside = outside  # positions to fill with the extrapolation value
-        self.buffer: np.ndarray | None = None
-        self.term: np.ndarray | None = None
+        #: work buffers (this pass's result, the FLOAT product of one tap), arrays of ``module``
+        self.module: Any = None
+        self.buffer: Any = None
+        self.term: Any = None
+        columns = range(index.shape[1])
+        self.tables: tuple[list[np.ndarray], list[np.ndarray] | None, np.ndarray] = (
+            [np.ascontiguousarray(index[:, t]) for t in columns],
+            None if weight is None else [np.ascontiguousarray(weight[:, t]).reshape(1, -1, 1) for t in columns],
+            outside,
+        )
 
 
 @register_operator
@@ -89,6 +104,9 @@ class ResizeOperator(Operator):
             raise NetworkError("resize: give exactly one of scales, sizes or sizes_input")
         self._key: tuple[Any, ...] | None = None
         self._passes: list[_Pass] = []
+        #: the passes' tables, one list per ``prepare`` (copied once to a device)
+        self._tables: list[Any] = []
+        self._extrapolated = False  # some outputs read outside the ROI
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
         expected = 2 if self.sizes_input else 1
@@ -217,6 +235,8 @@ class ResizeOperator(Operator):
 
     def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
         shape, out_shape = tuple(input_shapes[0]), tuple(output_shapes[0])
+        if self._key == (shape, out_shape):
+            return
         rank = len(shape)
         axes = self._axes(rank)
         if self.scales is not None:
@@ -239,6 +259,8 @@ class ResizeOperator(Operator):
             index, weight, outside = self._taps(shape[axis], out_shape[axis], scales[i], bounds)
             weight = None if weight is None else weight.astype(np.float32)
             self._passes.append(_Pass(axis, index, weight, np.asarray(outside, dtype=np.int64)))
+        self._tables = [step.tables for step in self._passes]
+        self._extrapolated = any(len(step.outside) for step in self._passes)
         self._key = (shape, out_shape)
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
@@ -248,43 +270,48 @@ class ResizeOperator(Operator):
         if out.size == 0:
             return
         if not self._passes:
-            np.copyto(out, x)
+            xp.copyto(out, x)
             return
+        clip = _CLIP if xp is np else {}
         source = x
         if self.mode != "nearest" and x.dtype != np.float32:
             source = x.astype(np.float32)
-        for number, step in enumerate(self._passes):
+        tables = self._tables if xp is np else self.on_device("tables", self._tables, xp)
+        for number, (step, (indices, weights, _)) in enumerate(zip(self._passes, tables)):
             last = number == len(self._passes) - 1
             shape = list(source.shape)
             pre, size, post = math.prod(shape[: step.axis]), shape[step.axis], math.prod(shape[step.axis + 1 :])
             shape[step.axis] = len(step.index)
             src = source.reshape(pre, size, post)
+            if step.module is not xp:
+                step.module, step.buffer, step.term = xp, None, None
             if last and out.dtype == source.dtype:
                 target = out
             else:
                 if step.buffer is None or step.buffer.dtype != source.dtype:
-                    step.buffer = np.empty(shape, dtype=source.dtype)
+                    step.buffer = xp.empty(shape, dtype=source.dtype)
                 target = step.buffer
             flat = target.reshape(pre, -1, post)
-            if step.weight is None:
-                np.take(src, step.index[:, 0], axis=1, out=flat, mode="clip")
+            if weights is None:
+                xp.take(src, indices[0], axis=1, out=flat, **clip)
             else:
                 if step.term is None:
-                    step.term = np.empty(flat.shape, dtype=np.float32)
-                for t in range(step.index.shape[1]):
-                    np.take(src, step.index[:, t], axis=1, out=step.term if t else flat, mode="clip")
-                    weights = step.weight[None, :, t, None]
+                    step.term = xp.empty(flat.shape, dtype=np.float32)
+                term = step.term
+                for t, (index, weight) in enumerate(zip(indices, weights)):
+                    xp.take(src, index, axis=1, out=term if t else flat, **clip)
                     if t:
-                        np.multiply(step.term, weights, out=step.term)
-                        np.add(flat, step.term, out=flat)
+                        xp.multiply(term, weight, out=term)
+                        xp.add(flat, term, out=flat)
                     else:
-                        np.multiply(flat, weights, out=flat)
+                        xp.multiply(flat, weight, out=flat)
             source = target
-        for step in self._passes:
-            if len(step.outside):
-                source[(slice(None),) * step.axis + (step.outside,)] = self.extrapolation
+        if self._extrapolated:
+            for step, (_, _, outside) in zip(self._passes, tables):
+                if len(step.outside):
+                    source[(slice(None),) * step.axis + (outside,)] = self.extrapolation
         if source is not out:
             if out.dtype.kind in "iu":
                 info = np.iinfo(out.dtype)
-                source = np.clip(np.rint(source), info.min, info.max)
-            np.copyto(out, source, casting="unsafe")
+                source = xp.clip(xp.rint(source), info.min, info.max)
+            xp.copyto(out, source, casting="unsafe")
