@@ -26,11 +26,8 @@ def _wrap(xp: Any, indices: Any, size: Any) -> Any:
     return xp.where(indices < 0, indices + size, indices)
 
 
-@register_operator
-class GatherOperator(Operator):
-    """``out = take(data, indices, axis)``; params: ``axis`` (int, default 0)."""
-
-    kind = "gather"
+class _Gather(Operator):
+    """What the gathers share: data and integer indices in, the data's type out; ``axis`` (default 0)."""
 
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
@@ -40,6 +37,13 @@ class GatherOperator(Operator):
         expect_inputs(self, len(input_types), 2)
         expect_index_type(self, input_types[1], "the indices")
         return [input_types[0]]
+
+
+@register_operator
+class GatherOperator(_Gather):
+    """``out = take(data, indices, axis)``; params: ``axis`` (int, default 0)."""
+
+    kind = "gather"
 
     def output_shapes(
         self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
@@ -73,19 +77,10 @@ class GatherOperator(Operator):
 
 
 @register_operator
-class GatherElementsOperator(Operator):
+class GatherElementsOperator(_Gather):
     """``out[i][j][k] = data[index][j][k]`` along ``axis`` (params: ``axis``, default 0); out has the indices' shape."""
 
     kind = "gather_elements"
-
-    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
-        super().__init__(params, weights)
-        self.axis = int(self.params.get("axis", 0))
-
-    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
-        expect_inputs(self, len(input_types), 2)
-        expect_index_type(self, input_types[1], "the indices")
-        return [input_types[0]]
 
     def output_shapes(
         self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
@@ -106,7 +101,7 @@ class GatherElementsOperator(Operator):
 
 
 @register_operator
-class GatherNdOperator(Operator):
+class GatherNdOperator(_Gather):
     """ONNX GatherND: the last indices dimension addresses the leading data dimensions.
 
     params: ``batch_dims`` (int, default 0): that many leading dimensions are shared by data and indices.
@@ -117,11 +112,6 @@ class GatherNdOperator(Operator):
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
         self.batch_dims = int(self.params.get("batch_dims", 0))
-
-    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
-        expect_inputs(self, len(input_types), 2)
-        expect_index_type(self, input_types[1], "the indices")
-        return [input_types[0]]
 
     def output_shapes(
         self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
