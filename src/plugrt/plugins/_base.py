@@ -24,7 +24,7 @@ __all__ = [
     "copy_to",
     "device_buffers",
     "host_buffers",
-    "to_host",
+    "plugin_arrays",
 ]
 
 #: Element types the library's float tensors accept (kernels compute in float32 either way).
@@ -108,11 +108,14 @@ def check_dim(plugin: str, what: str, actual: int, expected: int) -> None:
 def host_buffers(
     inputs: Sequence[int], input_desc: Sequence[Any], outputs: Sequence[int], output_desc: Sequence[Any], stream: int
 ) -> Iterator[tuple[list[np.ndarray], list[np.ndarray]]]:
-    """The plugin's buffers as NumPy arrays, for the library's NumPy kernels.
+    """The plugin's buffers as NumPy arrays, for kernels that only exist for the host.
 
     On the CPU these are zero-copy views (``trt.as_array``). Under a CUDA engine the
     inputs are copied to the host on ``stream``, the kernel runs on the host and the
-    outputs are copied back when the block ends: correct everywhere, fast on the CPU.
+    outputs are copied back when the block ends: correct everywhere, fast on the CPU,
+    and not capturable in a CUDA graph. Only the NMS plugins still use it, for rankings
+    larger than their GPU kernels handle; every other library kernel runs on the
+    engine's device through :func:`plugin_arrays`.
     """
     ins = [as_array(p, d) for p, d in zip(inputs, input_desc)]
     outs = [as_array(p, d) for p, d in zip(outputs, output_desc)]
@@ -123,7 +126,7 @@ def host_buffers(
 
     with cupy_stream(stream):
         host_outs = [np.empty(a.shape, a.dtype) for a in outs]
-        yield [to_host(a) for a in ins], host_outs
+        yield [a if isinstance(a, np.ndarray) else a.get() for a in ins], host_outs
         for device, host in zip(outs, host_outs):
             device.set(host)
 
@@ -133,7 +136,7 @@ def device_buffers(
     inputs: Sequence[int], input_desc: Sequence[Any], outputs: Sequence[int], output_desc: Sequence[Any], stream: int
 ) -> Iterator[tuple[list[Any], list[Any]] | None]:
     """CuPy views of the plugin's buffers, with ``stream`` as CuPy's current stream, under a
-    CUDA engine; None on the CPU (use :func:`host_buffers` then)."""
+    CUDA engine; None on the CPU (see :func:`plugin_arrays` for both at once)."""
     from ..backends.memory import active_device
 
     if active_device() != "cuda":
@@ -148,14 +151,41 @@ def device_buffers(
         )
 
 
+@contextmanager
+def plugin_arrays(
+    inputs: Sequence[int], input_desc: Sequence[Any], outputs: Sequence[int], output_desc: Sequence[Any], stream: int
+) -> Iterator[tuple[Any, list[Any], list[Any]]]:
+    """``(xp, ins, outs)``: the plugin's buffers as arrays of the engine's device, and their array module.
+
+    On the CPU, NumPy and zero-copy host views. Under a CUDA engine, CuPy and zero-copy
+    device views, with ``stream`` as CuPy's current stream for the whole block: a kernel
+    written against ``xp`` runs on the device, on the plugin's stream, with no host copy
+    (and, when it reads nothing back, can be captured in a CUDA graph).
+
+    >>> import numpy as np, plugrt as trt
+    >>> x, y = np.arange(3, dtype=np.float32), np.zeros(3, np.float32)
+    >>> desc = trt.PluginTensorDesc(trt.Dims((3,)), trt.float32)
+    >>> with plugin_arrays([x.ctypes.data], [desc], [y.ctypes.data], [desc], 0) as (xp, (a,), (b,)):
+    ...     _ = xp.multiply(a, 2, out=b)
+    >>> xp is np, y.tolist()
+    (True, [0.0, 2.0, 4.0])
+    """
+    with device_buffers(inputs, input_desc, outputs, output_desc, stream) as device:
+        if device is None:
+            yield (
+                np,
+                [as_array(p, d) for p, d in zip(inputs, input_desc)],
+                [as_array(p, d) for p, d in zip(outputs, output_desc)],
+            )
+            return
+        from ..backends.cuda import import_cupy
+
+        yield import_cupy(), device[0], device[1]
+
+
 def copy_to(view: Any, values: np.ndarray) -> None:
     """Fill a NumPy or CuPy ``view`` with host ``values``."""
     if isinstance(view, np.ndarray):
         view[...] = values
     else:
         view.set(np.ascontiguousarray(values, dtype=view.dtype))
-
-
-def to_host(array: Any) -> np.ndarray:
-    """``array`` as a NumPy array (a copy when it lives on a device)."""
-    return array if isinstance(array, np.ndarray) else array.get()

@@ -2,8 +2,9 @@
 
 A plugin describes its scratch arrays once with :class:`WorkspaceLayout`;
 ``get_workspace_size`` returns ``layout.nbytes`` and ``enqueue`` turns the
-``workspace`` address into named NumPy views with :meth:`WorkspaceLayout.bind`
-(every array starts on a 256-byte boundary, as TensorRT's plugins align theirs).
+``workspace`` address into named views with :meth:`WorkspaceLayout.bind` (NumPy
+views of host memory, or CuPy views of device memory for a kernel running on the
+GPU; every array starts on a 256-byte boundary, as TensorRT's plugins align theirs).
 
 >>> import numpy as np
 >>> layout = WorkspaceLayout().add("scores", (2, 3), np.float32).add("index", (4,), np.int32)
@@ -45,14 +46,23 @@ class WorkspaceLayout:
         self.nbytes = offset + int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
         return self
 
-    def bind(self, address: int, available: int | None = None) -> dict[str, np.ndarray]:
+    def bind(self, address: int, available: int | None = None, xp: Any = np) -> dict[str, Any]:
         """Views of the arrays inside the workspace at ``address`` (no copy).
 
-        The views are NumPy arrays over host memory; while a CUDA engine runs (the
-        workspace is device memory) the host kernels get fresh host scratch instead.
+        ``xp`` is the array module of the kernel that will use them (the one
+        :func:`~plugrt.plugins._base.plugin_arrays` yields). With NumPy the views are
+        NumPy arrays over host memory; while a CUDA engine runs (the workspace is device
+        memory) a NumPy kernel gets fresh host scratch instead. With CuPy they are CuPy
+        arrays over the device workspace itself.
         """
         if available is not None and available < self.nbytes:
             raise ExecutionError(f"workspace of {available} bytes is smaller than the {self.nbytes} bytes needed")
+        if xp is not np:
+            if self.nbytes == 0:
+                return self._views(xp.empty(1, dtype=np.uint8))
+            from ..backends.registry import get_backend
+
+            return self._views(get_backend("cuda").view(address, (self.nbytes,), np.uint8))
         if self.nbytes == 0 or active_device() != "cpu":
             return self.allocate()
         raw = host_view(address, (self.nbytes,), np.uint8)
@@ -62,7 +72,7 @@ class WorkspaceLayout:
         """Fresh arrays laid out the same way (for calling a kernel outside an engine)."""
         return self._views(np.empty(max(self.nbytes, 1), dtype=np.uint8))
 
-    def _views(self, raw: np.ndarray) -> dict[str, np.ndarray]:
+    def _views(self, raw: Any) -> dict[str, Any]:
         views = {}
         for name, shape, dtype, offset in self._entries:
             count = int(np.prod(shape, dtype=np.int64))

@@ -14,7 +14,7 @@ import numpy as np
 
 import plugrt as trt
 
-from ._base import FLOAT_TYPES, LibraryCreator, SchemaSerialized, check_dim, host_buffers
+from ._base import FLOAT_TYPES, LibraryCreator, SchemaSerialized, check_dim, plugin_arrays
 from ._norm import standardize
 from ._schema import FLOAT, INT, FieldSpec, Schema, at_least
 from ._workspace import WorkspaceLayout
@@ -85,13 +85,13 @@ class GroupNormalizationPlugin(SchemaSerialized, trt.IPluginV2DynamicExt):
         workspace: int,
         stream: int,
     ) -> int:
-        with host_buffers(inputs, input_desc, outputs, output_desc, stream) as ((x, scale, bias), (y,)):
-            rows = self._layout(input_desc[0].dims).bind(workspace)["rows"]
-            standardize(x.reshape(rows.shape), self.params["eps"], out=rows)
+        with plugin_arrays(inputs, input_desc, outputs, output_desc, stream) as (xp, (x, scale, bias), (y,)):
+            rows = self._layout(input_desc[0].dims).bind(workspace, xp=xp)["rows"]
+            standardize(x.reshape(rows.shape), self.params["eps"], out=rows, xp=xp)
             per_channel = rows.reshape(x.shape[0], x.shape[1], -1)
             per_channel *= scale.astype(np.float32)[:, None]
             per_channel += bias.astype(np.float32)[:, None]
-            np.copyto(y, per_channel.reshape(y.shape), casting="same_kind")
+            xp.copyto(y, per_channel.reshape(y.shape), casting="same_kind")
         return 0
 
 

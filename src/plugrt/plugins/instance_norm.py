@@ -8,7 +8,8 @@ differ only in their CUDA kernels).
 
 ``scales``/``bias`` go to backend memory in ``initialize()`` through
 :class:`~plugrt.plugins._norm.DeviceWeights` (the same lifecycle as the LayerNorm
-example: clones of an initialized plugin upload copies of their own).
+example: clones of an initialized plugin upload copies of their own); ``enqueue`` reads
+them there, on the engine's device like everything else it computes.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import numpy as np
 
 import plugrt as trt
 
-from ._base import FLOAT_TYPES, LibraryCreator, check_dim, host_buffers, to_host
-from ._norm import DeviceWeights, standardize
+from ._base import FLOAT_TYPES, LibraryCreator, check_dim, plugin_arrays
+from ._norm import DeviceWeights, leaky_relu, standardize
 from ._schema import FLOAT, FLOATS, INT, FieldSpec, Schema, at_least
 from ._workspace import WorkspaceLayout
 
@@ -114,15 +115,15 @@ class InstanceNormalizationPlugin(trt.IPluginV2DynamicExt):
         workspace: int,
         stream: int,
     ) -> int:
-        with host_buffers(inputs, input_desc, outputs, output_desc, stream) as ((x,), (y,)):
-            rows = self._layout(input_desc[0].dims).bind(workspace)["rows"]
-            standardize(x.reshape(rows.shape), self.params["epsilon"], out=rows)
+        with plugin_arrays(inputs, input_desc, outputs, output_desc, stream) as (xp, (x,), (y,)):
+            rows = self._layout(input_desc[0].dims).bind(workspace, xp=xp)["rows"]
+            standardize(x.reshape(rows.shape), self.params["epsilon"], out=rows, xp=xp)
             per_image = rows.reshape(x.shape[0], x.shape[1], -1)
-            per_image *= to_host(self.weights.device("scales"))[:, None]
-            per_image += to_host(self.weights.device("bias"))[:, None]
+            per_image *= self.weights.device("scales")[:, None]
+            per_image += self.weights.device("bias")[:, None]
             if self.params["relu"] > 0:
-                np.multiply(rows, np.float32(self.params["alpha"]), out=rows, where=rows < 0)
-            np.copyto(y, rows.reshape(y.shape), casting="same_kind")
+                leaky_relu(xp, rows, self.params["alpha"])
+            xp.copyto(y, rows.reshape(y.shape), casting="same_kind")
         return 0
 
     def serialize(self) -> bytes:

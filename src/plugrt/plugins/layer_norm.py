@@ -24,7 +24,7 @@ import numpy as np
 
 import plugrt as trt
 
-from ._base import FLOAT_TYPES, LibraryCreator, copy_to, host_buffers, to_host
+from ._base import FLOAT_TYPES, LibraryCreator, copy_to, plugin_arrays
 from ._norm import standardize
 from ._schema import FLOAT, FLOATS, INT, FieldSpec, Schema, at_least
 from ._workspace import WorkspaceLayout
@@ -136,12 +136,13 @@ class LayerNormPlugin(trt.IPluginV2DynamicExt):
         cols = self.gamma.size
         if trt.active_device() == "cuda" and self._launch_cuda(input_desc[0], inputs[0], outputs[0], cols, stream):
             return 0
-        with host_buffers(inputs, input_desc, outputs, output_desc, stream) as ((x,), (y,)):
-            rows = self._layout(input_desc[0].dims).bind(workspace)["rows"]
-            standardize(x.reshape(rows.shape), self.params["epsilon"], out=rows)
-            rows *= to_host(self.device_gamma.as_array(self.gamma.shape, np.float32))
-            rows += to_host(self.device_beta.as_array(self.beta.shape, np.float32))
-            np.copyto(y, rows.reshape(y.shape), casting="same_kind")
+        # elsewhere (the CPU, or rows the kernel does not take): standardize, on the engine's device
+        with plugin_arrays(inputs, input_desc, outputs, output_desc, stream) as (xp, (x,), (y,)):
+            rows = self._layout(input_desc[0].dims).bind(workspace, xp=xp)["rows"]
+            standardize(x.reshape(rows.shape), self.params["epsilon"], out=rows, xp=xp)
+            rows *= self.device_gamma.as_array(self.gamma.shape, np.float32)
+            rows += self.device_beta.as_array(self.beta.shape, np.float32)
+            xp.copyto(y, rows.reshape(y.shape), casting="same_kind")
         return 0
 
     def _launch_cuda(self, desc: trt.PluginTensorDesc, x: int, y: int, cols: int, stream: int) -> bool:

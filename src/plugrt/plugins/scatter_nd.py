@@ -4,8 +4,15 @@ Inputs: ``data`` (FLOAT, HALF or INT32), ``indices`` INT32 ``[..., k]`` with
 ``k <= rank(data)``, ``updates`` of shape ``indices.shape[:-1] + data.shape[k:]`` and
 the type of ``data``. The output is a copy of ``data`` where each index tuple's slice
 is replaced by its update. No fields. Negative indices count from the end; indices out
-of range raise. When an index repeats, which update lands is unspecified (as in ONNX
-and TensorRT).
+of range raise on the CPU. When an index repeats, ONNX and TensorRT leave unspecified
+which update lands; here the last one in index order does, on both devices.
+
+On a CUDA engine the kernel runs on the device with CuPy and reads nothing back (so it
+can be captured in a CUDA graph). Two things differ there: an index tuple out of range
+cannot raise without reading the indices back, so its update is dropped (its slot keeps
+``data``); and since parallel writes to one slot land in no fixed order, each slot's
+last update is picked first (``maximum.at`` of tuple numbers) and every tuple aiming at
+the slot writes that same update.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import numpy as np
 
 import plugrt as trt
 
-from ._base import FLOAT_TYPES, LibraryCreator, host_buffers
+from ._base import FLOAT_TYPES, LibraryCreator, plugin_arrays
 from ._schema import Schema
 
 __all__ = ["ScatterNDPlugin", "ScatterNDPluginCreator", "scatter_nd"]
@@ -24,18 +31,45 @@ __all__ = ["ScatterNDPlugin", "ScatterNDPluginCreator", "scatter_nd"]
 _MAGIC, _FORMAT = 0x53434E44, 1  # "SCND"
 
 
-def scatter_nd(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, out: np.ndarray) -> None:
-    """``out = data`` with ``out[indices[i]] = updates[i]`` for every index tuple ``i``."""
-    np.copyto(out, data)
+def scatter_nd(data: Any, indices: Any, updates: Any, out: Any, xp: Any = np) -> None:
+    """``out = data`` with ``out[indices[i]] = updates[i]`` for every index tuple ``i``.
+
+    ``xp`` is the arrays' module: NumPy, or CuPy for device arrays.
+    """
+    xp.copyto(out, data)
     depth = indices.shape[-1]
     tuples = indices.reshape(-1, depth).astype(np.int64)
+    if xp is not np:
+        _scatter_device(xp, data, tuples, updates, out)
+        return
     extent = np.asarray(data.shape[:depth], np.int64)
     bad = (tuples < -extent) | (tuples >= extent)
     if bad.any():
         row = int(np.flatnonzero(bad.any(axis=1))[0])
         raise trt.ExecutionError(f"ScatterND: index {tuples[row].tolist()} is outside data dims {list(data.shape)}")
     tuples %= np.maximum(extent, 1)
-    out[tuple(tuples.T)] = updates.reshape(tuples.shape[0], *data.shape[depth:])
+    out[tuple(tuples.T)] = updates.reshape(tuples.shape[0], *data.shape[depth:])  # in order: the last one lands
+
+
+def _scatter_device(xp: Any, data: Any, tuples: Any, updates: Any, out: Any) -> None:
+    """The scatter on CuPy arrays: the same result as the host's, out-of-range tuples dropped."""
+    count, depth = tuples.shape
+    slots, inner = int(np.prod(data.shape[:depth])), int(np.prod(data.shape[depth:]))
+    if count == 0 or slots == 0 or inner == 0:
+        return
+    target = xp.zeros(count, np.int64)  # row-major slot number of each tuple
+    valid = xp.ones(count, np.bool_)
+    for axis, extent in enumerate(data.shape[:depth]):
+        column = tuples[:, axis]
+        valid &= (column >= -extent) & (column < extent)
+        target = target * extent + column % extent
+    target = xp.where(valid, target, 0)
+    last = xp.full(slots, -1, np.int32)  # per slot: the last valid tuple aiming at it, or -1
+    xp.maximum.at(last, target, xp.where(valid, xp.arange(count, dtype=np.int32), -1).astype(np.int32, copy=False))
+    lands = last[target]
+    kept = data.reshape(slots, inner)[target]
+    written = updates.reshape(count, inner)[xp.maximum(lands, 0)]
+    out.reshape(slots, inner)[target] = xp.where((lands >= 0)[:, None], written, kept)
 
 
 class ScatterNDPlugin(trt.IPluginV2DynamicExt):
@@ -93,8 +127,8 @@ class ScatterNDPlugin(trt.IPluginV2DynamicExt):
         workspace: int,
         stream: int,
     ) -> int:
-        with host_buffers(inputs, input_desc, outputs, output_desc, stream) as ((data, indices, updates), (out,)):
-            scatter_nd(data, indices, updates, out)
+        with plugin_arrays(inputs, input_desc, outputs, output_desc, stream) as (xp, (data, indices, updates), (out,)):
+            scatter_nd(data, indices, updates, out, xp)
         return 0
 
     def serialize(self) -> bytes:
