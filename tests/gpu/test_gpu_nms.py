@@ -155,6 +155,18 @@ def test_nms_keep_matches_host_greedy_nms(rule: OverlapRule, labels: bool) -> No
             max_keep=max_keep,
         )
         np.testing.assert_array_equal(cp.asnumpy(got), want)
+        in_chunks = nms_keep(  # masks for two rows at a time
+            cp.asarray(boxes),
+            cp.asarray(counts),
+            rule.threshold,
+            inclusive=rule.inclusive,
+            area_offset=rule.area_offset,
+            caffe_offset=rule.caffe_offset,
+            labels=None if label is None else cp.asarray(label),
+            max_keep=max_keep,
+            mask_budget=2 * k * 5 * 8,
+        )
+        np.testing.assert_array_equal(cp.asnumpy(in_chunks), want)
 
 
 # --- the plugins on CUDA engines ---------------------------------------------------------------

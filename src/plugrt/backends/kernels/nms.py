@@ -347,6 +347,7 @@ def nms_keep(
     caffe_offset: float = 0.0,
     labels: Any = None,
     max_keep: int | None = None,
+    mask_budget: int = 1 << 28,
 ) -> Any:
     """Greedy NMS keep mask ``[rows, K]`` (bool) for rows of score-sorted candidates.
 
@@ -354,6 +355,7 @@ def nms_keep(
     first ``counts[r]`` candidates of row ``r`` take part. With ``labels`` (int32
     ``[rows, K]``) only equal labels suppress each other; a row stops after ``max_keep``
     keeps. The overlap rule's parameters are :class:`~plugrt.plugins._nms.OverlapRule`'s.
+    The suppression masks are made for as many rows at once as fit in ``mask_budget`` bytes.
     """
     cp = import_cupy()
     rows, k = boxes.shape[:2]
@@ -367,23 +369,29 @@ def nms_keep(
     counts = cp.ascontiguousarray(counts, dtype=np.int32)
     if labels is not None:
         labels = cp.ascontiguousarray(labels, dtype=np.int32)
-    mask = cp.empty((rows, k, words), np.uint64)
-    _kernel("nms_mask")(
-        (rows, words, words),
-        (64,),
-        (
-            boxes,
-            counts,
-            labels if labels is not None else np.uint64(0),
-            np.int32(k),
-            np.int32(words),
-            np.float32(threshold),
-            np.int32(inclusive),
-            np.float32(area_offset),
-            np.float32(caffe_offset),
-            mask,
-        ),
-    )
     limit = k if max_keep is None else min(k, max_keep)
-    _kernel("nms_scan")((rows,), (32,), (mask, counts, np.int32(k), np.int32(words), np.int32(limit), keep))
+    # the masks take rows * k * k / 8 bytes: work through the rows in chunks that fit the budget
+    chunk = max(1, mask_budget // (k * words * 8))
+    mask = cp.empty((min(rows, chunk), k, words), np.uint64)
+    for first in range(0, rows, chunk):
+        last = min(rows, first + chunk)
+        part_counts = counts[first:last]
+        _kernel("nms_mask")(
+            (last - first, words, words),
+            (64,),
+            (
+                boxes[first:last],
+                part_counts,
+                labels[first:last] if labels is not None else np.uint64(0),
+                np.int32(k),
+                np.int32(words),
+                np.float32(threshold),
+                np.int32(inclusive),
+                np.float32(area_offset),
+                np.float32(caffe_offset),
+                mask,
+            ),
+        )
+        scan_args = (mask, part_counts, np.int32(k), np.int32(words), np.int32(limit), keep[first:last])
+        _kernel("nms_scan")((last - first,), (32,), scan_args)
     return keep
