@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.kernels.nms import MAX_K, nms_keep, top_k_rows
+from ..backends.kernels.nms import MAX_K, gather_corners, nms_keep, top_k_rows, write_detections
 
 __all__ = ["batched_nms_device", "efficient_nms_device", "fits_device"]
 
@@ -33,15 +33,15 @@ def batched_nms_device(boxes: Any, scores: Any, config: Any, outputs: tuple[Any,
     """BatchedNMS on CuPy arrays (``config`` is a :class:`~plugrt.plugins.batched_nms_kernel.NMSConfig`)."""
     import cupy as cp
 
-    num_out, out_boxes, out_scores, out_classes = outputs
     batch, num_boxes = scores.shape[:2]
     classes = config.num_classes
     k = min(config.top_k, num_boxes)
-    out_boxes.fill(0)
-    out_scores.fill(0)
-    out_classes.fill(-1)
-    num_out.fill(0)
     if batch == 0 or num_boxes == 0 or k == 0:
+        num_out, out_boxes, out_scores, out_classes = outputs
+        num_out.fill(0)
+        out_boxes.fill(0)
+        out_scores.fill(0)
+        out_classes.fill(-1)
         return
     # 1. per (image, class) row: the best k boxes above the threshold, background row skipped
     by_class = scores.reshape(batch, num_boxes, classes).astype(np.float32, copy=False).transpose(0, 2, 1)
@@ -50,13 +50,10 @@ def batched_nms_device(boxes: Any, scores: Any, config: Any, outputs: tuple[Any,
     rows = batch * classes
     index, value, found = index.reshape(rows, k), value.reshape(rows, k), found.reshape(rows, k)
     # 2. greedy NMS per row on the candidates' boxes
-    boxes4 = boxes.reshape(batch, num_boxes, -1, 4)
-    image = cp.arange(rows, dtype=np.int64)[:, None] // classes
-    location = cp.arange(rows, dtype=np.int64)[:, None] % classes if not config.share_location else 0
-    candidate_boxes = boxes4[image, index, location].astype(np.float32, copy=False)
+    boxes4 = cp.ascontiguousarray(boxes.reshape(batch, num_boxes, -1, 4), dtype=np.float32)
     rule = config.rule
     keep = nms_keep(
-        _corners(cp, candidate_boxes),
+        gather_corners(boxes4, index, classes, config.share_location),
         found.sum(axis=1, dtype=np.int32),
         rule.threshold,
         inclusive=rule.inclusive,
@@ -64,23 +61,11 @@ def batched_nms_device(boxes: Any, scores: Any, config: Any, outputs: tuple[Any,
         caffe_offset=rule.caffe_offset,
         max_keep=config.keep_top_k,
     )
-    keep &= found
     # 3. merge the classes of each image (class-major, then rank), keep the best keepTopK
-    merged = cp.where(keep, value, np.float32(-np.inf)).reshape(batch, classes * k)
-    width = min(config.keep_top_k, classes * k)
-    best, best_score, picked = top_k_rows(merged, width, float("-inf"))
-    picked_class, picked_rank = best // k, best % k
-    images = cp.arange(batch, dtype=np.int64)[:, None]
-    box_index = index.reshape(batch, classes, k)[images, picked_class, picked_rank]
-    picked_location = picked_class if not config.share_location else 0
-    picked_boxes = boxes4[images, box_index, picked_location].astype(np.float32)
-    if config.clip_boxes:
-        cp.clip(picked_boxes, 0, 1, out=picked_boxes)
+    merged = cp.where(keep & found, value, np.float32(-np.inf)).reshape(batch, classes * k)
+    best, best_score, picked = top_k_rows(merged, min(config.keep_top_k, classes * k), float("-inf"))
     # 4. write, padding the rest
-    num_out[:, 0] = picked.sum(axis=1)
-    out_boxes[:, :width] = cp.where(picked[..., None], picked_boxes, 0)
-    out_scores[:, :width] = cp.where(picked, best_score, 0)
-    out_classes[:, :width] = cp.where(picked, picked_class, -1)
+    write_detections(best, best_score, picked, index, boxes4, classes, config.share_location, config.clip_boxes, outputs)
 
 
 def efficient_nms_device(

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..cuda import import_cupy
 
-__all__ = ["MAX_K", "nms_keep", "top_k_rows"]
+__all__ = ["MAX_K", "gather_corners", "nms_keep", "top_k_rows", "write_detections"]
 
 #: The largest ``k`` :func:`top_k_rows` sorts in shared memory (and the largest row
 #: :func:`nms_keep` takes): TensorRT's NMS plugins cap their candidates at 4096 too.
@@ -35,6 +35,7 @@ _THREADS = 512
 _SEGMENT = 32768  # entries per block when a long row is split
 
 _SOURCE = r"""
+#include <cuda_fp16.h>
 typedef unsigned long long u64;
 
 __device__ __forceinline__ unsigned int order_bits(float v) {
@@ -147,6 +148,60 @@ extern "C" __global__ void top_k_rows(
         }
     }
 }
+
+// BatchedNMS: the corners of each (image, class) row's candidates, gathered from the boxes.
+extern "C" __global__ void gather_corners(
+    const float* __restrict__ boxes, const int* __restrict__ index, int rows, int k, int classes,
+    int num_boxes, int locations, int share, float* __restrict__ out)
+{
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long long)rows * k) return;
+    const int r = (int)(t / k);
+    const int image = r / classes, loc = share ? 0 : r % classes;
+    const float* p = boxes + (((long long)image * num_boxes + index[t]) * locations + loc) * 4;
+    const float x0 = p[0], y0 = p[1], x1 = p[2], y1 = p[3];
+    out[t * 4 + 0] = fminf(x0, x1);
+    out[t * 4 + 1] = fminf(y0, y1);
+    out[t * 4 + 2] = fmaxf(x0, x1);
+    out[t * 4 + 3] = fmaxf(y0, y1);
+}
+
+// BatchedNMS: the detections of each image from the merged ranking (best = class * k + rank),
+// padded with boxes 0, scores 0, classes -1; num_detections counts the real ones.
+#define WRITE_DETECTIONS(NAME, T, CONVERT)                                                          \
+extern "C" __global__ void NAME(                                                                    \
+    const int* __restrict__ best, const float* __restrict__ best_score,                             \
+    const unsigned char* __restrict__ picked, int width, const int* __restrict__ index, int k,      \
+    int classes, const float* __restrict__ boxes, int num_boxes, int locations, int share,          \
+    int clip, int keep_top_k, int* __restrict__ num_out, T* __restrict__ out_boxes,                 \
+    T* __restrict__ out_scores, T* __restrict__ out_classes)                                        \
+{                                                                                                   \
+    const int image = blockIdx.y;                                                                   \
+    const int slot = blockIdx.x * blockDim.x + threadIdx.x;                                         \
+    if (slot >= keep_top_k) return;                                                                 \
+    const long long o = (long long)image * keep_top_k + slot;                                       \
+    const long long at = (long long)image * width + slot;                                           \
+    float box[4] = {0.f, 0.f, 0.f, 0.f};                                                            \
+    float score = 0.f, label = -1.f;                                                                \
+    if (slot < width && picked[at]) {                                                               \
+        const int c = best[at] / k, rank = best[at] % k;                                            \
+        const int n = index[((long long)image * classes + c) * k + rank];                           \
+        const float* p = boxes + (((long long)image * num_boxes + n) * locations + (share ? 0 : c)) * 4; \
+        for (int e = 0; e < 4; ++e) box[e] = clip ? fminf(fmaxf(p[e], 0.f), 1.f) : p[e];            \
+        score = best_score[at];                                                                     \
+        label = (float)c;                                                                           \
+    }                                                                                               \
+    for (int e = 0; e < 4; ++e) out_boxes[o * 4 + e] = CONVERT(box[e]);                             \
+    out_scores[o] = CONVERT(score);                                                                 \
+    out_classes[o] = CONVERT(label);                                                                \
+    if (slot == 0) {                                                                                \
+        int count = 0;                                                                              \
+        for (int j = 0; j < width; ++j) count += picked[(long long)image * width + j];              \
+        num_out[image] = count;                                                                     \
+    }                                                                                               \
+}
+WRITE_DETECTIONS(write_detections_f32, float, )
+WRITE_DETECTIONS(write_detections_f16, __half, __float2half_rn)
 
 // mask[row, i, w] bit t: candidate i suppresses candidate 64 * w + t (a later one).
 extern "C" __global__ void nms_mask(
@@ -395,3 +450,54 @@ def nms_keep(
         scan_args = (mask, part_counts, np.int32(k), np.int32(words), np.int32(limit), keep[first:last])
         _kernel("nms_scan")((last - first,), (32,), scan_args)
     return keep
+
+
+def gather_corners(boxes: Any, index: Any, classes: int, share_location: bool) -> Any:
+    """Sorted corners ``[B * classes, k, 4]`` (float32) of BatchedNMS's candidates.
+
+    ``boxes``: float32 C-contiguous ``[B, N, L, 4]`` (L = 1 with ``share_location``, else
+    ``classes``); ``index`` int32 ``[B * classes, k]``: row ``b * classes + c`` holds boxes
+    of image ``b`` (location ``c`` unless shared).
+    """
+    cp = import_cupy()
+    rows, k = index.shape
+    out = cp.empty((rows, k, 4), np.float32)
+    total = rows * k
+    if total:
+        num_boxes, locations = boxes.shape[1:3]
+        args: tuple[Any, ...] = (boxes, cp.ascontiguousarray(index, dtype=np.int32), np.int32(rows), np.int32(k))
+        args += (np.int32(classes), np.int32(num_boxes), np.int32(locations), np.int32(share_location), out)
+        _kernel("gather_corners")(((total + 255) // 256,), (256,), args)
+    return out
+
+
+def write_detections(
+    best: Any,
+    best_score: Any,
+    picked: Any,
+    index: Any,
+    boxes: Any,
+    classes: int,
+    share_location: bool,
+    clip: bool,
+    outputs: tuple[Any, Any, Any, Any],
+) -> None:
+    """Write BatchedNMS's four outputs from the merged ranking, in one kernel.
+
+    ``best``/``best_score``/``picked`` ``[B, W]`` (int32 flat ``class * k + rank``, float32,
+    bool) come from ranking the kept candidates of each image; ``index`` int32 ``[B * classes,
+    k]`` maps ranks to boxes; ``boxes`` float32 C-contiguous ``[B, N, L, 4]``. ``outputs``:
+    num_detections int32 ``[B, 1]`` and boxes/scores/classes (float32 or float16,
+    ``[B, keepTopK(, 4)]``), all C-contiguous; rows past the detections are padded.
+    """
+    num_out, out_boxes, out_scores, out_classes = outputs
+    batch, keep_top_k = out_scores.shape
+    if batch == 0 or keep_top_k == 0:
+        return
+    name = "write_detections_f16" if out_scores.dtype == np.float16 else "write_detections_f32"
+    k = index.shape[1]
+    args: tuple[Any, ...] = (best, best_score, picked, np.int32(best.shape[1]), index, np.int32(k), np.int32(classes))
+    args += (boxes,)
+    args += (np.int32(boxes.shape[1]), np.int32(boxes.shape[2]), np.int32(share_location), np.int32(clip))
+    args += (np.int32(keep_top_k), num_out, out_boxes, out_scores, out_classes)
+    _kernel(name)(((keep_top_k + 127) // 128, batch), (128,), args)
