@@ -22,7 +22,6 @@ __all__ = [
     "SchemaSerialized",
     "check_dim",
     "copy_to",
-    "device_buffers",
     "host_buffers",
     "plugin_arrays",
 ]
@@ -132,26 +131,6 @@ def host_buffers(
 
 
 @contextmanager
-def device_buffers(
-    inputs: Sequence[int], input_desc: Sequence[Any], outputs: Sequence[int], output_desc: Sequence[Any], stream: int
-) -> Iterator[tuple[list[Any], list[Any]] | None]:
-    """CuPy views of the plugin's buffers, with ``stream`` as CuPy's current stream, under a
-    CUDA engine; None on the CPU (see :func:`plugin_arrays` for both at once)."""
-    from ..backends.memory import active_device
-
-    if active_device() != "cuda":
-        yield None
-        return
-    from ..backends.cuda import cupy_stream
-
-    with cupy_stream(stream):
-        yield (
-            [as_array(p, d) for p, d in zip(inputs, input_desc)],
-            [as_array(p, d) for p, d in zip(outputs, output_desc)],
-        )
-
-
-@contextmanager
 def plugin_arrays(
     inputs: Sequence[int], input_desc: Sequence[Any], outputs: Sequence[int], output_desc: Sequence[Any], stream: int
 ) -> Iterator[tuple[Any, list[Any], list[Any]]]:
@@ -170,17 +149,23 @@ def plugin_arrays(
     >>> xp is np, y.tolist()
     (True, [0.0, 2.0, 4.0])
     """
-    with device_buffers(inputs, input_desc, outputs, output_desc, stream) as device:
-        if device is None:
-            yield (
-                np,
-                [as_array(p, d) for p, d in zip(inputs, input_desc)],
-                [as_array(p, d) for p, d in zip(outputs, output_desc)],
-            )
-            return
-        from ..backends.cuda import import_cupy
+    from ..backends.memory import active_device
 
-        yield import_cupy(), device[0], device[1]
+    if active_device() != "cuda":
+        yield (
+            np,
+            [as_array(p, d) for p, d in zip(inputs, input_desc)],
+            [as_array(p, d) for p, d in zip(outputs, output_desc)],
+        )
+        return
+    from ..backends.cuda import cupy_stream, import_cupy
+
+    with cupy_stream(stream):
+        yield (
+            import_cupy(),
+            [as_array(p, d) for p, d in zip(inputs, input_desc)],
+            [as_array(p, d) for p, d in zip(outputs, output_desc)],
+        )
 
 
 def copy_to(view: Any, values: np.ndarray) -> None:

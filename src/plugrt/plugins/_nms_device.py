@@ -62,7 +62,7 @@ def batched_nms_device(boxes: Any, scores: Any, config: Any, outputs: tuple[Any,
         max_keep=config.keep_top_k,
     )
     # 3. merge the classes of each image (class-major, then rank), keep the best keepTopK
-    merged = cp.where(keep & found, value, np.float32(-np.inf)).reshape(batch, classes * k)
+    merged = cp.where(keep, value, np.float32(-np.inf))  # nms_keep keeps found candidates only.reshape(batch, classes * k)
     best, best_score, picked = top_k_rows(merged, min(config.keep_top_k, classes * k), float("-inf"))
     # 4. write, padding the rest
     write_detections(best, best_score, picked, index, boxes4, classes, config.share_location, config.clip_boxes, outputs)
@@ -119,7 +119,6 @@ def efficient_nms_device(
         labels=None if params["class_agnostic"] else label,
         max_keep=limit,
     )
-    keep &= valid
     # the kept candidates, in order, packed to the left of each row
     width = min(limit, k)
     slot = cp.cumsum(keep, axis=1) - 1

@@ -13,7 +13,7 @@ from typing import Any
 
 import plugrt as trt
 
-from ._base import FLOAT_TYPES, LibraryCreator, check_dim, device_buffers, host_buffers
+from ._base import FLOAT_TYPES, LibraryCreator, check_dim, host_buffers, plugin_arrays
 from ._nms_device import batched_nms_device, fits_device
 from ._schema import BOOL, FLOAT, INT, FieldSpec, Schema, at_least, between
 from .batched_nms_kernel import NMSConfig, batched_nms, workspace_layout
@@ -249,11 +249,10 @@ def _run(
     stream: int,
 ) -> None:
     """One BatchedNMS run: the GPU kernels on a CUDA engine, the NumPy pipeline otherwise."""
-    with device_buffers(inputs, input_desc, outputs, output_desc, stream) as device:
-        if device is not None and fits_device(config.top_k, config.keep_top_k):
-            (boxes, scores), results = device
+    if trt.active_device() == "cuda" and fits_device(config.top_k, config.keep_top_k):
+        with plugin_arrays(inputs, input_desc, outputs, output_desc, stream) as (_, (boxes, scores), results):
             batched_nms_device(boxes, scores, config, tuple(results))  # type: ignore[arg-type]
-            return
+        return
     with host_buffers(inputs, input_desc, outputs, output_desc, stream) as ((boxes, scores), results):
         scratch = workspace_layout(scores.shape[0], scores.shape[1], config).bind(workspace)
         batched_nms(boxes, scores, config, tuple(results), scratch)  # type: ignore[arg-type]

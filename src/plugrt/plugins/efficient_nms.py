@@ -22,9 +22,9 @@ import numpy as np
 
 import plugrt as trt
 
-from ._base import FLOAT_TYPES, LibraryCreator, SchemaSerialized, check_dim, device_buffers, host_buffers
+from ._base import FLOAT_TYPES, LibraryCreator, SchemaSerialized, check_dim, host_buffers, plugin_arrays
 from ._nms import OverlapRule, corners, greedy_nms, top_k_desc
-from ._nms_device import efficient_nms_device, fits_device
+from ._nms_device import efficient_nms_device
 from ._schema import BOOL, FLOAT, INT, FieldSpec, Schema, at_least, between, one_of
 from ._workspace import WorkspaceLayout
 
@@ -187,14 +187,12 @@ class EfficientNMSPlugin(SchemaSerialized, trt.IPluginV2DynamicExt):
         workspace: int,
         stream: int,
     ) -> int:
-        with device_buffers(inputs, input_desc, outputs, output_desc, stream) as device:
-            if device is not None and fits_device(self.params["max_output_boxes"]):
-                arrays, results = device
+        if trt.active_device() == "cuda":  # at most MAX_CANDIDATES enter NMS: always within the GPU kernels' range
+            with plugin_arrays(inputs, input_desc, outputs, output_desc, stream) as (_, arrays, results):
                 anchors = arrays[2] if len(arrays) == 3 else None
-                efficient_nms_device(
-                    arrays[0], arrays[1], anchors, self.params, float(score_threshold(self.params)), tuple(results)
-                )
-                return 0
+                threshold = float(score_threshold(self.params))
+                efficient_nms_device(arrays[0], arrays[1], anchors, self.params, threshold, tuple(results))
+            return 0
         with host_buffers(inputs, input_desc, outputs, output_desc, stream) as (arrays, results):
             scores = arrays[1]
             scratch = workspace_layout(scores.shape[0], scores.shape[1] * scores.shape[2]).bind(workspace)
