@@ -62,7 +62,8 @@ def batched_nms_device(boxes: Any, scores: Any, config: Any, outputs: tuple[Any,
         max_keep=config.keep_top_k,
     )
     # 3. merge the classes of each image (class-major, then rank), keep the best keepTopK
-    merged = cp.where(keep, value, np.float32(-np.inf))  # nms_keep keeps found candidates only.reshape(batch, classes * k)
+    # (nms_keep keeps found candidates only)
+    merged = cp.where(keep, value, np.float32(-np.inf)).reshape(batch, classes * k)
     best, best_score, picked = top_k_rows(merged, min(config.keep_top_k, classes * k), float("-inf"))
     # 4. write, padding the rest
     write_detections(best, best_score, picked, index, boxes4, classes, config.share_location, config.clip_boxes, outputs)
