@@ -52,6 +52,22 @@ from .engine.inspector import EngineInspector, LayerInformationFormat
 from .engine.output_allocator import IOutputAllocator
 from .engine.profiler import IProfiler
 from .engine.runtime import Runtime
+from .interfaces.creator import IPluginCreator, IPluginCreatorInterface, IPluginCreatorV3One
+from .interfaces.descriptors import DynamicPluginTensorDesc, PluginTensorDesc
+from .interfaces.fields import PluginField, PluginFieldCollection, PluginFieldType
+from .interfaces.recorder import CallRecorder, PluginCall, trace_plugin_calls
+from .interfaces.registry import IPluginRegistry, get_plugin_registry
+from .interfaces.serialization import SerializationReader, SerializationWriter
+from .interfaces.v2 import IPluginV2, IPluginV2DynamicExt, IPluginV2Ext
+from .interfaces.v3 import (
+    IPluginResourceContext,
+    IPluginV3,
+    IPluginV3OneBuild,
+    IPluginV3OneCore,
+    IPluginV3OneRuntime,
+    PluginCapabilityType,
+    TensorRTPhase,
+)
 from .network.definition import INetworkDefinition, NetworkDefinitionCreationFlag
 from .network.layer import ILayer, IPluginV2Layer, IPluginV3Layer, LayerType
 from .network.layer_enums import (
@@ -78,22 +94,6 @@ from .network.standard_layers import (
 from .network.tensor import ITensor, TensorIOMode, TensorLocation
 from .onnx.compile import compile  # noqa: A004 - plugrt.compile is the high-level entry point
 from .onnx.parser import OnnxParser
-from .plugin.creator import IPluginCreator, IPluginCreatorInterface, IPluginCreatorV3One
-from .plugin.descriptors import DynamicPluginTensorDesc, PluginTensorDesc
-from .plugin.fields import PluginField, PluginFieldCollection, PluginFieldType
-from .plugin.recorder import CallRecorder, PluginCall, trace_plugin_calls
-from .plugin.registry import IPluginRegistry, get_plugin_registry
-from .plugin.serialization import SerializationReader, SerializationWriter
-from .plugin.v2 import IPluginV2, IPluginV2DynamicExt, IPluginV2Ext
-from .plugin.v3 import (
-    IPluginResourceContext,
-    IPluginV3,
-    IPluginV3OneBuild,
-    IPluginV3OneCore,
-    IPluginV3OneRuntime,
-    PluginCapabilityType,
-    TensorRTPhase,
-)
 from .plugins import init_libnvinfer_plugins
 from .shape.builder import DimsExprs, IExprBuilder
 from .shape.expr import DimensionOperation, IDimensionExpr

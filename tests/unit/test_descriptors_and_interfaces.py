@@ -11,12 +11,12 @@ import plugrt as trt
 from plugrt.core.dims import Dims
 from plugrt.core.errors import MissingHookError, PluginError
 from plugrt.core.types import DataType, TensorFormat
-from plugrt.plugin.creator import IPluginCreator, IPluginCreatorInterface, IPluginCreatorV3One
-from plugrt.plugin.descriptors import DynamicPluginTensorDesc, PluginTensorDesc
-from plugrt.plugin.fields import PluginField, PluginFieldCollection
-from plugrt.plugin.hooks import is_overridden, missing_hook
-from plugrt.plugin.v2 import IPluginV2, IPluginV2DynamicExt, IPluginV2Ext
-from plugrt.plugin.v3 import (
+from plugrt.interfaces.creator import IPluginCreator, IPluginCreatorInterface, IPluginCreatorV3One
+from plugrt.interfaces.descriptors import DynamicPluginTensorDesc, PluginTensorDesc
+from plugrt.interfaces.fields import PluginField, PluginFieldCollection
+from plugrt.interfaces.hooks import is_overridden, missing_hook
+from plugrt.interfaces.v2 import IPluginV2, IPluginV2DynamicExt, IPluginV2Ext
+from plugrt.interfaces.v3 import (
     IPluginResourceContext,
     IPluginV3,
     IPluginV3OneBuild,

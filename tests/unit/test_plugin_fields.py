@@ -1,4 +1,4 @@
-"""Tests for plugin fields (plugrt.plugin.fields) and their byte codec (plugrt.plugin.field_codec)."""
+"""Tests for plugin fields (plugrt.interfaces.fields) and their byte codec (plugrt.interfaces.field_codec)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 
 import plugrt as trt
 from plugrt.core.errors import FieldError, SerializationError, TypeMismatchError
-from plugrt.plugin.field_codec import decode_fields, encode_fields
-from plugrt.plugin.fields import PluginField, PluginFieldCollection, PluginFieldType, field_numpy_dtype
-from plugrt.plugin.serialization import SerializationWriter
+from plugrt.interfaces.field_codec import decode_fields, encode_fields
+from plugrt.interfaces.fields import PluginField, PluginFieldCollection, PluginFieldType, field_numpy_dtype
+from plugrt.interfaces.serialization import SerializationWriter
 
 T = PluginFieldType
 

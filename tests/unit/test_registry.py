@@ -1,4 +1,4 @@
-"""Tests for the plugin registry: plugrt.plugin.registry."""
+"""Tests for the plugin registry: plugrt.interfaces.registry."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from plugrt.core.errors import (
     TypeMismatchError,
 )
 from plugrt.core.logger import ILogger, Severity
-from plugrt.plugin.creator import IPluginCreator, IPluginCreatorV3One
-from plugrt.plugin.registry import IPluginRegistry, PluginLibraryHandle, creator_key, get_plugin_registry
+from plugrt.interfaces.creator import IPluginCreator, IPluginCreatorV3One
+from plugrt.interfaces.registry import IPluginRegistry, PluginLibraryHandle, creator_key, get_plugin_registry
 
 
 class Collecting(ILogger):

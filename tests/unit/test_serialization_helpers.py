@@ -1,4 +1,4 @@
-"""Tests for the plugin byte helpers: plugrt.plugin.serialization."""
+"""Tests for the plugin byte helpers: plugrt.interfaces.serialization."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 import plugrt as trt
 from plugrt.core.errors import SerializationError
-from plugrt.plugin.serialization import SerializationReader, SerializationWriter
+from plugrt.interfaces.serialization import SerializationReader, SerializationWriter
 
 MAGIC = 0x504C5547
 KINDS = ["i8", "u8", "i32", "u32", "i64", "f32", "f64", "bool"]

@@ -15,7 +15,7 @@ from ..core.dims import volume
 from ..core.errors import ExecutionError
 from ..core.layouts import storage_shape
 from ..core.types import DataType, TensorFormat, nptype
-from ..plugin.descriptors import PluginTensorDesc
+from ..interfaces.descriptors import PluginTensorDesc
 from .memory import active_device
 
 __all__ = ["CpuBackend", "as_array", "host_view"]

@@ -19,11 +19,11 @@ from ..core.logger import ILogger, Severity
 from ..core.types import DataType, TensorFormat
 from ..engine.plan import EnginePlan, LayerPlan, ProfilePlan, TensorPlan, tensor_max_bytes
 from ..engine.plan_format import PluginRecord
+from ..interfaces.adapters import PluginAdapter, adapter_for_plugin
+from ..interfaces.adapters.base import BuildRequest, Port
 from ..network.definition import INetworkDefinition
 from ..network.layer import ILayer, IPluginV2Layer, IPluginV3Layer
 from ..network.tensor import ITensor
-from ..plugin.adapters import PluginAdapter, adapter_for_plugin
-from ..plugin.adapters.base import BuildRequest, Port
 from ..shape.builder import IExprBuilder, constant, symbol
 from ..shape.expr import IDimensionExpr
 from .config import BuilderFlag, IBuilderConfig, MemoryPoolType

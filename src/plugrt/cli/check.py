@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..plugin.registry import get_plugin_registry
+from ..interfaces.registry import get_plugin_registry
 from ..testing import CHECK_IDS, CheckUsageError, check_plugin
 from .errors import UsageError
 

@@ -13,8 +13,8 @@ import numpy as np
 from ..core.logger import Logger, Severity
 from ..core.types import nptype
 from ..engine.runtime import Runtime
+from ..interfaces.recorder import trace_plugin_calls
 from ..network.tensor import TensorIOMode
-from ..plugin.recorder import trace_plugin_calls
 from .errors import UsageError
 from .exec_build import build_from_onnx
 from .libraries import load_libraries

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..plugin.registry import get_plugin_registry
+from ..interfaces.registry import get_plugin_registry
 from .errors import UsageError
 
 __all__ = ["load_libraries"]

@@ -6,7 +6,7 @@ from typing import Any
 
 from ..engine.plan import EnginePlan
 from ..engine.validate import validate_plan
-from ..plugin.field_codec import decode_fields
+from ..interfaces.field_codec import decode_fields
 
 __all__ = ["summarize_plan"]
 

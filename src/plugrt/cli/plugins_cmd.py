@@ -7,8 +7,8 @@ import json
 import sys
 from typing import Any
 
-from ..plugin.creator import IPluginCreator, IPluginCreatorV3One
-from ..plugin.registry import get_plugin_registry
+from ..interfaces.creator import IPluginCreator, IPluginCreatorV3One
+from ..interfaces.registry import get_plugin_registry
 from .libraries import load_libraries
 
 __all__ = ["HELP", "NAME", "add_arguments", "describe_creators", "run"]

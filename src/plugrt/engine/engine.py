@@ -11,10 +11,10 @@ from ..core.dims import Dims
 from ..core.errors import ExecutionError, PlanFormatError, PlugrtError
 from ..core.logger import ILogger
 from ..core.types import DataType, TensorFormat
+from ..interfaces.adapters import PluginAdapter, adapter_for_family
+from ..interfaces.registry import IPluginRegistry
+from ..interfaces.v3 import IPluginResourceContext
 from ..network.tensor import TensorIOMode, TensorLocation
-from ..plugin.adapters import PluginAdapter, adapter_for_family
-from ..plugin.registry import IPluginRegistry
-from ..plugin.v3 import IPluginResourceContext
 from .host_memory import IHostMemory
 from .plan import EnginePlan, profile_envs
 from .validate import validate_plan

@@ -18,8 +18,8 @@ from ..backends.cuda import cupy_stream
 from ..core.dims import Dims
 from ..core.errors import ExecutionError, PlugrtError
 from ..core.layouts import storage_shape
+from ..interfaces.descriptors import PluginTensorDesc
 from ..ops.base import Operator, create_operator
-from ..plugin.descriptors import PluginTensorDesc
 from .plan import EnginePlan, LayerPlan
 
 __all__ = ["Executor", "Step"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..core.dims import Dims
-from ..plugin.hooks import missing_hook
+from ..interfaces.hooks import missing_hook
 
 __all__ = ["IOutputAllocator"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..plugin.hooks import missing_hook
+from ..interfaces.hooks import missing_hook
 
 __all__ = ["IProfiler"]
 

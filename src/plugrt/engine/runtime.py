@@ -7,7 +7,7 @@ from typing import Any
 from ..backends.memory import using_device
 from ..core.errors import PlanFormatError, PlugrtError, TypeMismatchError
 from ..core.logger import ILogger, Logger, Severity
-from ..plugin.registry import IPluginRegistry, get_plugin_registry
+from ..interfaces.registry import IPluginRegistry, get_plugin_registry
 from .engine import ICudaEngine
 from .plan import EnginePlan
 

@@ -9,8 +9,8 @@ from ..core.dims import Dims
 from ..core.enums import TrtEnum
 from ..core.errors import NetworkError, TypeMismatchError
 from ..core.types import DataType
-from ..plugin.v2 import IPluginV2
-from ..plugin.v3 import IPluginV3
+from ..interfaces.v2 import IPluginV2
+from ..interfaces.v3 import IPluginV3
 from .layer import ILayer, IPluginV2Layer, IPluginV3Layer
 from .operator_layer import IOperatorLayer
 from .standard_layers import StandardLayers

@@ -168,7 +168,7 @@ class IPluginV3Layer(ILayer):
 
 
 def _build_capability() -> Any:
-    from ..plugin.v3 import PluginCapabilityType
+    from ..interfaces.v3 import PluginCapabilityType
 
     return PluginCapabilityType.BUILD
 

@@ -304,7 +304,7 @@ _MAX_FUNCTION_DEPTH = 8
 
 def _has_creator(node: Any) -> bool:
     """Whether a creator is registered under the key the plugin fallback would look up."""
-    from ..plugin.registry import get_plugin_registry
+    from ..interfaces.registry import get_plugin_registry
 
     attrs = {a.name: a for a in node.attribute}
     version = attrs["plugin_version"].s.decode("utf-8", "replace") if "plugin_version" in attrs else "1"
@@ -322,7 +322,7 @@ def _inline_functions(model: Any) -> Any:
     """
     from onnx.inliner import inline_selected_functions
 
-    from ..plugin.registry import get_plugin_registry
+    from ..interfaces.registry import get_plugin_registry
 
     names = {c.name for c in get_plugin_registry().all_creators}
     keep = [(f.domain, f.name) for f in model.functions if f.name in names]

@@ -102,7 +102,7 @@ class OnnxParser:
             return False
         if importer_for(op_name) is not None:
             return True
-        from ..plugin.registry import get_plugin_registry
+        from ..interfaces.registry import get_plugin_registry
 
         return any(c.name == op_name for c in get_plugin_registry().all_creators)
 

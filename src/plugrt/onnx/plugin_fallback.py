@@ -27,11 +27,11 @@ import numpy as np
 from onnx import AttributeProto, helper, numpy_helper
 
 from ..core.errors import CreatorNotFoundError, FieldError, PluginError, PlugrtError, TypeMismatchError
+from ..interfaces.creator import IPluginCreator, IPluginCreatorV3One
+from ..interfaces.fields import PluginField, PluginFieldCollection, PluginFieldType
+from ..interfaces.registry import get_plugin_registry
+from ..interfaces.v3 import TensorRTPhase
 from ..network.tensor import ITensor
-from ..plugin.creator import IPluginCreator, IPluginCreatorV3One
-from ..plugin.fields import PluginField, PluginFieldCollection, PluginFieldType
-from ..plugin.registry import get_plugin_registry
-from ..plugin.v3 import TensorRTPhase
 from .importers.base import ImportContext
 
 __all__ = ["attribute_fields", "import_plugin", "wants_plugin"]

@@ -21,10 +21,10 @@ from ..builder.profiles import symbol_name
 from ..core.dims import Dims
 from ..core.errors import PlugrtError, ShapeError
 from ..core.types import DataType, nptype
+from ..interfaces.v2 import IPluginV2DynamicExt, IPluginV2Ext
+from ..interfaces.v3 import PluginCapabilityType
 from ..network.layer import IPluginV2Layer, IPluginV3Layer
 from ..network.tensor import ITensor
-from ..plugin.v2 import IPluginV2DynamicExt, IPluginV2Ext
-from ..plugin.v3 import PluginCapabilityType
 from ..shape.builder import DimsExprs, IExprBuilder, constant, symbol
 from ..shape.expr import IDimensionExpr
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..core.errors import TypeMismatchError
 from ..core.logger import ILogger
-from ..plugin.registry import get_plugin_registry
+from ..interfaces.registry import get_plugin_registry
 
 __all__ = ["LIBRARY", "init_libnvinfer_plugins", "library_creators"]
 

@@ -12,9 +12,9 @@ from ..backends.cpu import as_array
 from ..core.errors import ShapeError
 from ..core.logger import ILogger
 from ..core.types import DataType
-from ..plugin.creator import IPluginCreator
-from ..plugin.fields import PluginFieldCollection
-from ..plugin.serialization import SerializationReader, SerializationWriter
+from ..interfaces.creator import IPluginCreator
+from ..interfaces.fields import PluginFieldCollection
+from ..interfaces.serialization import SerializationReader, SerializationWriter
 
 __all__ = [
     "FLOAT_TYPES",

@@ -23,8 +23,8 @@ import numpy as np
 
 from ..core.errors import FieldError, TypeMismatchError
 from ..core.logger import ILogger, Severity
-from ..plugin.fields import PluginField, PluginFieldCollection, PluginFieldType
-from ..plugin.serialization import SerializationReader, SerializationWriter
+from ..interfaces.fields import PluginField, PluginFieldCollection, PluginFieldType
+from ..interfaces.serialization import SerializationReader, SerializationWriter
 
 __all__ = ["BOOL", "FLOAT", "FLOATS", "INT", "FieldSpec", "Schema", "at_least", "between", "one_of"]
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ..plugin.creator import IPluginCreatorInterface, IPluginCreatorV3One
-from ..plugin.fields import PluginFieldCollection
-from ..plugin.v2 import IPluginV2Ext
+from ..interfaces.creator import IPluginCreatorInterface, IPluginCreatorV3One
+from ..interfaces.fields import PluginFieldCollection
+from ..interfaces.v2 import IPluginV2Ext
 from .checks import CHECK_IDS, CHECKS
 from .context import CheckContext, InputMaker
 from .hooks import HookError, hint_for

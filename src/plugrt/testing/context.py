@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 
 from ..core.types import DataType
-from ..plugin.creator import IPluginCreatorInterface, IPluginCreatorV3One
-from ..plugin.fields import PluginFieldCollection
-from ..plugin.registry import get_plugin_registry
-from ..plugin.v2 import IPluginV2
-from ..plugin.v3 import IPluginV3, TensorRTPhase
+from ..interfaces.creator import IPluginCreatorInterface, IPluginCreatorV3One
+from ..interfaces.fields import PluginFieldCollection
+from ..interfaces.registry import get_plugin_registry
+from ..interfaces.v2 import IPluginV2
+from ..interfaces.v3 import IPluginV3, TensorRTPhase
 from .buffers import POISON_A, POISON_B
 from .drivers import Combination, Driver, OutputRule, driver_for
 from .fields import make_fields

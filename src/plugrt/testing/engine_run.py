@@ -22,9 +22,9 @@ from ..builder.builder import Builder
 from ..core.dims import volume
 from ..core.errors import ExecutionError
 from ..core.logger import Logger, Severity
+from ..interfaces.registry import get_plugin_registry
+from ..interfaces.v3 import IPluginV3
 from ..network.tensor import TensorIOMode
-from ..plugin.registry import get_plugin_registry
-from ..plugin.v3 import IPluginV3
 
 __all__ = ["EngineRunner", "PaddedBuffer", "build_plan", "creator_registered", "quiet_logger"]
 

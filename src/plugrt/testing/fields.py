@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..plugin.fields import PluginField, PluginFieldCollection, PluginFieldType
+from ..interfaces.fields import PluginField, PluginFieldCollection, PluginFieldType
 from .spec import CheckUsageError
 
 __all__ = ["declared_types", "describe_fields", "format_values", "make_fields", "parse_field_text"]

@@ -20,7 +20,7 @@ import numpy as np
 from ..core.dims import Dims, volume
 from ..core.layouts import from_storage, storage_shape, to_storage
 from ..core.types import TensorFormat
-from ..plugin.descriptors import PluginTensorDesc
+from ..interfaces.descriptors import PluginTensorDesc
 from .buffers import POISON_A, GuardedBuffer
 from .drivers import Combination
 

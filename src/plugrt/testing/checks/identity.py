@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from ...plugin.fields import PluginField, PluginFieldCollection, PluginFieldType
-from ...plugin.v3 import IPluginV3, PluginCapabilityType
+from ...interfaces.fields import PluginField, PluginFieldCollection, PluginFieldType
+from ...interfaces.v3 import IPluginV3, PluginCapabilityType
 from ..context import CheckContext
 from ..fields import declared_types, describe_fields, format_values
 from ..hooks import HookError

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...plugin.v2 import IPluginV2, IPluginV2DynamicExt
-from ...plugin.v3 import IPluginV3
+from ...interfaces.v2 import IPluginV2, IPluginV2DynamicExt
+from ...interfaces.v3 import IPluginV3
 from ..spec import CheckUsageError, InputRange
 from .base import Combination, Driver, OutputRule
 from .v2_dynamic import V2DynamicDriver

@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 from ...core.dims import Dims
 from ...core.errors import FormatNegotiationError
 from ...core.types import DataType, TensorFormat
-from ...plugin.adapters.base import candidate_list, negotiate_combination
-from ...plugin.descriptors import PluginTensorDesc
-from ...plugin.v3 import IPluginResourceContext
+from ...interfaces.adapters.base import candidate_list, negotiate_combination
+from ...interfaces.descriptors import PluginTensorDesc
+from ...interfaces.v3 import IPluginResourceContext
 from ...shape.builder import DimsExprs, IExprBuilder, constant, symbol
 from ...shape.expr import IDimensionExpr
 from ..hooks import HookError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...plugin.v2 import IPluginV2
+from ...interfaces.v2 import IPluginV2
 from ..hooks import HookError, call, check_status
 from .base import Driver, resource_context
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from ...core.dims import Dims
 from ...core.types import DataType
-from ...plugin.descriptors import DynamicPluginTensorDesc, PluginTensorDesc
-from ...plugin.v2 import IPluginV2DynamicExt
+from ...interfaces.descriptors import DynamicPluginTensorDesc, PluginTensorDesc
+from ...interfaces.v2 import IPluginV2DynamicExt
 from ...shape.builder import DimsExprs, IExprBuilder
 from ...shape.expr import IDimensionExpr
 from ..hooks import HookError, call, check_status

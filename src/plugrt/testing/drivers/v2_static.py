@@ -14,9 +14,9 @@ from typing import Any
 from ...core.dims import Dims
 from ...core.layouts import SUPPORTED_FORMATS, format_min_rank
 from ...core.types import DataType, TensorFormat
-from ...plugin.adapters.base import CANDIDATE_TYPES
-from ...plugin.descriptors import PluginTensorDesc
-from ...plugin.v2 import IPluginV2, IPluginV2Ext
+from ...interfaces.adapters.base import CANDIDATE_TYPES
+from ...interfaces.descriptors import PluginTensorDesc
+from ...interfaces.v2 import IPluginV2, IPluginV2Ext
 from ...shape.builder import IExprBuilder, constant
 from ...shape.expr import IDimensionExpr
 from ..hooks import HookError, call, check_status

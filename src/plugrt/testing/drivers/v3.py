@@ -6,10 +6,10 @@ from typing import Any
 
 from ...core.dims import Dims
 from ...core.types import DataType
-from ...plugin.descriptors import DynamicPluginTensorDesc, PluginTensorDesc
-from ...plugin.field_codec import decode_fields, encode_fields
-from ...plugin.fields import PluginFieldCollection
-from ...plugin.v3 import IPluginV3, PluginCapabilityType, TensorRTPhase
+from ...interfaces.descriptors import DynamicPluginTensorDesc, PluginTensorDesc
+from ...interfaces.field_codec import decode_fields, encode_fields
+from ...interfaces.fields import PluginFieldCollection
+from ...interfaces.v3 import IPluginV3, PluginCapabilityType, TensorRTPhase
 from ...shape.builder import DimsExprs, IExprBuilder
 from ...shape.expr import IDimensionExpr
 from ..hooks import HookError, call, check_status

@@ -196,7 +196,7 @@ def require_hooks(plugin: Any, hooks: Sequence[str], interface: type) -> None:
 
     for hook in hooks:
         declared = [
-            base for base in type(plugin).__mro__ if base.__module__.startswith("plugrt.plugin.") and hook in vars(base)
+            base for base in type(plugin).__mro__ if base.__module__.startswith("plugrt.interfaces.") and hook in vars(base)
         ]
         implementation = getattr(type(plugin), hook, None)
         if implementation is None or any(implementation is vars(base)[hook] for base in declared):
