@@ -10,9 +10,9 @@ bytes, deserialize with ``Runtime`` and run in an ``IExecutionContext`` on the C
 (NumPy). Every public name is re-exported here explicitly.
 """
 
-__version__ = "0.1.0"
+from typing import TYPE_CHECKING, Any
 
-from . import testing
+from ._version import __version__
 from .backends.cpu import as_array
 from .backends.memory import DeviceBuffer, active_device, device_malloc, live_allocations
 from .builder.builder import Builder
@@ -92,11 +92,31 @@ from .network.standard_layers import (
     IUnaryLayer,
 )
 from .network.tensor import ITensor, TensorIOMode, TensorLocation
-from .onnx.compile import compile  # noqa: A004 - plugrt.compile is the high-level entry point
-from .onnx.parser import OnnxParser
 from .plugins import init_libnvinfer_plugins
 from .shape.builder import DimsExprs, IExprBuilder
 from .shape.expr import DimensionOperation, IDimensionExpr
+
+if TYPE_CHECKING:
+    from . import testing
+    from .onnx.compile import compile  # noqa: A004 - plugrt.compile is the high-level entry point
+    from .onnx.parser import OnnxParser
+
+# Names whose modules pull in heavy dependencies (onnx) or are only needed on demand (the checker):
+# imported on first use, so ``import plugrt`` stays light.
+_LAZY = {"OnnxParser": ("onnx.parser", "OnnxParser"), "compile": ("onnx.compile", "compile"), "testing": ("testing", None)}
+
+
+def __getattr__(name: str) -> Any:
+    """Import the lazily exported names (``OnnxParser``, ``compile``, ``testing``) on first use."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'plugrt' has no attribute {name!r}")
+    import importlib
+
+    module_name, attr = _LAZY[name]
+    module = importlib.import_module(f".{module_name}", __name__)
+    value = module if attr is None else getattr(module, attr)
+    globals()[name] = value
+    return value
 
 float32 = DataType.FLOAT
 float16 = DataType.HALF

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import __version__
+from .._version import __version__
 from ..core.dims import Dims
 from ..core.errors import PlanFormatError
 from ..core.types import DataType, TensorFormat
