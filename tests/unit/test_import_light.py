@@ -35,4 +35,4 @@ def test_unknown_attribute_names_itself() -> None:
     import plugrt
 
     with pytest.raises(AttributeError, match="no_such_name"):
-        plugrt.no_such_name  # noqa: B018
+        plugrt.no_such_name
