@@ -229,7 +229,8 @@ class IExecutionContext:
         addresses: dict[str, int] = {}
         for index in self._inputs + self._outputs:
             name = plan.tensors[index].name
-            shape = executor.shapes[index]
+            # a data-dependent shape seen in the previous run is not this run's
+            shape = None if index in executor.upper else executor.shapes[index]
             if shape is None:
                 if name not in self._allocators:
                     raise ExecutionError(

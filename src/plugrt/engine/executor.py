@@ -125,6 +125,8 @@ class Executor:
 
     def bind(self, io_arrays: dict[int, Any], io_pointers: dict[int, int]) -> None:
         """Make views and prepare every step whose shapes are known."""
+        for index in self.upper:  # data-dependent shapes of the previous run are not known for the next
+            self.shapes[index] = None
         for index, tensor in enumerate(self.plan.tensors):
             shape = self.shapes[index]
             if index in io_arrays:
