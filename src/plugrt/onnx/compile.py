@@ -176,15 +176,21 @@ class CompiledModel:
     # --- running ----------------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> dict[str, np.ndarray]:
         """Run on ``{name: array}`` (or keyword arrays, or arrays in input order); returns ``{name: array}``."""
-        arrays = self._gather(args, kwargs)
+        return self._call(self._gather(args, kwargs), 0)
+
+    run = __call__
+
+    def execute(self, arrays: Mapping[str, Any], stream: int = 0) -> dict[str, Any]:
+        """Run on ``{name: array}`` with the engine's work queued on ``stream`` (a CUDA stream handle on the GPU)."""
+        return self._call(self._gather((arrays,), {}), stream)
+
+    def _call(self, arrays: dict[str, np.ndarray], stream: int) -> dict[str, np.ndarray]:
         with self._lock:
             if self.engine is None:
                 self._build(
                     {name: (a.shape, a.shape, a.shape) for name, a in arrays.items() if -1 in self._declared[name]}
                 )
-            return self._run(arrays)
-
-    run = __call__
+            return self._run(arrays, stream)
 
     def _gather(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, np.ndarray]:
         if len(args) == 1 and isinstance(args[0], Mapping) and not kwargs:
@@ -252,7 +258,7 @@ class CompiledModel:
             raise ShapeError(f"input {name!r} must have shape {shown} ('?' is dynamic), got {array.shape}")
         return cp.ascontiguousarray(array.astype(engine_type, copy=False))
 
-    def _run(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def _run(self, arrays: dict[str, np.ndarray], stream: int = 0) -> dict[str, np.ndarray]:
         backend = self.engine.backend
         on_device = backend.name == "cuda"
         device_inputs = on_device and any(not isinstance(a, np.ndarray) for a in arrays.values())
@@ -280,7 +286,7 @@ class CompiledModel:
             dtype = np.dtype(self.engine.get_tensor_dtype(name).nptype())
             outputs[name] = backend.xp.empty(shape, dtype=dtype)
             context.set_tensor_address(name, backend.address_of(outputs[name]))
-        context.execute_async_v3(0)
+        context.execute_async_v3(stream)
         for name, allocator in self._allocators.items():
             dtype = np.dtype(self.engine.get_tensor_dtype(name).nptype())
             shape = allocator.shape or ()

@@ -15,6 +15,7 @@ import onnx
 from onnx import AttributeProto, FunctionProto, NodeProto, TypeProto
 
 from ..core.types import DataType
+from .scopes import rename_free_names
 from .shape_inference import TensorInfo
 
 __all__ = ["expand_node", "function_opset", "schema_function"]
@@ -110,6 +111,7 @@ def expand_node(node: NodeProto, function: FunctionProto, schema: Any, prefix: s
                     copy.attribute.append(bound)
             else:
                 copy.attribute.append(attribute)
+        rename_free_names(copy, rename)
         expanded.append(copy)
     return expanded
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.errors import PlugrtError
+from .scopes import node_free_names
 
 __all__ = ["GraphError", "NodeOrder", "Problem", "sorted_nodes"]
 
@@ -67,7 +68,7 @@ def sorted_nodes(graph: Any, available: set[str]) -> NodeOrder:
         if index in bad:
             continue
         needs = set()
-        for name in node.input:
+        for name in [*node.input, *node_free_names(node)]:
             if not name or name in available:
                 continue
             if name not in producer:

@@ -208,6 +208,7 @@ class ModelImport:
         """Import one node: its importer, else a registered plugin, else its ONNX function body."""
         inputs = [self.tensor(name) if name else None for name in node.input]
         ctx = ImportContext(self.network, node, opset, self.logger, self.constants, self.shapes)
+        ctx.graph_import = self
         importer = importer_for(node.op_type, node.domain)
         if importer is not None and not wants_plugin(node):
             self.bind_outputs(node, importer(ctx, inputs))

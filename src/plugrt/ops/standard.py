@@ -6,6 +6,7 @@ from . import (  # noqa: F401  (imported for registration)
     cast,
     concatenation,
     constant,
+    control_flow,
     conv,
     cumsum,
     deconv,

@@ -113,6 +113,9 @@ class ImportContext:
         self._constants = constants
         self._attrs = {a.name: a for a in node.attribute}
         self.shapes = shapes if shapes is not None else NetworkShapes()
+        #: the import of the graph this node is in (set by the parser): ``tensor(name)`` resolves the
+        #: outer-scope names a subgraph reads, ``dispatch(node, opset, depth)`` imports a node into it
+        self.graph_import: Any = None
 
     # --- attributes ----------------------------------------------------------------
     def has_attr(self, name: str) -> bool:

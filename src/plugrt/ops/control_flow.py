@@ -1,0 +1,154 @@
+"""Control flow: ``loop`` (ONNX Loop), ``if`` (ONNX If) and ``scan`` (ONNX Scan).
+
+Each is one operator whose kernel runs sub-engines built from its subgraphs
+(:mod:`plugrt.ops.subgraph`). Inputs are the node's inputs followed by the
+outer-scope values the subgraphs read; results whose sizes depend on the data
+(the scan outputs of a loop that may stop early, a branch-dependent dimension)
+are data-dependent sizes, resolved after the step like NonZero's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import ExecutionError
+from .base import register_operator
+from .subgraph import ControlFlowOperator
+
+__all__ = ["IfOperator", "LoopOperator", "ScanOperator"]
+
+
+def _scalar(value: Any) -> Any:
+    """A 0-d or one-element array as a Python scalar (a device read on the GPU)."""
+    return value.reshape(-1)[0].item()
+
+
+@register_operator
+class LoopOperator(ControlFlowOperator):
+    """ONNX Loop: inputs ``[M] [cond] carried... outer...``; results: final carried values, then stacked scan outputs.
+
+    Params: ``has_trip_count``, ``has_cond``, ``num_carried``, ``num_scan``, and
+    ``iteration_limit`` (the bound the scan outputs' buffers were planned for
+    when the trip count is not known at build time, or None).
+    """
+
+    kind = "loop"
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        has_trip, has_cond = bool(self.params.get("has_trip_count")), bool(self.params.get("has_cond"))
+        carried_count, scan_count = int(self.param("num_carried")), int(self.param("num_scan"))
+        position = 0
+        trip_count = None
+        if has_trip:
+            trip_count = int(_scalar(inputs[0]))
+            position += 1
+        keep_going = True
+        if has_cond:
+            keep_going = bool(_scalar(inputs[position]))
+            position += 1
+        state = [xp.array(a, copy=True) for a in inputs[position : position + carried_count]]
+        outer = list(inputs[position + carried_count :])
+        limit = self.params.get("iteration_limit")
+        body = self.subgraph("body")
+        scans: list[list[Any]] = [[] for _ in range(scan_count)]
+        iteration = 0
+        condition = xp.asarray(np.bool_(True))
+        while (trip_count is None or iteration < trip_count) and (not has_cond or keep_going):
+            if trip_count is None and not has_cond:
+                raise ExecutionError(f"{self.label}: a Loop with neither a trip count nor a condition never ends")
+            if scan_count and limit is not None and iteration >= int(limit):
+                raise ExecutionError(
+                    f"{self.label}: the loop runs past {limit} iterations, the bound its scan outputs were planned "
+                    "for (its trip count is not known at build time; give it a constant trip count)"
+                )
+            counter = xp.asarray(np.int64(iteration))
+            results = body.run([counter, condition, *state, *outer], xp)
+            condition = xp.asarray(results[0]).astype(np.bool_).reshape(())
+            if has_cond:
+                keep_going = bool(_scalar(condition))
+            state = list(results[1 : 1 + carried_count])
+            for store, value in zip(scans, results[1 + carried_count :]):
+                store.append(value)
+            iteration += 1
+        stacked = []
+        for index, store in enumerate(scans):
+            if store:
+                stacked.append(xp.stack([xp.asarray(v) for v in store]))
+            else:
+                out = outputs[carried_count + index]
+                stacked.append(xp.zeros((0, *out.shape[1:]), dtype=out.dtype))
+        self.write_results([*state, *stacked], outputs, xp)
+
+
+@register_operator
+class IfOperator(ControlFlowOperator):
+    """ONNX If: inputs ``cond outer...``; params ``then_inputs`` / ``else_inputs`` list the outer
+    inputs (positions) each branch reads, in its subgraph's input order."""
+
+    kind = "if"
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        branch = "then" if bool(_scalar(inputs[0])) else "else"
+        positions = self.param(f"{branch}_inputs")
+        results = self.subgraph(f"{branch}_branch").run([inputs[p] for p in positions], xp)
+        self.write_results(results, outputs, xp)
+
+
+@register_operator
+class ScanOperator(ControlFlowOperator):
+    """ONNX Scan (opset 9 on): inputs ``states... scan_inputs... outer...``; results: final states,
+    then scan outputs. Params: ``num_states``, ``num_scan_inputs``, ``input_axes``,
+    ``input_directions``, ``output_axes``, ``output_directions``, and ``batched``
+    (opset 8: axis 0 of every input is a batch the body runs over, one sequence per element)."""
+
+    kind = "scan"
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        states_count, scan_count = int(self.param("num_states")), int(self.param("num_scan_inputs"))
+        states = list(inputs[:states_count])
+        scanned = list(inputs[states_count : states_count + scan_count])
+        outer = list(inputs[states_count + scan_count :])
+        if not self.params.get("batched"):
+            self.write_results(self._scan(states, scanned, outer, xp), outputs, xp)
+            return
+        per_batch = [
+            self._scan([s[b] for s in states], [x[b] for x in scanned], outer, xp) for b in range(states[0].shape[0])
+        ]
+        self.write_results([xp.stack(list(parts)) for parts in zip(*per_batch)], outputs, xp)
+
+    def _scan(self, states: list[Any], scanned: list[Any], outer: list[Any], xp: Any) -> list[Any]:
+        input_axes = [int(a) for a in self.param("input_axes")]
+        directions = [int(d) for d in self.param("input_directions")]
+        lengths = {x.shape[axis] for x, axis in zip(scanned, input_axes)}
+        if len(lengths) > 1:
+            raise ExecutionError(f"{self.label}: the scan inputs have different lengths {sorted(lengths)}")
+        length = lengths.pop() if lengths else 0
+        body = self.subgraph("body")
+        collected: list[list[Any]] = []
+        for step in range(length):
+            slices = [
+                xp.take(x, length - 1 - step if direction else step, axis=axis)
+                for x, axis, direction in zip(scanned, input_axes, directions)
+            ]
+            results = body.run([*states, *slices, *outer], xp)
+            states = list(results[: len(states)])
+            for index, value in enumerate(results[len(states) :]):
+                if len(collected) <= index:
+                    collected.append([])
+                collected[index].append(xp.asarray(value))
+        output_axes = [int(a) for a in self.param("output_axes")]
+        output_directions = [int(d) for d in self.param("output_directions")]
+        finished = []
+        shapes = self.param("shapes")[len(states) :]
+        for index, (axis, direction) in enumerate(zip(output_axes, output_directions)):
+            values = collected[index] if index < len(collected) else []
+            if direction:
+                values = values[::-1]
+            if values:
+                finished.append(xp.stack(values, axis=axis))
+            else:
+                finished.append(xp.zeros([0] * len(shapes[index]), dtype=np.float32))
+        return [*states, *finished]

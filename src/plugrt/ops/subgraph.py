@@ -1,0 +1,187 @@
+"""Subgraphs of control-flow operators: an ONNX graph built into engines when first run at given shapes.
+
+A ``Loop``, ``If`` or ``Scan`` node is one operator of the outer engine; its
+body is stored in the plan as ONNX bytes (a weight) and built, like any model,
+into an engine for each distinct set of input shapes and types it is run with
+(kept for later runs). Outer-scope values the body reads are explicit inputs
+of the stored graph, so a body is a self-contained model.
+
+Output shapes of the operator are *templates* computed at import: JSON lists
+saying per dimension where its size comes from (see :func:`template_dim`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import ExecutionError, NetworkError, ShapeError
+from ..core.types import DataType
+from ..shape import DimensionOperation, constant, operation
+from ..shape.expr import IDimensionExpr
+from .base import Operator, ShapeExprs
+
+__all__ = ["ControlFlowOperator", "SubgraphEngine", "template_dim"]
+
+
+class SubgraphEngine:
+    """One ONNX subgraph (a serialized ``ModelProto`` whose inputs are all explicit), run on arrays.
+
+    ``run`` takes arrays in the model's input order and returns its outputs in
+    order; an engine is built per input signature (shapes and types) and device.
+    """
+
+    def __init__(self, model_bytes: bytes, owner: str) -> None:
+        import onnx
+
+        self.owner = owner
+        self.model = onnx.load_from_string(model_bytes)
+        self.input_names = [v.name for v in self.model.graph.input]
+        self.output_names = [v.name for v in self.model.graph.output]
+        self._engines: dict[tuple[Any, ...], Any] = {}
+
+    def run(self, arrays: Sequence[Any], xp: Any) -> list[Any]:
+        """The outputs for ``arrays`` (NumPy, or CuPy on the GPU; the same module comes back)."""
+        device = "cpu" if xp is np else "cuda"
+        signature = (device, *((tuple(a.shape), str(a.dtype)) for a in arrays))
+        compiled = self._engines.get(signature)
+        if compiled is None:
+            compiled = self._build(arrays, device)
+            self._engines[signature] = compiled
+        given = {name: a for name, a in zip(self.input_names, arrays) if name in compiled.input_names}
+        stream = int(xp.cuda.get_current_stream().ptr) if device == "cuda" else 0
+        results = compiled.execute(given, stream)
+        return [results[name] for name in self.output_names]
+
+    def _build(self, arrays: Sequence[Any], device: str) -> Any:
+        import onnx
+
+        from ..core.logger import Logger, Severity
+        from ..onnx.compile import CompiledModel
+        from ..onnx.importers.base import OnnxImportError
+
+        model = onnx.ModelProto()
+        model.CopyFrom(self.model)
+        for value, array in zip(model.graph.input, arrays):
+            shape = value.type.tensor_type.shape
+            del shape.dim[:]
+            for size in array.shape:
+                shape.dim.add().dim_value = int(size)
+        try:
+            return CompiledModel(model, device=device, logger=Logger(Severity.INTERNAL_ERROR))
+        except OnnxImportError as exc:
+            raise ExecutionError(f"{self.owner}: its subgraph cannot be built for these shapes: {exc}") from None
+
+
+def template_dim(template: Any, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None],
+                 sizes: dict[int, IDimensionExpr], op: ControlFlowOperator) -> IDimensionExpr:
+    """One output dimension from its template.
+
+    ``["c", n]``: the constant n; ``["i", k, a]``: dimension a of input k;
+    ``["v", k]``: the value of 0-d shape tensor input k; ``["op", NAME, t1, t2]``:
+    a :class:`DimensionOperation` of two templates; ``["s", j, upper]``: the
+    data-dependent size j (written by the kernel to size output j), at most ``upper``.
+    """
+    tag = template[0]
+    if tag == "c":
+        return constant(int(template[1]))
+    if tag == "i":
+        return input_shapes[template[1]][template[2]]
+    if tag == "v":
+        values = input_values[template[1]]
+        if not values:
+            raise ShapeError(f"{op.label}: input {template[1]} is not a shape tensor known at build time")
+        return values[0]
+    if tag == "op":
+        first = template_dim(template[2], input_shapes, input_values, sizes, op)
+        second = template_dim(template[3], input_shapes, input_values, sizes, op)
+        return operation(DimensionOperation[template[1]], first, second)
+    if tag == "s":
+        index = int(template[1])
+        if index not in sizes:
+            upper = template_dim(template[2], input_shapes, input_values, sizes, op)
+            sizes[index] = op.declare_size(op.num_results + index, upper, upper)
+        return sizes[index]
+    raise NetworkError(f"{op.label}: unknown shape template {template!r}")
+
+
+class ControlFlowOperator(Operator):
+    """What ``loop``, ``if`` and ``scan`` share: output templates, types, size outputs, writing results.
+
+    Params: ``types`` (DataType names of the results), ``shapes`` (one template
+    list per result), ``num_sizes`` (data-dependent sizes, each a 0-d INT64
+    output after the results). Weights hold the subgraphs' ONNX bytes.
+    """
+
+    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(params, weights)
+        self._subgraphs: dict[str, SubgraphEngine] = {}
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} {self.name!r}" if self.name else self.kind
+
+    @property
+    def num_results(self) -> int:
+        return len(self.param("types"))
+
+    @property
+    def num_outputs(self) -> int:
+        return self.num_results + int(self.params.get("num_sizes", 0))
+
+    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
+        return [DataType[name] for name in self.param("types")] + [DataType.INT64] * int(
+            self.params.get("num_sizes", 0)
+        )
+
+    def output_shapes(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs]:
+        sizes: dict[int, IDimensionExpr] = {}
+        shapes = [
+            [template_dim(d, input_shapes, input_values, sizes, self) for d in result]
+            for result in self.param("shapes")
+        ]
+        return shapes + [[] for _ in range(int(self.params.get("num_sizes", 0)))]
+
+    def subgraph(self, name: str) -> SubgraphEngine:
+        """The subgraph stored as weight ``name`` (loaded once per operator instance)."""
+        found = self._subgraphs.get(name)
+        if found is None:
+            found = SubgraphEngine(self.weights[name].tobytes(), self.label)
+            self._subgraphs[name] = found
+        return found
+
+    def write_results(self, results: Sequence[Any], outputs: Sequence[Any], xp: Any) -> None:
+        """Write each result into its output; results with data-dependent sizes also write those sizes."""
+        sizes: dict[int, int] = {}
+        for index, (result, out, template) in enumerate(zip(results, outputs, self.param("shapes"))):
+            result = xp.asarray(result)
+            if result.ndim != len(template):
+                raise ExecutionError(
+                    f"{self.label}: result {index} has rank {result.ndim}, but its shape was inferred as rank "
+                    f"{len(template)} at build time"
+                )
+            dynamic = False
+            for axis, dim in enumerate(template):
+                if dim[0] == "s":
+                    dynamic = True
+                    sizes[int(dim[1])] = int(result.shape[axis])
+            if not dynamic:
+                if tuple(result.shape) != tuple(out.shape):
+                    raise ExecutionError(
+                        f"{self.label}: result {index} has shape {tuple(result.shape)}, but shape "
+                        f"{tuple(out.shape)} was inferred at build time (does the body change a shape per iteration?)"
+                    )
+                out[...] = result
+                continue
+            if result.size > out.size:
+                raise ExecutionError(
+                    f"{self.label}: result {index} has shape {tuple(result.shape)}, larger than the bound "
+                    f"{tuple(out.shape)} its buffer was planned for"
+                )
+            out.reshape(-1)[: result.size] = result.reshape(-1).astype(out.dtype, copy=False)
+        for index, value in sizes.items():
+            outputs[self.num_results + index][...] = value
