@@ -170,3 +170,10 @@ def test_unbounded_loop_past_its_planned_iterations_fails_clearly(monkeypatch):
     small = np.array([0.01, 0.01], np.float32)
     with pytest.raises(plugrt.ExecutionError, match="runs past 3 iterations"):
         compiled({"s0": small, "x": small})
+
+
+def test_data_dependent_output_is_sized_again_on_every_run():
+    nonzero = helper.make_node("NonZero", ["x"], ["y"])
+    compiled = plugrt.compile(model([nonzero], [vi("x", F, [4])], [vi("y", I64, None)]))
+    assert compiled({"x": np.array([1, 0, 1, 1], np.float32)})["y"].tolist() == [[0, 2, 3]]
+    assert compiled({"x": np.array([1, 0, 0, 0], np.float32)})["y"].tolist() == [[0]]
