@@ -58,11 +58,13 @@ from .interfaces.fields import PluginField, PluginFieldCollection, PluginFieldTy
 from .interfaces.recorder import CallRecorder, PluginCall, trace_plugin_calls
 from .interfaces.registry import IPluginRegistry, get_plugin_registry
 from .interfaces.serialization import SerializationReader, SerializationWriter
-from .interfaces.v2 import IPluginV2, IPluginV2DynamicExt, IPluginV2Ext
+from .interfaces.v2 import IPluginV2, IPluginV2DynamicExt, IPluginV2DynamicExtBase, IPluginV2Ext
 from .interfaces.v3 import (
+    IPluginCapability,
     IPluginResourceContext,
     IPluginV3,
     IPluginV3OneBuild,
+    IPluginV3OneBuildV2,
     IPluginV3OneCore,
     IPluginV3OneRuntime,
     PluginCapabilityType,
@@ -173,6 +175,7 @@ __all__ = [
     "INetworkDefinition",
     "IOptimizationProfile",
     "IOutputAllocator",
+    "IPluginCapability",
     "IPluginCreator",
     "IPluginCreatorInterface",
     "IPluginCreatorV3One",
@@ -180,11 +183,13 @@ __all__ = [
     "IPluginResourceContext",
     "IPluginV2",
     "IPluginV2DynamicExt",
+    "IPluginV2DynamicExtBase",
     "IPluginV2Ext",
     "IPluginV2Layer",
     "IPluginV3",
     "IPluginV3Layer",
     "IPluginV3OneBuild",
+    "IPluginV3OneBuildV2",
     "IPluginV3OneCore",
     "IPluginV3OneRuntime",
     "IProfiler",

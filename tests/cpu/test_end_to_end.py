@@ -146,9 +146,9 @@ def test_builder_inserts_conversions(plugin_class: type) -> None:
     layer.get_output(0).name = "y"
     network.mark_output(layer.get_output(0))
     engine = _engine(network, builder)
-    # FP16: reformat in, plugin (the output stays HALF); CHW4: reformat, plugin, reformat back to LINEAR
-    assert engine.num_layers == (2 if plugin_class is _HalfOnly else 3)
-    assert engine.get_tensor_dtype("y") == (trt.float16 if plugin_class is _HalfOnly else trt.float32)
+    # FP16: reformat in, plugin, cast back to the declared FLOAT; CHW4: reformat, plugin, reformat back to LINEAR
+    assert engine.num_layers == 3
+    assert engine.get_tensor_dtype("y") == trt.float32
     assert engine.get_tensor_format("y") == trt.TensorFormat.LINEAR
     info = engine.create_engine_inspector().get_engine_information(trt.LayerInformationFormat.JSON)
     assert "reformat" in info

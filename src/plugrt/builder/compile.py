@@ -50,6 +50,9 @@ class _Build:
         self.pending: list[_Pending] = []
         self.begun: list[PluginAdapter] = []
         self.conversions: dict[tuple[int, DataType, TensorFormat], int] = {}
+        #: The type the network declares for a plugin output stored in another type (the plugin chose
+        #: it, e.g. HALF under BuilderFlag.FP16): consumers and network outputs see the declared type.
+        self.declared_types: dict[int, DataType] = {}
         self.profiles: list[ResolvedProfile] = []
 
     # --- tensors ------------------------------------------------------------------
@@ -109,6 +112,10 @@ class _Build:
             self.conversions[key] = out
         return self.conversions[key]
 
+    def declared(self, index: int) -> DataType:
+        """The type the network declares for tensor ``index`` (its stored type may differ)."""
+        return self.declared_types.get(index, self.tensors[index].dtype)
+
     def input_index(self, layer: ILayer, position: int, tensor: ITensor | None) -> int:
         if tensor is None:
             raise BuildError(f"layer {layer.name!r}: input {position} is not set")
@@ -124,6 +131,7 @@ class _Build:
         shapes: list[list[IDimensionExpr]],
         values: list[Any],
         role: str = "internal",
+        declared: list[DataType] | None = None,
     ) -> list[int]:
         if not len(types) == len(shapes) == layer.num_outputs:
             raise BuildError(
@@ -132,7 +140,9 @@ class _Build:
         outputs = []
         for i, tensor in enumerate(layer._outputs):
             index = self.add_tensor(tensor.name, types[i], formats[i], shapes[i], role, values[i])
-            tensor._dtype = types[i]
+            tensor._dtype = types[i] if declared is None else declared[i]
+            if declared is not None and declared[i] != types[i]:
+                self.declared_types[index] = declared[i]
             tensor._shape = Dims([d.get_constant_value() if d.is_constant() else -1 for d in shapes[i]])
             self.index[id(tensor)] = index
             outputs.append(index)
@@ -145,7 +155,7 @@ class _Build:
         inputs = [
             self.converted(
                 self.input_index(layer, i, t),
-                self.tensors[self.input_index(layer, i, t)].dtype,
+                self.declared(self.input_index(layer, i, t)),
                 TensorFormat.LINEAR,
                 layer.name,
             )
@@ -200,7 +210,8 @@ class _Build:
             int8=self.config.get_flag(BuilderFlag.INT8),
             workspace_limit=self.config.get_memory_pool_limit(MemoryPoolType.WORKSPACE),
         )
-        types = adapter.output_types([p.dtype for p in request.inputs])
+        # type rules see declared types; negotiation starts from the stored ones (no conversion)
+        types = adapter.output_types([self.declared(i) for i in inputs])
         eb = IExprBuilder(owner=layer.name)
         shapes = adapter.output_shapes(request, [self.port(i) for i in shape_inputs], eb)
         for expr in eb.declared_size_tensors.values():
@@ -222,7 +233,7 @@ class _Build:
                 f"{request.workspace_limit}; raise it with config.set_memory_pool_limit"
             )
         out_index = self.bind_outputs(
-            layer, [p.dtype for p in outputs], [p.format for p in outputs], shapes, [None] * len(outputs)
+            layer, [p.dtype for p in outputs], [p.format for p in outputs], shapes, [None] * len(outputs), declared=types
         )
         plan = LayerPlan(
             layer.name,
@@ -294,9 +305,12 @@ class _Build:
             index = self.index[id(tensor)]
             if index in inputs:
                 raise BuildError(f"tensor {tensor.name!r} is both a network input and output; add an identity layer")
-            if self.tensors[index].format != TensorFormat.LINEAR:
-                self.tensors[index].name = f"{tensor.name} [{self.tensors[index].format.name}]"
-                index = self.converted(index, self.tensors[index].dtype, TensorFormat.LINEAR, "network output")
+            declared = self.declared(index)
+            if (self.tensors[index].dtype, self.tensors[index].format) != (declared, TensorFormat.LINEAR):
+                # the caller gets the declared type and a linear layout, whatever the plugin chose inside
+                stored = self.tensors[index]
+                stored.name = f"{tensor.name} [{stored.dtype.name}/{stored.format.name}]"
+                index = self.converted(index, declared, TensorFormat.LINEAR, "network output")
                 self.tensors[index].name = tensor.name
             if self.tensors[index].role == "constant":
                 # constants are computed once into the arena; an output lives in the caller's memory, so copy

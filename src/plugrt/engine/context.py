@@ -230,7 +230,7 @@ class IExecutionContext:
         for index in self._inputs + self._outputs:
             name = plan.tensors[index].name
             # a data-dependent shape seen in the previous run is not this run's
-            shape = None if index in executor.upper else executor.shapes[index]
+            shape = executor.known_shape(index)
             if shape is None:
                 if name not in self._allocators:
                     raise ExecutionError(

@@ -76,6 +76,7 @@ class Executor:
         self.arrays: list[Any] = [None] * len(self.plan.tensors)
         self.pointers: list[int] = [0] * len(self.plan.tensors)
         self.upper_arrays: dict[int, Any] = {}
+        self.upper: dict[int, tuple[int, ...]] = {}
         self.size_symbols = {sym for layer in self.plan.layers for sym in layer.size_outputs.values()}
         self.size_upper = {
             leaf.symbol: leaf.size_bounds[1] for t in self.plan.tensors for d in t.shape for leaf in _size_leaves(d)
@@ -115,7 +116,7 @@ class Executor:
         upper_env = dict(env)
         for sym, upper in self.size_upper.items():
             upper_env[sym] = upper.evaluate(upper_env)
-        self.upper: dict[int, tuple[int, ...]] = {}
+        self.upper = {}
         for index, tensor in enumerate(self.plan.tensors):
             if any(d.symbols() & self.size_symbols for d in tensor.shape):
                 self.shapes[index] = None
@@ -175,6 +176,14 @@ class Executor:
         adapter = self.engine.adapters[step.index]
         ranges = self.engine.port_ranges(step.index, self.profile)
         adapter.shape_change(step.plugin, step.in_descs, step.out_descs, ranges[0], ranges[1])
+
+    def known_shape(self, index: int) -> tuple[int, ...] | None:
+        """Tensor ``index``'s shape as known before a run: None while it depends on data.
+
+        A data-dependent shape resolved by the previous run is not known for the next one:
+        the same input shape with other data gives another size.
+        """
+        return None if index in self.upper else self.shapes[index]
 
     def _shape_or_upper(self, index: int) -> tuple[int, ...]:
         shape = self.shapes[index]

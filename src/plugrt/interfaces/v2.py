@@ -9,13 +9,60 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ..core.dims import Dims
+from ..core.errors import PluginError, SerializationError
 from ..core.types import DataType, TensorFormat
 from ..shape.builder import DimsExprs, IExprBuilder
 from .descriptors import DynamicPluginTensorDesc, PluginTensorDesc
 from .hooks import missing_hook
 
-__all__ = ["IPluginV2", "IPluginV2DynamicExt", "IPluginV2Ext"]
+__all__ = [
+    "IPluginV2",
+    "IPluginV2DynamicExt",
+    "IPluginV2DynamicExtBase",
+    "IPluginV2Ext",
+    "declared_serialization_size",
+    "serialized_bytes",
+]
+
+
+def serialized_bytes(value: Any, who: str = "serialize()") -> bytes:
+    """What ``serialize()`` returned, as the bytes TensorRT's binding would copy.
+
+    TensorRT's Python binding converts the result to a C++ string: a ``str`` becomes its
+    UTF-8 bytes, anything bytes-like (``bytes``, ``bytearray``, ``memoryview``, a NumPy
+    array) its raw bytes. Anything else raises :class:`SerializationError` naming the type.
+    """
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    try:
+        return bytes(memoryview(value))
+    except (TypeError, ValueError):
+        raise SerializationError(
+            f"{who} returned {type(value).__name__}; expected bytes, a bytes-like object or a str (stored as UTF-8)"
+        ) from None
+
+
+def declared_serialization_size(plugin: Any) -> int:
+    """The size TensorRT allocates for ``plugin``'s serialization, asked as TensorRT asks.
+
+    A plugin class that defines ``get_serialization_size()`` is asked through it (as
+    TensorRT's binding does); otherwise an assigned ``serialization_size`` is used; otherwise
+    the length of what ``serialize()`` returns.
+    """
+    if callable(getattr(type(plugin), "get_serialization_size", None)):
+        size = plugin.get_serialization_size()
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
+            raise PluginError(f"get_serialization_size() returned {size!r}; expected a non-negative int")
+        return int(size)
+    override = plugin.__dict__.get("_serialization_size")
+    if override is not None:
+        return int(override)
+    return len(serialized_bytes(plugin.serialize()))
 
 
 class IPluginV2:
@@ -78,15 +125,19 @@ class IPluginV2:
         ``max_batch_size``; IPluginV2DynamicExt: ``input_desc, output_desc``). Default 0."""
         return 0
 
-    def serialize(self) -> bytes:
-        """The plugin's state as bytes, read back by the creator's ``deserialize_plugin``."""
+    def serialize(self) -> bytes | str:
+        """The plugin's state, read back by the creator's ``deserialize_plugin`` (which gets bytes).
+
+        Return bytes, any bytes-like object, or a ``str`` (stored as its UTF-8 bytes), as
+        TensorRT's binding accepts.
+        """
         return b""
 
     @property
     def serialization_size(self) -> int:
-        """Bytes :meth:`serialize` writes; defaults to ``len(self.serialize())``."""
-        override = self.__dict__.get("_serialization_size")
-        return len(self.serialize()) if override is None else int(override)
+        """Bytes :meth:`serialize` writes: ``get_serialization_size()`` when the class defines
+        it, else an assigned value, else the length of what ``serialize()`` returns."""
+        return declared_serialization_size(self)
 
     @serialization_size.setter
     def serialization_size(self, value: int) -> None:
@@ -122,8 +173,20 @@ class IPluginV2Ext(IPluginV2):
         """Called before a clone leaves its execution context."""
 
 
-class IPluginV2DynamicExt(IPluginV2Ext):
-    """A dynamic-shape plugin: shapes are expressions, formats chosen per position."""
+class IPluginV2DynamicExtBase(IPluginV2):
+    """TensorRT's name for the C++ side of :class:`IPluginV2DynamicExt` (plugins of that family,
+    including built-in ones, are instances of it). Subclass :class:`IPluginV2DynamicExt`."""
+
+
+class IPluginV2DynamicExt(IPluginV2DynamicExtBase, IPluginV2Ext):
+    """A dynamic-shape plugin: shapes are expressions, formats chosen per position.
+
+    A Python plugin may define ``get_serialization_size()``; TensorRT (and plugrt) then
+    call it before ``serialize()`` and the two must agree.
+    """
+
+    #: Most type/format combinations TensorRT offers ``supports_format_combination`` (TensorRT's value).
+    FORMAT_COMBINATION_LIMIT: int = 100
 
     def get_output_dimensions(self, output_index: int, inputs: list[DimsExprs], exprBuilder: IExprBuilder) -> DimsExprs:
         """Output dims as expressions of the input dims. Required."""

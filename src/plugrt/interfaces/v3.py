@@ -12,9 +12,11 @@ from .fields import PluginFieldCollection
 from .hooks import missing_hook
 
 __all__ = [
+    "IPluginCapability",
     "IPluginResourceContext",
     "IPluginV3",
     "IPluginV3OneBuild",
+    "IPluginV3OneBuildV2",
     "IPluginV3OneCore",
     "IPluginV3OneRuntime",
     "PluginCapabilityType",
@@ -43,6 +45,18 @@ class IPluginResourceContext:
     def __init__(self, backend: str, allocator: Any = None) -> None:
         self.backend = backend
         self.allocator = allocator
+
+
+class IPluginCapability:
+    """Base of the V3 capability interfaces (core, build, runtime), as in TensorRT.
+
+    ``get_capability_interface`` returns one of these; plugins subclass the concrete
+    interfaces (:class:`IPluginV3OneCore`, :class:`IPluginV3OneBuild`,
+    :class:`IPluginV3OneRuntime`), never this class directly.
+    """
+
+    def __init__(self) -> None:
+        pass
 
 
 _CAPABILITY_CLASS: dict[PluginCapabilityType, str] = {
@@ -76,7 +90,7 @@ def type_mro(obj: object) -> tuple[type, ...]:
     return type(obj).__mro__
 
 
-class IPluginV3OneCore:
+class IPluginV3OneCore(IPluginCapability):
     """Identity of a V3 plugin: ``plugin_name``, ``plugin_version``, ``plugin_namespace``."""
 
     plugin_name: str = ""
@@ -87,13 +101,21 @@ class IPluginV3OneCore:
         pass
 
 
-class IPluginV3OneBuild:
-    """Build-time hooks of a V3 plugin."""
+class IPluginV3OneBuild(IPluginCapability):
+    """Build-time hooks of a V3 plugin.
+
+    ``timing_cache_id``: ``None`` (the default) times every instance; a string lets
+    instances with the same id, identity and I/O descriptors share one timing (TensorRT's
+    timing cache).
+    """
+
+    #: TensorRT's default for ``format_combination_limit``.
+    DEFAULT_FORMAT_COMBINATION_LIMIT: int = 100
 
     num_outputs: int = 1
     format_combination_limit: int = 100
     metadata_string: str = ""
-    timing_cache_id: str = ""
+    timing_cache_id: str | None = None
 
     def __init__(self) -> None:
         pass
@@ -124,7 +146,19 @@ class IPluginV3OneBuild:
         return []
 
 
-class IPluginV3OneRuntime:
+class IPluginV3OneBuildV2(IPluginV3OneBuild):
+    """Build capability with in-place outputs (TensorRT's ``IPluginV3OneBuildV2``).
+
+    Honoured only with ``PreviewFeature.ALIASED_PLUGIN_IO_10_03`` on the builder config.
+    """
+
+    def get_aliased_input(self, output_index: int) -> int:
+        """The input whose buffer output ``output_index`` shares (it is read, then overwritten
+        in place), or -1 for none (the default). An input may be aliased by one output only."""
+        return -1
+
+
+class IPluginV3OneRuntime(IPluginCapability):
     """Run-time hooks of a V3 plugin."""
 
     def __init__(self) -> None:

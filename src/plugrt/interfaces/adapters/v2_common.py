@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import numpy as np
+
 from ...core.errors import BuildError, MissingHookError, PluginError, SerializationError, TypeMismatchError
 from ..recorder import Phase, PluginCaller
-from ..v2 import IPluginV2
+from ..v2 import IPluginV2, serialized_bytes
 from .base import check_status, require_hooks
 from .family import BuildResult, PluginAdapter
 
@@ -64,24 +66,30 @@ class V2Common(PluginAdapter):
     def finish_build(self, request: Any, outputs: Any) -> BuildResult:
         caller = self._build()
         plugin = caller.plugin
-        caller.note(Phase.SERIALIZE, "get_serialization_size")
-        try:
-            declared = plugin.serialization_size
-        except Exception as exc:
-            raise PluginError(
-                f"{caller.describe('get_serialization_size')} raised {type(exc).__name__}: {exc}"
-            ) from exc
-        payload = caller(Phase.SERIALIZE, "serialize")
-        if isinstance(payload, (bytearray, memoryview)):
-            payload = bytes(payload)
-        if not isinstance(payload, bytes):
-            raise SerializationError(
-                f"{caller.describe('serialize')} returned {type(payload).__name__}; expected bytes"
-            )
+        asks_size = callable(getattr(type(plugin), "get_serialization_size", None))
+        if asks_size:  # TensorRT asks a Python plugin that defines it, before serialize()
+            declared = caller(Phase.SERIALIZE, "get_serialization_size")
+            if isinstance(declared, bool) or not isinstance(declared, (int, np.integer)) or declared < 0:
+                raise PluginError(
+                    f"{caller.describe('get_serialization_size')} returned {declared!r}; expected a non-negative int"
+                )
+            declared, source = int(declared), "get_serialization_size()"
+        else:
+            caller.note(Phase.SERIALIZE, "get_serialization_size")
+            try:
+                declared = plugin.serialization_size
+            except SerializationError as exc:  # the default size is len(serialize())
+                raise SerializationError(f"{caller.describe('serialize')}: {exc}") from exc
+            except Exception as exc:
+                raise PluginError(
+                    f"{caller.describe('get_serialization_size')} raised {type(exc).__name__}: {exc}"
+                ) from exc
+            source = "get_serialization_size (serialization_size)"
+        payload = serialized_bytes(caller(Phase.SERIALIZE, "serialize"), caller.describe("serialize"))
         if declared != len(payload):
             raise BuildError(
-                f"{caller.describe('serialize')} wrote {len(payload)} bytes but get_serialization_size "
-                f"(serialization_size) says {declared}; the two must agree byte for byte"
+                f"{caller.describe('serialize')} wrote {len(payload)} bytes but {source} says {declared}; "
+                "the two must agree byte for byte (TensorRT copies exactly the declared size)"
             )
         self._teardown_build()
         return BuildResult(payload)
