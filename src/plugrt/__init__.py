@@ -25,6 +25,7 @@ from .builder.config import (
     ProfilingVerbosity,
 )
 from .core.dims import Dims, Dims2, Dims3, Dims4, DimsCHW, DimsHW, DimsNCHW, volume
+from .core.enums import DeviceType, EngineCapability, PluginCreatorVersion, PreviewFeature
 from .core.errors import (
     BuildError,
     CreatorNotFoundError,
@@ -57,6 +58,7 @@ from .interfaces.descriptors import DynamicPluginTensorDesc, PluginTensorDesc
 from .interfaces.fields import PluginField, PluginFieldCollection, PluginFieldType
 from .interfaces.recorder import CallRecorder, PluginCall, trace_plugin_calls
 from .interfaces.registry import IPluginRegistry, get_plugin_registry
+from .interfaces.resource import IPluginResource
 from .interfaces.serialization import SerializationReader, SerializationWriter
 from .interfaces.v2 import IPluginV2, IPluginV2DynamicExt, IPluginV2DynamicExtBase, IPluginV2Ext
 from .interfaces.v3 import (
@@ -141,6 +143,7 @@ __all__ = [
     "CreatorNotFoundError",
     "DataType",
     "DeviceBuffer",
+    "DeviceType",
     "DimensionOperation",
     "Dims",
     "Dims2",
@@ -153,6 +156,7 @@ __all__ = [
     "DuplicateCreatorError",
     "DynamicPluginTensorDesc",
     "ElementWiseOperation",
+    "EngineCapability",
     "EngineInspector",
     "ExecutionError",
     "FieldError",
@@ -180,6 +184,7 @@ __all__ = [
     "IPluginCreatorInterface",
     "IPluginCreatorV3One",
     "IPluginRegistry",
+    "IPluginResource",
     "IPluginResourceContext",
     "IPluginV2",
     "IPluginV2DynamicExt",
@@ -212,6 +217,7 @@ __all__ = [
     "PlanFormatError",
     "PluginCall",
     "PluginCapabilityType",
+    "PluginCreatorVersion",
     "PluginError",
     "PluginField",
     "PluginFieldCollection",
@@ -219,6 +225,7 @@ __all__ = [
     "PluginFormat",
     "PluginTensorDesc",
     "PlugrtError",
+    "PreviewFeature",
     "ProfilingVerbosity",
     "ReduceOperation",
     "RegistryError",

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..core.dims import Dims
+from ..core.enums import PreviewFeature
 from ..core.errors import BuildError, PlugrtError, ShapeError
 from ..core.logger import ILogger, Severity
 from ..core.types import DataType, TensorFormat
@@ -54,6 +55,10 @@ class _Build:
         #: it, e.g. HALF under BuilderFlag.FP16): consumers and network outputs see the declared type.
         self.declared_types: dict[int, DataType] = {}
         self.profiles: list[ResolvedProfile] = []
+        #: plugin layer → {output position: input position} it computes in place
+        self.aliases: dict[int, dict[int, int]] = {}
+        #: tensor → the tensor whose memory it shares (an in-place plugin output → its input)
+        self.shares: dict[int, int] = {}
 
     # --- tensors ------------------------------------------------------------------
     def add_tensor(
@@ -226,6 +231,7 @@ class _Build:
             request.inputs[i].dtype, request.inputs[i].format = dtype, fmt
         for port, (dtype, fmt) in zip(outputs, choices[len(inputs) :]):
             port.dtype, port.format = dtype, fmt
+        aliases = self.in_place_outputs(layer.name, adapter, request, outputs)
         workspace = adapter.configure(request, outputs, len(self.profiles))
         if workspace > request.workspace_limit:
             raise BuildError(
@@ -246,6 +252,85 @@ class _Build:
         )
         self.layers.append(plan)
         self.pending.append((plan, adapter, request, outputs))
+        if aliases:
+            self.aliases[id(plan)] = aliases
+
+    def in_place_outputs(
+        self, layer: str, adapter: PluginAdapter, request: BuildRequest, outputs: list[Port]
+    ) -> dict[int, int]:
+        """The plugin's in-place outputs, honoured with PreviewFeature.ALIASED_PLUGIN_IO_10_03 on (as in TensorRT)."""
+        if not self.config.get_preview_feature(PreviewFeature.ALIASED_PLUGIN_IO_10_03):
+            if adapter.offers_aliasing():
+                self.logger.emit(
+                    Severity.WARNING,
+                    f"layer {layer!r}: the plugin declares in-place outputs (get_aliased_input) but "
+                    "PreviewFeature.ALIASED_PLUGIN_IO_10_03 is off, so every output gets its own buffer and the "
+                    "plugin is not asked; turn it on with config.set_preview_feature(trt.PreviewFeature."
+                    "ALIASED_PLUGIN_IO_10_03, True)",
+                )
+            return {}
+        aliases = adapter.aliased_inputs(request, outputs)
+        for out, inp in aliases.items():
+            source, target = request.inputs[inp], outputs[out]
+            if (source.dtype, source.format) != (target.dtype, target.format) or source.ranges != target.ranges:
+                raise BuildError(
+                    f"layer {layer!r}: output {out} aliases input {inp}, so both need one type, format and shape; "
+                    f"input {inp} is {source.dtype.name}/{source.format.name} with (min, opt, max) {source.ranges}, "
+                    f"output {out} is {target.dtype.name}/{target.format.name} with {target.ranges}"
+                )
+        return aliases
+
+    def resolve_in_place(self) -> None:
+        """Give each in-place output its input's memory, copying the input first where it must survive.
+
+        The input is copied (as TensorRT does) when anyone reads it after the plugin, when it
+        is a network input (the caller's memory is never overwritten; logged) or a constant;
+        an in-place output that is a network output is computed in the arena and copied out.
+        """
+        if not self.aliases:
+            return
+        layers: list[LayerPlan] = []
+        for step, layer in enumerate(self.layers):
+            aliases = self.aliases.get(id(layer), {})
+            copies_after: list[LayerPlan] = []
+            for out, inp in sorted(aliases.items()):
+                source = layer.inputs[inp]
+                read_later = any(
+                    source in later.inputs or source in later.shape_inputs for later in self.layers[step + 1 :]
+                ) or [i for i, t in enumerate(layer.inputs) if t == source] != [inp] or source in layer.shape_inputs
+                role = self.tensors[source].role
+                if read_later or role in ("input", "constant", "output"):
+                    why = (
+                        "it is a network input the caller owns"
+                        if role == "input"
+                        else "it is a constant"
+                        if role == "constant"
+                        else "it is read after the plugin"
+                    )
+                    self.logger.emit(
+                        Severity.INFO if role == "input" else Severity.VERBOSE,
+                        f"layer {layer.name!r} writes output {out} in place of input {inp} "
+                        f"({self.tensors[source].name!r}); {why}, so the plugin gets a copy",
+                    )
+                    copy = self._copy_of(source, f"{self.tensors[source].name} [copy for {layer.name}]")
+                    layers.append(LayerPlan(f"Copy {self.tensors[source].name} for {layer.name}", [source], [copy], op_kind="identity"))
+                    layer.inputs[inp] = source = copy
+                target = layer.outputs[out]
+                if self.tensors[target].role == "output":
+                    private = self._copy_of(target, f"{self.tensors[target].name} [in place]")
+                    layer.outputs[out] = private
+                    copies_after.append(
+                        LayerPlan(f"Copy {self.tensors[target].name} to the output", [private], [target], op_kind="identity")
+                    )
+                    target = private
+                self.shares[target] = source
+            layers.append(layer)
+            layers.extend(copies_after)
+        self.layers = layers
+
+    def _copy_of(self, index: int, name: str) -> int:
+        t = self.tensors[index]  # (after fusion renumbered the tensors; build-time values are no longer needed)
+        return self.add_tensor(name, t.dtype, t.format, list(t.shape), "internal")
 
     # --- the whole pass -------------------------------------------------------------
     def run(self) -> EnginePlan:
@@ -275,6 +360,7 @@ class _Build:
             self.layers, self.tensors, io, fused = fuse_layers(self.layers, self.tensors, io)
             for name in fused:
                 self.logger.emit(Severity.VERBOSE, f"fused layers into {name!r}")
+            self.resolve_in_place()
             self.check_profile_shapes()
             plugins = self.finish_plugins()
         except BaseException:
@@ -361,9 +447,15 @@ class _Build:
             for o in layer.outputs:
                 producer[o] = step
         end = len(self.layers)
+
+        def root(index: int) -> int:  # in-place outputs live in the memory of the input they overwrite
+            while index in self.shares:
+                index = self.shares[index]
+            return index
+
         plans = []
         for profile in self.profiles:
-            blocks = []
+            lifetimes: dict[int, tuple[int, int, int]] = {}
             for index, tensor in enumerate(self.tensors):
                 data_dependent = any(d.symbols() - set(profile.low) for d in tensor.shape)
                 if tensor.role == "input" or (tensor.role == "output" and not data_dependent):
@@ -371,16 +463,25 @@ class _Build:
                 nbytes = tensor_max_bytes(tensor, profile.low, profile.high)
                 start = 0 if tensor.role == "constant" else producer.get(index, 0)
                 stop = end if tensor.role in ("constant", "output") else last_use.get(index, start)
-                blocks.append(Block(("t", index), nbytes, start, stop))
+                owner = root(index)
+                if owner in lifetimes:
+                    size, first, last = lifetimes[owner]
+                    lifetimes[owner] = (max(size, nbytes), min(first, start), max(last, stop))
+                else:
+                    lifetimes[owner] = (nbytes, start, stop)
+            blocks = [Block(("t", index), size, start, stop) for index, (size, start, stop) in lifetimes.items()]
             for step, layer in enumerate(self.layers):
                 if layer.workspace:
                     blocks.append(Block(("w", step), layer.workspace, step, step))
             arena, offsets = plan_memory(blocks)
+            tensor_offsets = {k[1]: v for k, v in offsets.items() if isinstance(k, tuple) and k[0] == "t"}
+            for member in self.shares:
+                tensor_offsets[member] = tensor_offsets[root(member)]
             plans.append(
                 ProfilePlan(
                     profile.shapes,
                     arena,
-                    {k[1]: v for k, v in offsets.items() if isinstance(k, tuple) and k[0] == "t"},
+                    tensor_offsets,
                     {k[1]: v for k, v in offsets.items() if isinstance(k, tuple) and k[0] == "w"},
                 )
             )

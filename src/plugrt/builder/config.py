@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..core.dims import Dims
-from ..core.enums import TrtEnum
-from ..core.errors import ShapeError, TypeMismatchError
+from ..core.enums import DeviceType, EngineCapability, PreviewFeature, TrtEnum
+from ..core.errors import BuildError, ShapeError, TypeMismatchError
 
 __all__ = [
     "BuilderFlag",
@@ -131,6 +131,85 @@ class IBuilderConfig:
         self.profiling_verbosity = ProfilingVerbosity.LAYER_NAMES_ONLY
         self.builder_optimization_level = 3
         self.avg_timing_iterations = 1
+        self._preview_features: set[PreviewFeature] = set()
+        self._dla_core = -1
+        self._default_device_type = DeviceType.GPU
+        self._engine_capability = EngineCapability.STANDARD
+
+    # --- preview features -------------------------------------------------------------
+    def set_preview_feature(self, feature: PreviewFeature, enable: bool) -> None:
+        """Turn preview ``feature`` on or off (all are off by default, as in TensorRT 10)."""
+        if not isinstance(feature, PreviewFeature):
+            raise TypeMismatchError(f"set_preview_feature: feature must be a PreviewFeature, got {feature!r}")
+        if enable:
+            self._preview_features.add(feature)
+        else:
+            self._preview_features.discard(feature)
+
+    def get_preview_feature(self, feature: PreviewFeature) -> bool:
+        """Whether preview ``feature`` is on."""
+        if not isinstance(feature, PreviewFeature):
+            raise TypeMismatchError(f"get_preview_feature: feature must be a PreviewFeature, got {feature!r}")
+        return feature in self._preview_features
+
+    # --- device placement: plugrt has no DLA ----------------------------------------------
+    @property
+    def DLA_core(self) -> int:
+        """The DLA core to build for: always -1 (none); plugrt has no DLA."""
+        return self._dla_core
+
+    @DLA_core.setter
+    def DLA_core(self, value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeMismatchError(f"DLA_core must be an int, got {value!r}")
+        if value != -1:
+            raise BuildError(f"DLA_core = {value}: plugrt has no DLA; only -1 (no DLA core, TensorRT's default) is valid")
+        self._dla_core = value
+
+    @property
+    def default_device_type(self) -> DeviceType:
+        """Where layers run by default: ``DeviceType.GPU`` (the engine's device, CPU or CUDA)."""
+        return self._default_device_type
+
+    @default_device_type.setter
+    def default_device_type(self, value: DeviceType) -> None:
+        if not isinstance(value, DeviceType):
+            raise TypeMismatchError(f"default_device_type must be a DeviceType, got {value!r}")
+        if value != DeviceType.GPU:
+            raise BuildError(f"default_device_type = {value}: plugrt has no DLA; only DeviceType.GPU is valid")
+        self._default_device_type = value
+
+    @property
+    def engine_capability(self) -> EngineCapability:
+        """What the engine is built for: ``EngineCapability.STANDARD`` only."""
+        return self._engine_capability
+
+    @engine_capability.setter
+    def engine_capability(self, value: EngineCapability) -> None:
+        if not isinstance(value, EngineCapability):
+            raise TypeMismatchError(f"engine_capability must be an EngineCapability, got {value!r}")
+        if value != EngineCapability.STANDARD:
+            raise BuildError(
+                f"engine_capability = {value}: plugrt builds standard engines only (no safety runtime, no DLA); "
+                "use EngineCapability.STANDARD"
+            )
+        self._engine_capability = value
+
+    def set_device_type(self, layer: Any, device_type: DeviceType) -> None:
+        """Where ``layer`` runs: only ``DeviceType.GPU`` is valid (plugrt has no DLA)."""
+        if not isinstance(device_type, DeviceType):
+            raise TypeMismatchError(f"set_device_type: device_type must be a DeviceType, got {device_type!r}")
+        if device_type != DeviceType.GPU:
+            raise BuildError(f"set_device_type({device_type}): plugrt has no DLA; only DeviceType.GPU is valid")
+
+    def get_device_type(self, layer: Any) -> DeviceType:
+        """Where ``layer`` runs: always ``DeviceType.GPU``."""
+        return DeviceType.GPU
+
+    def can_run_on_DLA(self, layer: Any) -> bool:
+        """False: plugrt has no DLA."""
+        return False
+
 
     def set_flag(self, flag: BuilderFlag) -> None:
         """Turn ``flag`` on."""

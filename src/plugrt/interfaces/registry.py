@@ -20,6 +20,7 @@ from typing import Any
 from ..core.errors import CreatorNotFoundError, DuplicateCreatorError, RegistryError, TypeMismatchError
 from ..core.logger import ILogger, Logger, Severity
 from .creator import IPluginCreatorInterface
+from .resource import IPluginResource, ResourceTable
 
 __all__ = ["IPluginRegistry", "PluginLibraryHandle", "creator_key", "get_plugin_registry"]
 
@@ -61,6 +62,7 @@ class IPluginRegistry:
         self._lock = threading.RLock()
         self._creators: dict[Key, Any] = {}
         self._recording: list[list[Any]] = []
+        self._resources = ResourceTable()
         self.logger: ILogger = logger or Logger(Severity.WARNING)
 
     # --- registration -----------------------------------------------------------
@@ -143,6 +145,20 @@ class IPluginRegistry:
     def plugin_creator_list(self) -> list[Any]:
         """Every registered creator (TensorRT's older name)."""
         return self.all_creators
+
+    # --- shared resources ------------------------------------------------------------
+    def acquire_plugin_resource(self, key: str, resource: IPluginResource) -> IPluginResource:
+        """The resource shared under ``key``: the first call registers ``resource.clone()``,
+        later calls return that same object (one reference each). Thread-safe."""
+        return self._resources.acquire(key, resource)
+
+    def release_plugin_resource(self, key: str) -> int:
+        """Drop one reference to ``key``'s resource; the last calls its ``release()``. Returns 0.
+
+        Releasing a key that holds no resource raises :class:`RegistryError` (TensorRT
+        returns a non-zero status).
+        """
+        return self._resources.release(key)
 
     # --- libraries ----------------------------------------------------------------
     def load_library(self, plugin_path: str) -> PluginLibraryHandle:

@@ -96,6 +96,19 @@ class PluginAdapter(ABC):
     def abort_build(self) -> None:
         """Tear down the build instance after a failed build (errors ignored)."""
 
+    # --- in-place outputs ---------------------------------------------------------------
+    def offers_aliasing(self) -> bool:
+        """True when the plugin declares in-place outputs (asked to warn when the feature is off)."""
+        return False
+
+    def aliased_inputs(self, request: BuildRequest, outputs: list[Port]) -> dict[int, int]:
+        """Output index → the input index whose buffer it shares (read, then overwritten in place).
+
+        The builder asks only with ``PreviewFeature.ALIASED_PLUGIN_IO_10_03`` on, after
+        format negotiation. Default: no aliasing.
+        """
+        return {}
+
     # --- run ----------------------------------------------------------------------
     @abstractmethod
     def revive(self, name: str, version: str, namespace: str, payload: bytes, registry: Any, tactic: int) -> Any:

@@ -17,8 +17,9 @@ from ...shape.expr import IDimensionExpr
 from ..descriptors import PluginTensorDesc
 from ..field_codec import decode_fields, encode_fields
 from ..fields import PluginFieldCollection
+from ..hooks import is_overridden
 from ..recorder import Phase, PluginCaller
-from ..v3 import IPluginV3, PluginCapabilityType, TensorRTPhase
+from ..v3 import IPluginV3, IPluginV3OneBuildV2, PluginCapabilityType, TensorRTPhase
 from .base import (
     BuildRequest,
     IOChoice,
@@ -156,6 +157,37 @@ class V3Adapter(PluginAdapter):
             len(request.inputs),
             caller.describe("supports_format_combination"),
         )
+
+    def offers_aliasing(self) -> bool:
+        build = self._build().plugin
+        hook = getattr(type(build), "get_aliased_input", None)
+        return callable(hook) and (
+            not isinstance(build, IPluginV3OneBuildV2) or is_overridden(build, "get_aliased_input", IPluginV3OneBuildV2)
+        )
+
+    def aliased_inputs(self, request: BuildRequest, outputs: list[Port]) -> dict[int, int]:
+        caller = self._build()
+        if not callable(getattr(caller.plugin, "get_aliased_input", None)):
+            return {}
+        aliases: dict[int, int] = {}
+        count = len(request.inputs)
+        for output in range(len(outputs)):
+            index = caller(Phase.BUILD, "get_aliased_input", output)
+            if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not -1 <= index < count:
+                raise PluginError(
+                    f"{caller.describe('get_aliased_input')} returned {index!r} for output {output}; expected -1 "
+                    f"(not aliased) or an input index in [0, {count - 1}]"
+                )
+            if index == -1:
+                continue
+            for other, taken in aliases.items():
+                if taken == index:
+                    raise PluginError(
+                        f"{caller.describe('get_aliased_input')}: outputs {other} and {output} both alias input "
+                        f"{index}; an input can be aliased to one output only"
+                    )
+            aliases[output] = int(index)
+        return aliases
 
     def configure(self, request: BuildRequest, outputs: list[Port], num_profiles: int) -> int:
         caller = self._build()
