@@ -27,6 +27,7 @@ from .builder.config import (
 from .core.dims import Dims, Dims2, Dims3, Dims4, DimsCHW, DimsHW, DimsNCHW, volume
 from .core.enums import DeviceType, EngineCapability, PluginCreatorVersion, PreviewFeature
 from .core.errors import (
+    AllocationLimitError,
     BuildError,
     CreatorNotFoundError,
     DuplicateCreatorError,
@@ -50,6 +51,7 @@ from .engine.context import IExecutionContext
 from .engine.engine import ICudaEngine
 from .engine.host_memory import IHostMemory
 from .engine.inspector import EngineInspector, LayerInformationFormat
+from .engine.limits import get_allocation_limit, set_allocation_limit
 from .engine.output_allocator import IOutputAllocator
 from .engine.profiler import IProfiler
 from .engine.runtime import Runtime
@@ -136,6 +138,7 @@ fp4 = DataType.FP4
 
 __all__ = [
     "ActivationType",
+    "AllocationLimitError",
     "BuildError",
     "Builder",
     "BuilderFlag",
@@ -254,6 +257,7 @@ __all__ = [
     "fp4",
     "fp8",
     "from_nptype",
+    "get_allocation_limit",
     "get_plugin_registry",
     "init_libnvinfer_plugins",
     "int4",
@@ -262,6 +266,7 @@ __all__ = [
     "int64",
     "live_allocations",
     "nptype",
+    "set_allocation_limit",
     "testing",
     "trace_plugin_calls",
     "uint8",

@@ -7,6 +7,7 @@ import time
 from ..core.errors import BuildError, PlugrtError, TypeMismatchError
 from ..core.logger import ILogger, Logger, Severity
 from ..engine.host_memory import IHostMemory
+from ..engine.limits import check_plan_allocations
 from ..network.definition import INetworkDefinition
 from .compile import build_plan
 from .config import IBuilderConfig, IOptimizationProfile
@@ -75,6 +76,7 @@ class Builder:
         start = time.perf_counter()
         try:
             plan = build_plan(network, config, self.logger)
+            check_plan_allocations(plan, "build")
             data = plan.to_bytes()
         except PlugrtError as exc:
             self.logger.emit(Severity.ERROR, f"build failed: {exc}")

@@ -20,6 +20,7 @@ from ..core.logger import ILogger, Severity
 from ..core.types import DataType, TensorFormat
 from ..engine.plan import EnginePlan, LayerPlan, ProfilePlan, TensorPlan, tensor_max_bytes
 from ..engine.plan_format import PluginRecord
+from ..engine.shape_checks import broadcast_checks, check_broadcasts, profile_points
 from ..interfaces.adapters import PluginAdapter, adapter_for_plugin
 from ..interfaces.adapters.base import BuildRequest, Port
 from ..network.definition import INetworkDefinition
@@ -177,6 +178,7 @@ class _Build:
             raise
         except Exception as exc:
             raise BuildError(f"layer {layer.name!r} ({op.kind}): {type(exc).__name__}: {exc}") from exc
+        check_broadcasts(broadcast_checks(op, layer.name), profile_points(self.profiles))
         # A layer computed only from constants is constant too: it runs once per context, not per inference
         # (standard operators are deterministic; data-dependent sizes are left to the run).
         derived = bool(inputs) and all(self.tensors[i].role == "constant" for i in inputs) and not op.size_exprs

@@ -7,6 +7,7 @@ actual value, and the valid choices where there are any.
 from __future__ import annotations
 
 __all__ = [
+    "AllocationLimitError",
     "BuildError",
     "CreatorNotFoundError",
     "DuplicateCreatorError",
@@ -84,6 +85,10 @@ class BuildError(PlugrtError):
 
 class ExecutionError(PlugrtError, RuntimeError):
     """Running an engine failed (missing address, kernel or plugin error, ...)."""
+
+
+class AllocationLimitError(PlugrtError, MemoryError):
+    """A tensor or activation arena would be larger than the allocation limit (``plugrt.set_allocation_limit``)."""
 
 
 class MissingBackendError(PlugrtError, ImportError):

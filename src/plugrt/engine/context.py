@@ -2,23 +2,56 @@
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
 from ..backends.memory import using_device
 from ..core.dims import Dims
-from ..core.errors import ExecutionError, PlugrtError, TypeMismatchError
+from ..core.errors import ExecutionError, PlugrtError, ShapeError, TypeMismatchError
 from ..core.logger import Severity
 from ..network.tensor import TensorIOMode
 from ..ops.elementwise import quiet
 from .executor import Executor
 from .output_allocator import IOutputAllocator
 from .profiler import IProfiler
+from .shape_checks import check_broadcasts
 
 __all__ = ["IExecutionContext"]
+
+_T = TypeVar("_T", bound=Callable[..., Any])
+
+
+def _exclusive(method: _T) -> _T:
+    """Run ``method`` holding the context's lock; a second thread using the context meanwhile gets an error.
+
+    TensorRT's rule is one context per thread (an engine may be shared): this
+    makes breaking it a clear :class:`~plugrt.ExecutionError` instead of wrong
+    results or writes past a buffer.
+    """
+    name = method.__name__
+
+    @functools.wraps(method)
+    def guarded(self: IExecutionContext, *args: Any, **kwargs: Any) -> Any:
+        if self._owner == threading.get_ident():  # a callback during this thread's own call (an output allocator)
+            return method(self, *args, **kwargs)
+        if not self._lock.acquire(blocking=False):
+            busy = self._busy
+            raise ExecutionError(
+                f"{name}: this execution context is already running in another thread (in {busy}); use a context "
+                "from one thread at a time: create one context per thread (they may share the engine)"
+            )
+        self._busy, self._owner = name, threading.get_ident()
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._busy, self._owner = "", 0
+            self._lock.release()
+
+    return cast(_T, guarded)
 
 
 class IExecutionContext:
@@ -37,6 +70,8 @@ class IExecutionContext:
         self.name = ""
         self.debug_sync = False
         self._lock = threading.Lock()
+        self._busy = ""
+        self._owner = 0
         plan = engine.plan
         self._inputs = [i for i in plan.io if plan.tensors[i].role == "input"]
         self._outputs = [i for i in plan.io if plan.tensors[i].role == "output"]
@@ -57,6 +92,7 @@ class IExecutionContext:
         self.profiler: IProfiler | None = None
 
     # --- shapes --------------------------------------------------------------------------
+    @_exclusive
     def set_input_shape(self, name: str, shape: Sequence[int]) -> bool:
         """Set an input's shape; False (with the reason logged) if it is outside the profile."""
         index = self.engine.tensor_index(name)
@@ -89,6 +125,7 @@ class IExecutionContext:
             self._dirty = True
         return True
 
+    @_exclusive
     def get_tensor_shape(self, name: str) -> Dims:
         """Current shape of an IO tensor (-1 where not yet known)."""
         index = self.engine.tensor_index(name)
@@ -104,8 +141,12 @@ class IExecutionContext:
         if self.infer_shapes():
             return False
         if self._dirty:
-            self._executor.infer(self._input_shapes)
+            self._infer()
         return True
+
+    def _infer(self) -> None:
+        self._executor.infer(self._input_shapes)
+        check_broadcasts(self.engine.broadcast_checks, [("the input", self._executor.env)], ShapeError)
 
     def infer_shapes(self) -> list[str]:
         """Names of inputs whose shape is still missing (empty when all are set)."""
@@ -121,6 +162,7 @@ class IExecutionContext:
         return not self.infer_shapes()
 
     # --- addresses -------------------------------------------------------------------------
+    @_exclusive
     def set_tensor_address(self, name: str, memory: int) -> bool:
         """Where IO tensor ``name`` lives: an integer address (``array.ctypes.data`` on the CPU)."""
         self.engine.tensor_index(name)
@@ -136,6 +178,7 @@ class IExecutionContext:
         self.engine.tensor_index(name)
         return self._addresses.get(name, 0)
 
+    @_exclusive
     def set_output_allocator(self, name: str, output_allocator: IOutputAllocator | None) -> bool:
         """Use ``output_allocator`` to place output ``name`` (needed for data-dependent shapes)."""
         if self.engine.get_tensor_mode(name) != TensorIOMode.OUTPUT:
@@ -161,6 +204,7 @@ class IExecutionContext:
         """Index of the profile in use."""
         return self._profile
 
+    @_exclusive
     def set_optimization_profile_async(self, profile_index: int, stream_handle: int) -> bool:
         """Switch profile (input shapes must be set again)."""
         if not 0 <= profile_index < self.engine.num_optimization_profiles:
@@ -177,6 +221,7 @@ class IExecutionContext:
         return True
 
     # --- running -------------------------------------------------------------------------
+    @_exclusive
     def execute_async_v3(self, stream_handle: int = 0) -> bool:
         """Run the engine on ``stream_handle``. On the CPU the work is done when this returns.
 
@@ -186,10 +231,6 @@ class IExecutionContext:
         if not isinstance(stream_handle, (int, np.integer)):
             raise TypeMismatchError(
                 f"execute_async_v3: stream_handle must be an int, got {type(stream_handle).__name__}"
-            )
-        if not self._lock.acquire(blocking=False):
-            raise ExecutionError(
-                "this execution context is already running in another thread; create one context per thread"
             )
         try:
             backend = self.engine.backend
@@ -204,8 +245,6 @@ class IExecutionContext:
             raise
         except Exception as exc:  # a safety net: running never surfaces anything but PlugrtError
             raise ExecutionError(f"execute_async_v3 failed: {type(exc).__name__}: {exc}") from exc
-        finally:
-            self._lock.release()
         return True
 
     def execute_v2(self, bindings: Sequence[int]) -> bool:
@@ -223,7 +262,7 @@ class IExecutionContext:
         if missing:
             raise ExecutionError(f"input shape(s) of {missing} are not set; call set_input_shape first")
         if self._dirty:
-            self._executor.infer(self._input_shapes)
+            self._infer()
         plan = self.engine.plan
         executor = self._executor
         addresses: dict[str, int] = {}

@@ -43,7 +43,8 @@ class ICudaEngine:
         self._contexts: weakref.WeakSet[Any] = weakref.WeakSet()
         self.adapters: dict[int, PluginAdapter] = {}
         self.plugins: dict[int, Any] = {}
-        validate_plan(plan)
+        #: broadcasts the shape rules could not decide at build: checked by each context at shape change
+        self.broadcast_checks = validate_plan(plan)
         try:
             for index, layer in enumerate(plan.layers):
                 if not layer.is_plugin:

@@ -12,8 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.errors import PlanFormatError, PlugrtError
-from ..ops.base import create_operator
+from .layer_rules import check_layer_rules
+from .limits import check_plan_allocations
 from .plan import EnginePlan, profile_envs, tensor_max_bytes
+from .shape_checks import BroadcastCheck
 
 __all__ = ["validate_plan"]
 
@@ -24,12 +26,18 @@ def _fail(message: str) -> PlanFormatError:
     return PlanFormatError(f"plan is inconsistent: {message}")
 
 
-def validate_plan(plan: EnginePlan) -> None:
-    """Raise :class:`PlanFormatError` unless ``plan`` is internally consistent."""
+def validate_plan(plan: EnginePlan) -> list[BroadcastCheck]:
+    """Raise :class:`PlanFormatError` unless ``plan`` is internally consistent.
+
+    Returns the broadcast checks its layers need whenever input shapes change.
+    """
     _check_io(plan)
     _check_symbols_and_profiles(plan)
     _check_layers(plan)
+    checks = check_layer_rules(plan)
     _check_memory(plan)
+    check_plan_allocations(plan, "plan")
+    return checks
 
 
 def _check_io(plan: EnginePlan) -> None:
@@ -112,15 +120,6 @@ def _check_layers(plan: EnginePlan) -> None:
         for output in layer.size_outputs:
             if not 0 <= output < len(layer.outputs) or plan.tensors[layer.outputs[output]].shape:
                 raise _fail(f"layer {layer.name!r} declares size tensor output {output}, which is not a 0-d output")
-        if not layer.is_plugin:
-            try:
-                create_operator(layer.op_kind, layer.params, {k: plan.weights[v] for k, v in layer.weights.items()})
-            except PlugrtError:
-                raise
-            except Exception as exc:
-                raise _fail(
-                    f"layer {layer.name!r} ({layer.op_kind}) has bad parameters: {type(exc).__name__}: {exc}"
-                ) from None
     missing = [plan.tensors[i].name for i in plan.io if plan.tensors[i].role == "output" and i not in written]
     if missing:
         raise _fail(f"output(s) {missing} are written by no layer")

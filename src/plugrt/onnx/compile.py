@@ -47,14 +47,17 @@ def compile(  # noqa: A001 - the public name mirrors torch.compile
     device: str = "cpu",
     shapes: Mapping[str, ShapeRange] | None = None,
     logger: ILogger | None = None,
+    external_data_dir: str | os.PathLike[str] | None = None,
 ) -> CompiledModel:
     """Compile an ONNX model (a path, bytes or ``onnx.ModelProto``) into a callable engine.
 
     ``shapes`` gives ``(min, opt, max)`` per dynamic input; without it the
     engine is built at the first call for that call's shapes. Parse errors
     raise :class:`~plugrt.onnx.importers.base.OnnxImportError` listing every problem.
+    External weights are read from the model file's folder; a model given as
+    bytes or a ``ModelProto`` reads them only from ``external_data_dir``.
     """
-    return CompiledModel(model, device=device, shapes=shapes, logger=logger)
+    return CompiledModel(model, device=device, shapes=shapes, logger=logger, external_data_dir=external_data_dir)
 
 
 class _Allocator(IOutputAllocator):
@@ -84,6 +87,7 @@ class CompiledModel:
         device: str = "cpu",
         shapes: Mapping[str, ShapeRange] | None = None,
         logger: ILogger | None = None,
+        external_data_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         from ..builder.builder import Builder
         from ..engine.runtime import Runtime
@@ -96,6 +100,9 @@ class CompiledModel:
         self._runtime = Runtime(self.logger, device)
         self.network = self._builder.create_network(0)
         self._parser = OnnxParser(self.network, self.logger)
+        if external_data_dir is not None and not os.path.isdir(external_data_dir):
+            raise OnnxImportError(f"compile: external_data_dir must be a folder, got {os.fspath(external_data_dir)!r}")
+        self._external_data_dir = None if external_data_dir is None else os.fspath(external_data_dir)
         ok = self._parse(model)
         if not ok:
             errors = "\n  ".join(str(self._parser.get_error(i)) for i in range(self._parser.num_errors))
@@ -119,7 +126,7 @@ class CompiledModel:
     def _parse(self, model: Any) -> bool:
         if isinstance(model, (str, os.PathLike)):
             return self._parser.parse_from_file(model)
-        return self._parser.parse(model)
+        return self._parser.parse(model, self._external_data_dir)
 
     def _numpy_type(self, name: str, declared: Mapping[str, int]) -> np.dtype:
         tensor = next(

@@ -21,6 +21,7 @@ from ..core.logger import Severity
 from ..network.standard_layers import IConstantLayer
 from ..network.tensor import ITensor
 from .errors import ErrorCode
+from .external_data import load_external_data
 from .functions import expand_node, function_opset, schema_function
 from .graph import GraphError, sorted_nodes
 from .importers.base import ImportContext, importer_for, node_label
@@ -68,13 +69,11 @@ class ModelImport:
         if not graph.output:
             self.parser._error(ErrorCode.INVALID_GRAPH, "the graph has no outputs (an empty graph)", func="parseGraph")
             return
-        if self.path is not None and _has_external_data(graph):
-            try:
-                from onnx.external_data_helper import load_external_data_for_model
-
-                load_external_data_for_model(model, os.path.dirname(os.path.abspath(self.path)))
-            except Exception as exc:
-                raise GraphError(f"cannot load external weights next to {self.path!r}: {exc}") from exc
+        if self.path is None:
+            load_external_data(model, None, "bytes")
+        else:  # the model file's folder, or the folder the caller named
+            folder = self.path if os.path.isdir(self.path) else os.path.dirname(os.path.abspath(self.path))
+            load_external_data(model, folder, repr(self.path))
         self.initializers = {t.name: t for t in graph.initializer}
         for value in graph.input:
             if value.name not in self.initializers:
@@ -331,7 +330,3 @@ def _inline_functions(model: Any) -> Any:
         return inline_selected_functions(model, keep, exclude=True)
     except Exception as exc:
         raise GraphError(f"the model's local functions cannot be inlined: {exc}") from exc
-
-
-def _has_external_data(graph: Any) -> bool:
-    return any(t.data_location == TensorProto.EXTERNAL for t in graph.initializer)

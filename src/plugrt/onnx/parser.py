@@ -139,7 +139,9 @@ class OnnxParser:
     def parse(self, model: Any, path: str | None = None) -> bool:
         """Parse a serialized ONNX model (bytes; an ``onnx.ModelProto`` is accepted too) into the network.
 
-        ``path`` is the model file's path, needed only for external weights.
+        ``path`` is the model file's path (or the folder holding its external weights), needed only for
+        external weights: without it, a model that keeps data in external files is refused (see
+        :mod:`plugrt.onnx.external_data`).
         Returns False when anything failed; see :attr:`num_errors` and :meth:`get_error`.
         """
         self._last_nodes: list[Any] = []

@@ -52,6 +52,8 @@ class Operator:
         self.name = ""
         #: output index -> size expression, for outputs that hold a data-dependent size (0-d ints)
         self.size_exprs: dict[int, IDimensionExpr] = {}
+        #: (axis, a, b): dimensions the shape rule broadcast without knowing them (see engine/shape_checks.py)
+        self.broadcast_pairs: list[tuple[int, IDimensionExpr, IDimensionExpr]] = []
         #: (key, array module) -> (host value, its copy in that module's memory)
         self._device_copies: dict[tuple[Hashable, Any], tuple[Any, Any]] = {}
         #: key -> (array module, work array, its shape, the type asked for)

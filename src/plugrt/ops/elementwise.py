@@ -49,6 +49,7 @@ def broadcast_dim(op: Operator, a: IDimensionExpr, b: IDimensionExpr, axis: int)
         raise ShapeError(
             f"{label(op)}: dimension {axis} is {a_const} and {b_const}; they must be equal or one of them 1"
         )
+    op.broadcast_pairs.append((axis, a, b))  # checked at each profile's shapes and at shape change
     if a_const is not None:
         return a
     if b_const is not None:
