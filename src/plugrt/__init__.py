@@ -57,9 +57,11 @@ from .engine.profiler import IProfiler
 from .engine.runtime import Runtime
 from .interfaces.creator import IPluginCreator, IPluginCreatorInterface, IPluginCreatorV3One
 from .interfaces.descriptors import DynamicPluginTensorDesc, PluginTensorDesc
+from .interfaces.error_recorder import ErrorCodeTRT, IErrorRecorder, SimpleErrorRecorder
 from .interfaces.fields import PluginField, PluginFieldCollection, PluginFieldType
+from .interfaces.gpu_allocator import AllocatorFlag, DefaultGpuAllocator, IGpuAllocator
 from .interfaces.recorder import CallRecorder, PluginCall, trace_plugin_calls
-from .interfaces.registry import IPluginRegistry, get_plugin_registry
+from .interfaces.registry import IPluginRegistry, get_builder_plugin_registry, get_plugin_registry
 from .interfaces.resource import IPluginResource
 from .interfaces.serialization import SerializationReader, SerializationWriter
 from .interfaces.v2 import IPluginV2, IPluginV2DynamicExt, IPluginV2DynamicExtBase, IPluginV2Ext
@@ -139,12 +141,14 @@ fp4 = DataType.FP4
 __all__ = [
     "ActivationType",
     "AllocationLimitError",
+    "AllocatorFlag",
     "BuildError",
     "Builder",
     "BuilderFlag",
     "CallRecorder",
     "CreatorNotFoundError",
     "DataType",
+    "DefaultGpuAllocator",
     "DeviceBuffer",
     "DeviceType",
     "DimensionOperation",
@@ -161,6 +165,7 @@ __all__ = [
     "ElementWiseOperation",
     "EngineCapability",
     "EngineInspector",
+    "ErrorCodeTRT",
     "ExecutionError",
     "FieldError",
     "FormatNegotiationError",
@@ -172,8 +177,10 @@ __all__ = [
     "ICudaEngine",
     "IDimensionExpr",
     "IElementWiseLayer",
+    "IErrorRecorder",
     "IExecutionContext",
     "IExprBuilder",
+    "IGpuAllocator",
     "IHostMemory",
     "IIdentityLayer",
     "ILayer",
@@ -238,6 +245,7 @@ __all__ = [
     "SerializationWriter",
     "Severity",
     "ShapeError",
+    "SimpleErrorRecorder",
     "TensorFormat",
     "TensorIOMode",
     "TensorLocation",
@@ -258,6 +266,7 @@ __all__ = [
     "fp8",
     "from_nptype",
     "get_allocation_limit",
+    "get_builder_plugin_registry",
     "get_plugin_registry",
     "init_libnvinfer_plugins",
     "int4",

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from ..core.errors import BuildError, PlugrtError, TypeMismatchError
 from ..core.logger import ILogger, Logger, Severity
 from ..engine.host_memory import IHostMemory
 from ..engine.limits import check_plan_allocations
+from ..interfaces.error_recorder import ErrorCodeTRT, check_error_recorder, report_to
 from ..network.definition import INetworkDefinition
 from .compile import build_plan
 from .config import IBuilderConfig, IOptimizationProfile
@@ -29,6 +31,21 @@ class Builder:
             raise TypeMismatchError(f"Builder takes an ILogger, got {type(logger).__name__}")
         self.logger: ILogger = logger or Logger()
         self.last_build_seconds = 0.0
+        self._error_recorder: Any = None
+
+    @property
+    def error_recorder(self) -> Any:
+        """An ``IErrorRecorder`` that also receives build errors (None: the logger only)."""
+        return self._error_recorder
+
+    @error_recorder.setter
+    def error_recorder(self, recorder: Any) -> None:
+        self._error_recorder = check_error_recorder(recorder, "Builder")
+
+    @property
+    def num_DLA_cores(self) -> int:
+        """0: plugrt has no DLA."""
+        return 0
 
     def create_network(self, flags: int = 0) -> INetworkDefinition:
         """A new, empty network definition."""
@@ -80,9 +97,11 @@ class Builder:
             data = plan.to_bytes()
         except PlugrtError as exc:
             self.logger.emit(Severity.ERROR, f"build failed: {exc}")
+            report_to(self._error_recorder, ErrorCodeTRT.INVALID_CONFIG, f"build failed: {exc}")
             raise
         except Exception as exc:
             self.logger.emit(Severity.ERROR, f"build failed: {type(exc).__name__}: {exc}")
+            report_to(self._error_recorder, ErrorCodeTRT.INTERNAL_ERROR, f"build failed: {type(exc).__name__}: {exc}")
             raise BuildError(f"build failed: {type(exc).__name__}: {exc}") from exc
         self.last_build_seconds = time.perf_counter() - start
         self.logger.emit(

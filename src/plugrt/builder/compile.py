@@ -56,6 +56,10 @@ class _Build:
         #: it, e.g. HALF under BuilderFlag.FP16): consumers and network outputs see the declared type.
         self.declared_types: dict[int, DataType] = {}
         self.profiles: list[ResolvedProfile] = []
+        #: (plugin identity, timing_cache_id, I/O descriptors) → chosen tactic; TensorRT's timing cache
+        self.timing_cache: dict[Any, int] | None = (
+            None if config.get_flag(BuilderFlag.DISABLE_TIMING_CACHE) else {}
+        )
         #: plugin layer → {output position: input position} it computes in place
         self.aliases: dict[int, dict[int, int]] = {}
         #: tensor → the tensor whose memory it shares (an in-place plugin output → its input)
@@ -216,6 +220,7 @@ class _Build:
             fp16=self.config.get_flag(BuilderFlag.FP16),
             int8=self.config.get_flag(BuilderFlag.INT8),
             workspace_limit=self.config.get_memory_pool_limit(MemoryPoolType.WORKSPACE),
+            extra={"timing_cache": self.timing_cache},
         )
         # type rules see declared types; negotiation starts from the stored ones (no conversion)
         types = adapter.output_types([self.declared(i) for i in inputs])

@@ -135,6 +135,36 @@ class IBuilderConfig:
         self._dla_core = -1
         self._default_device_type = DeviceType.GPU
         self._engine_capability = EngineCapability.STANDARD
+        self._algorithm_selector: Any = None
+        self._int8_calibrator: Any = None
+
+    @property
+    def algorithm_selector(self) -> Any:
+        """None: plugrt chooses tactics by timing and takes no algorithm selector."""
+        return self._algorithm_selector
+
+    @algorithm_selector.setter
+    def algorithm_selector(self, value: Any) -> None:
+        if value is not None:
+            raise BuildError(
+                f"algorithm_selector = {type(value).__name__}: plugrt has no algorithm selection (plugin tactics are "
+                "timed; TensorRT deprecates selectors too); leave it None"
+            )
+        self._algorithm_selector = None
+
+    @property
+    def int8_calibrator(self) -> Any:
+        """None: plugrt does not calibrate INT8 (use explicit quantization: Q/DQ or plugins)."""
+        return self._int8_calibrator
+
+    @int8_calibrator.setter
+    def int8_calibrator(self, value: Any) -> None:
+        if value is not None:
+            raise BuildError(
+                f"int8_calibrator = {type(value).__name__}: plugrt does not run INT8 calibration; quantize explicitly "
+                "(Q/DQ layers) or leave it None"
+            )
+        self._int8_calibrator = None
 
     # --- preview features -------------------------------------------------------------
     def set_preview_feature(self, feature: PreviewFeature, enable: bool) -> None:

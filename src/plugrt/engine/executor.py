@@ -19,6 +19,7 @@ from ..core.dims import Dims
 from ..core.errors import ExecutionError, PlugrtError
 from ..core.layouts import storage_shape
 from ..interfaces.descriptors import PluginTensorDesc
+from ..interfaces.v3 import IPluginResourceContext
 from ..ops.base import Operator, create_operator
 from .plan import EnginePlan, LayerPlan
 
@@ -54,11 +55,15 @@ class Executor:
         self.plan: EnginePlan = engine.plan
         self.backend = backend
         self.steps: list[Step] = []
+        shared = engine.resource_context  # each context gets its own resource context, as in TensorRT
+        self.resource_context = IPluginResourceContext(
+            shared.backend, shared.allocator, getattr(shared, "error_recorder", None)
+        )
         for index, layer in enumerate(self.plan.layers):
             step = Step(index, layer)
             if layer.is_plugin:
                 adapter = engine.adapters[index]
-                step.plugin = adapter.attach(engine.plugins[index], engine.resource_context)
+                step.plugin = adapter.attach(engine.plugins[index], self.resource_context)
                 step.enqueue = adapter.make_enqueue(step.plugin)
             else:
                 weights = {name: self.plan.weights[key] for name, key in layer.weights.items()}

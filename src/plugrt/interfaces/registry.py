@@ -20,9 +20,10 @@ from typing import Any
 from ..core.errors import CreatorNotFoundError, DuplicateCreatorError, RegistryError, TypeMismatchError
 from ..core.logger import ILogger, Logger, Severity
 from .creator import IPluginCreatorInterface
+from .error_recorder import ErrorCodeTRT, IErrorRecorder, check_error_recorder, report_to
 from .resource import IPluginResource, ResourceTable
 
-__all__ = ["IPluginRegistry", "PluginLibraryHandle", "creator_key", "get_plugin_registry"]
+__all__ = ["IPluginRegistry", "PluginLibraryHandle", "creator_key", "get_builder_plugin_registry", "get_plugin_registry"]
 
 Key = tuple[str, str, str]
 
@@ -63,7 +64,37 @@ class IPluginRegistry:
         self._creators: dict[Key, Any] = {}
         self._recording: list[list[Any]] = []
         self._resources = ResourceTable()
+        self._error_recorder: IErrorRecorder | None = None
+        self._parent_search_enabled = True
         self.logger: ILogger = logger or Logger(Severity.WARNING)
+
+    # --- TensorRT's registry settings ------------------------------------------------------
+    @property
+    def error_recorder(self) -> IErrorRecorder | None:
+        """Receives the registry's errors (failed lookups, duplicates, resource misuse) besides the logger."""
+        return self._error_recorder
+
+    @error_recorder.setter
+    def error_recorder(self, recorder: IErrorRecorder | None) -> None:
+        self._error_recorder = check_error_recorder(recorder, "IPluginRegistry")
+
+    @property
+    def parent_search_enabled(self) -> bool:
+        """Whether lookups fall back to a parent registry (TensorRT's default: True).
+
+        plugrt has one process-wide registry, so there is no parent to search; the setting is
+        kept as TensorRT keeps it.
+        """
+        return self._parent_search_enabled
+
+    @parent_search_enabled.setter
+    def parent_search_enabled(self, enabled: bool) -> None:
+        if not isinstance(enabled, bool):
+            raise TypeMismatchError(f"parent_search_enabled must be a bool, got {enabled!r}")
+        self._parent_search_enabled = enabled
+
+    def _report(self, code: ErrorCodeTRT, message: str) -> None:
+        report_to(self._error_recorder, code, message)
 
     # --- registration -----------------------------------------------------------
     def register_creator(self, creator: Any, plugin_namespace: str = "") -> bool:
@@ -79,10 +110,12 @@ class IPluginRegistry:
             key = (name, version, plugin_namespace)
             if key in self._creators:
                 existing = self._creators[key]
-                raise DuplicateCreatorError(
+                message = (
                     f"a creator for {describe_key(*key)} is already registered "
                     f"({type(existing).__name__}); deregister it first or use another version or namespace"
                 )
+                self._report(ErrorCodeTRT.INVALID_ARGUMENT, message)
+                raise DuplicateCreatorError(message)
             creator.plugin_namespace = plugin_namespace
             self._creators[key] = creator
             for recording in self._recording:
@@ -104,7 +137,9 @@ class IPluginRegistry:
         with self._lock:
             creator = self._creators.get((name, version, plugin_namespace))
         if creator is None:
-            self.logger.emit(Severity.ERROR, self.describe_missing(name, version, plugin_namespace))
+            message = self.describe_missing(name, version, plugin_namespace)
+            self.logger.emit(Severity.ERROR, message)
+            self._report(ErrorCodeTRT.INVALID_ARGUMENT, message)
         return creator
 
     get_plugin_creator = get_creator
@@ -114,7 +149,9 @@ class IPluginRegistry:
         with self._lock:
             creator = self._creators.get((name, version, plugin_namespace))
         if creator is None:
-            raise CreatorNotFoundError(self.describe_missing(name, version, plugin_namespace))
+            message = self.describe_missing(name, version, plugin_namespace)
+            self._report(ErrorCodeTRT.INVALID_ARGUMENT, message)
+            raise CreatorNotFoundError(message)
         return creator
 
     def describe_missing(self, name: str, version: str, plugin_namespace: str = "") -> str:
@@ -142,6 +179,11 @@ class IPluginRegistry:
             return list(self._creators.values())
 
     @property
+    def all_creators_recursive(self) -> list[Any]:
+        """Every creator here and in parent registries (plugrt's registry has no parent)."""
+        return self.all_creators
+
+    @property
     def plugin_creator_list(self) -> list[Any]:
         """Every registered creator (TensorRT's older name)."""
         return self.all_creators
@@ -158,7 +200,11 @@ class IPluginRegistry:
         Releasing a key that holds no resource raises :class:`RegistryError` (TensorRT
         returns a non-zero status).
         """
-        return self._resources.release(key)
+        try:
+            return self._resources.release(key)
+        except RegistryError as exc:
+            self._report(ErrorCodeTRT.INVALID_ARGUMENT, str(exc))
+            raise
 
     # --- libraries ----------------------------------------------------------------
     def load_library(self, plugin_path: str) -> PluginLibraryHandle:
@@ -216,4 +262,22 @@ _GLOBAL_REGISTRY = IPluginRegistry()
 
 def get_plugin_registry() -> IPluginRegistry:
     """The process-wide plugin registry."""
+    return _GLOBAL_REGISTRY
+
+
+def get_builder_plugin_registry(capability: Any = None) -> IPluginRegistry:
+    """The registry used to build engines for ``capability`` (TensorRT's name).
+
+    plugrt builds standard engines only: ``EngineCapability.STANDARD`` (the default) gives
+    the process-wide registry; the safety and DLA capabilities raise :class:`RegistryError`.
+    """
+    from ..core.enums import EngineCapability
+
+    wanted = EngineCapability.STANDARD if capability is None else capability
+    if not isinstance(wanted, EngineCapability):
+        raise TypeMismatchError(f"get_builder_plugin_registry takes an EngineCapability, got {capability!r}")
+    if wanted != EngineCapability.STANDARD:
+        raise RegistryError(
+            f"get_builder_plugin_registry({wanted}): plugrt builds standard engines only (no safety runtime, no DLA)"
+        )
     return _GLOBAL_REGISTRY

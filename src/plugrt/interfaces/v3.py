@@ -40,11 +40,34 @@ class TensorRTPhase(TrtEnum):
 
 
 class IPluginResourceContext:
-    """What ``attach_to_context`` receives: the backend ('cpu' or 'cuda') and its allocator."""
+    """What ``attach_to_context`` receives (one per execution context, as in TensorRT).
 
-    def __init__(self, backend: str, allocator: Any = None) -> None:
+    ``gpu_allocator``: an :class:`IGpuAllocator` for the engine's device (the one given, else
+    plugrt's default on ``backend``); ``error_recorder``: the context's :class:`IErrorRecorder`
+    or None. ``backend`` ('cpu' or 'cuda') and ``allocator`` (what was given) are plugrt's.
+    """
+
+    def __init__(self, backend: str, allocator: Any = None, error_recorder: Any = None) -> None:
         self.backend = backend
         self.allocator = allocator
+        self._error_recorder = error_recorder
+        self._default_allocator: Any = None
+
+    @property
+    def gpu_allocator(self) -> Any:
+        """The allocator plugins may use for device memory."""
+        if self.allocator is not None:
+            return self.allocator
+        if self._default_allocator is None:
+            from .gpu_allocator import DefaultGpuAllocator
+
+            self._default_allocator = DefaultGpuAllocator(self.backend)
+        return self._default_allocator
+
+    @property
+    def error_recorder(self) -> Any:
+        """The error recorder of this context (None when none is set)."""
+        return self._error_recorder
 
 
 class IPluginCapability:
