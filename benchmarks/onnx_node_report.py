@@ -3,6 +3,7 @@
     python benchmarks/onnx_node_report.py             # pass count and failures grouped by reason
     python benchmarks/onnx_node_report.py --write     # also rewrite tests/onnx/node_test_expected_failures.txt
     python benchmarks/onnx_node_report.py -k reduce   # only tests whose name matches a regex
+    python benchmarks/onnx_node_report.py --backend onnxruntime   # the same harness on onnxruntime
 
 Each test runs as ``onnx.backend.test`` runs it (``prepare``, ``run`` per data set,
 ``Runner.assert_similar_outputs`` with the case's tolerances); the pytest harness
@@ -23,12 +24,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIST = os.path.join(ROOT, "tests", "onnx", "node_test_expected_failures.txt")
 
 
-def run_case(case: object) -> str | None:
+def run_case(case: object, backend_name: str = "plugrt") -> str | None:
     """None when the case passes, else a one-line reason."""
     import numpy as np
     from onnx.backend.test.runner import Runner
 
-    import plugrt.onnx.backend as backend
+    if backend_name == "onnxruntime":
+        import onnxruntime.backend as backend
+    else:
+        import plugrt.onnx.backend as backend
 
     def tensor(value: object) -> object:
         from onnx import TensorProto, numpy_helper
@@ -63,6 +67,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--write", action="store_true", help=f"rewrite {os.path.relpath(LIST, ROOT)}")
     parser.add_argument("-k", default="", help="only tests whose name matches this regex")
+    parser.add_argument("--backend", choices=("plugrt", "onnxruntime"), default="plugrt", help="backend to run")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     from onnx.backend.test.loader import load_model_tests
@@ -72,7 +77,7 @@ def main() -> int:
     loaded = time.perf_counter()
     failures: dict[str, str] = {}
     for case in cases:
-        reason = run_case(case)
+        reason = run_case(case, args.backend)
         if reason is not None:
             failures[case.name] = reason
     elapsed = time.perf_counter() - loaded
@@ -85,8 +90,8 @@ def main() -> int:
         f"loading took {loaded - start:.1f} s, running {elapsed:.1f} s"
     )
     if args.write:
-        if args.k:
-            print("--write needs the whole suite (drop -k)", file=sys.stderr)
+        if args.k or args.backend != "plugrt":
+            print("--write needs the whole suite on plugrt (drop -k and --backend)", file=sys.stderr)
             return 2
         with open(LIST, "w", encoding="utf-8") as f:
             f.write(

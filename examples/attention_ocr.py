@@ -128,10 +128,10 @@ def ctc_greedy(log_probs: np.ndarray) -> list[list[int]]:
     return decoded
 
 
-def export(model: nn.Module, path: str, width: int = 64) -> None:
+def export(model: nn.Module, path: str, width: int = 64, batch: int = 2) -> None:
     """Export with fixed batch and width (TorchScript exporter: it writes scripted loops as ONNX Loop)."""
     model.eval()
-    example = torch.rand(2, 1, 32, width)
+    example = torch.rand(batch, 1, 32, width)
     scripted = torch.jit.script(model) if isinstance(model, AttentionOCR) else model
     torch.onnx.export(scripted, (example,), path, input_names=["image"], output_names=["out"], opset_version=17,
                       dynamo=False)

@@ -18,13 +18,20 @@ import plugrt  # noqa: E402
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "attention_ocr.py")
 
 
-@pytest.fixture(scope="module")
-def ocr():
+def load_examples():
+    """examples/attention_ocr.py as a module."""
+    if "attention_ocr" in sys.modules:
+        return sys.modules["attention_ocr"]
     spec = importlib.util.spec_from_file_location("attention_ocr", EXAMPLES)
     module = importlib.util.module_from_spec(spec)
     sys.modules["attention_ocr"] = module
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def ocr():
+    return load_examples()
 
 
 def small(ocr, kind, end_bias=0.0):

@@ -1,4 +1,5 @@
-"""The cumulative-sum operator (ONNX CumSum): running sums along an axis, optionally exclusive or reversed."""
+"""The cumulative-sum operator (ONNX CumSum, and CumProd with ``product``): running sums (products) along an
+axis, optionally exclusive or reversed."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ __all__ = ["CumSumOperator"]
 
 @register_operator
 class CumSumOperator(Operator):
-    """params: ``exclusive``, ``reverse`` (bools) and ``axis`` unless given as input 1 (a 0-d int tensor).
+    """params: ``exclusive``, ``reverse``, ``product`` (running products) and ``axis`` unless given as input 1
+    (a 0-d int tensor).
 
     The axis does not change the shape, so as an input it may be computed at run time.
     """
@@ -29,6 +31,7 @@ class CumSumOperator(Operator):
         super().__init__(params, weights)
         self.exclusive = bool(self.params.get("exclusive", False))
         self.reverse = bool(self.params.get("reverse", False))
+        self.product = bool(self.params.get("product", False))
         axis = self.params.get("axis")
         self.axis: int | None = None if axis is None else int(axis)
 
@@ -57,10 +60,11 @@ class CumSumOperator(Operator):
         axis = normalize_axis(self, axis, x.ndim)
         source = xp.flip(x, axis=axis) if self.reverse else x
         target = xp.flip(out, axis=axis) if self.reverse else out
+        running = xp.cumprod if self.product else xp.cumsum
         if self.exclusive:
-            target[along(axis, slice(0, 1))] = 0
-            xp.cumsum(
+            target[along(axis, slice(0, 1))] = 1 if self.product else 0
+            running(
                 source[along(axis, slice(0, -1))], axis=axis, dtype=out.dtype, out=target[along(axis, slice(1, None))]
             )
         else:
-            xp.cumsum(source, axis=axis, dtype=out.dtype, out=target)
+            running(source, axis=axis, dtype=out.dtype, out=target)

@@ -208,6 +208,16 @@ class ImportContext:
         """The element type of ``tensor``."""
         return self.info(tensor).dtype
 
+    def declared_type(self, name: str) -> int | None:
+        """The ONNX element type graph input or initializer ``name`` declares (None for other tensors)."""
+        graph = self.graph_import
+        if graph is None or not name:
+            return None
+        if name in graph.initializers:
+            return int(graph.initializers[name].data_type)
+        declared = graph.parser.input_types.get(name)
+        return None if declared is None else int(declared)
+
     def values_of(self, tensor: Any) -> list[IDimensionExpr] | None:
         """The values of a shape tensor as expressions (None when not known before the build)."""
         return self.info(tensor).values

@@ -16,7 +16,8 @@ from onnx import numpy_helper
 from ...core.logger import Severity
 from ...core.types import DataType
 from ...network.tensor import ITensor
-from ..types import WIDENED, onnx_type_name, to_datatype
+from ...ops.storage_cast import round_to_narrow
+from ..types import NARROW, WIDENED, onnx_type_name, to_datatype
 from . import basic_math, basic_reduce, basic_unary  # noqa: F401  (imported for registration)
 from .base import ImportContext, register_importer
 
@@ -86,7 +87,14 @@ def _target_type(ctx: ImportContext, elem_type: int) -> DataType:
     return dtype
 
 
-def _cast(ctx: ImportContext, x: ITensor, dtype: DataType) -> list[Any]:
+def _cast(ctx: ImportContext, x: ITensor, dtype: DataType, elem_type: int | None = None) -> list[Any]:
+    narrow = NARROW.get(elem_type) if elem_type is not None else None
+    if narrow is not None:  # held in a wider type: the values are rounded to the narrow type's
+        saturate = bool(ctx.attr("saturate", 1))
+        folded = ctx.fold([x], lambda v: round_to_narrow(v, narrow, saturate).astype(dtype.nptype()))
+        if folded is not None:
+            return folded
+        return ctx.op("storage_cast", [x], {"narrow": narrow, "saturate": saturate})
     folded = ctx.fold([x], lambda v: v.astype(dtype.nptype()))
     if folded is not None:
         return folded
@@ -98,7 +106,8 @@ def _cast(ctx: ImportContext, x: ITensor, dtype: DataType) -> list[Any]:
 @register_importer("Cast")
 def import_cast(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     x = _first(ctx, inputs)
-    return _cast(ctx, x, _target_type(ctx, int(ctx.required_attr("to"))))
+    elem_type = int(ctx.required_attr("to"))
+    return _cast(ctx, x, _target_type(ctx, elem_type), elem_type)
 
 
 @register_importer("CastLike")
@@ -106,7 +115,7 @@ def import_cast_like(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     x = _first(ctx, inputs)
     if len(inputs) < 2 or inputs[1] is None:
         ctx.fail("CastLike needs the target_type input")
-    return _cast(ctx, x, ctx.dtype_of(inputs[1]))
+    return _cast(ctx, x, ctx.dtype_of(inputs[1]), ctx.declared_type(ctx.node.input[1]))
 
 
 @register_importer("Reshape")

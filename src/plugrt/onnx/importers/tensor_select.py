@@ -1,4 +1,4 @@
-"""ONNX importers: selection and rearrangement (Where, TopK, ArgMax/ArgMin, CumSum, NonZero, Compress,
+"""ONNX importers: selection and rearrangement (Where, TopK, ArgMax/ArgMin, CumSum, CumProd, NonZero, Compress,
 Einsum, OneHot, Trilu, ReverseSequence, DepthToSpace, SpaceToDepth).
 
 NonZero and Compress have data-dependent output shapes: their operators write
@@ -69,8 +69,11 @@ def import_argmin(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
 
 
 @register_importer("CumSum")
+@register_importer("CumProd")
 def import_cumsum(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     params: dict[str, Any] = {"exclusive": bool(ctx.attr("exclusive", 0)), "reverse": bool(ctx.attr("reverse", 0))}
+    if ctx.node.op_type == "CumProd":
+        params["product"] = True
     axis = int_values(ctx, inputs[1])
     if axis is not None:
         params["axis"] = axis[0]
