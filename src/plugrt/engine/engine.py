@@ -107,6 +107,16 @@ class ICudaEngine:
         self.tensor_index(name)
         return TensorLocation.DEVICE
 
+    def is_shape_inference_io(self, name: str) -> bool:
+        """Whether IO tensor ``name`` is read on the host for shape inference: never in plugrt's engines."""
+        self.tensor_index(name)
+        return False
+
+    def get_aliased_input_tensor(self, name: str) -> str | None:
+        """The input an output shares memory with: None, plugrt copies in-place results to the caller's output."""
+        self.tensor_index(name)
+        return None
+
     def get_tensor_profile_shape(self, name: str, profile_index: int) -> list[Dims]:
         """[min, opt, max] of input ``name`` in profile ``profile_index``."""
         self.tensor_index(name)
