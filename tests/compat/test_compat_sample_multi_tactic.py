@@ -255,3 +255,24 @@ def test_timing_cache_id_must_be_a_string(monkeypatch) -> None:  # type: ignore[
     monkeypatch.setattr(CircPadPlugin, "__init__", bad_id)
     with pytest.raises(trt.PlugrtError, match="timing_cache_id must be a str or None, got 7"):
         _build(_model(0, TensorProto.FLOAT))
+
+
+def test_timing_describes_outputs_at_opt_like_the_inputs() -> None:
+    """Gap 7: with a dynamic profile (opt below max) the output descriptor is the opt shape too."""
+    CircPadPlugin.timed = []
+    builder = trt.Builder(LOGGER)
+    network = builder.create_network(0)
+    x = network.add_input("X", trt.float32, (-1, 3, -1, 32))
+    fields = trt.PluginFieldCollection([
+        trt.PluginField("pads", np.array(PADS, dtype=np.int32), trt.PluginFieldType.INT32),
+        trt.PluginField("per_format_tactics", np.array([0], dtype=np.int32), trt.PluginFieldType.INT32),
+    ])
+    plugin = CircPadPluginCreator().create_plugin("pad", fields, trt.TensorRTPhase.BUILD)
+    layer = network.add_plugin_v3([x], [], plugin)
+    layer.get_output(0).name = "Y"
+    network.mark_output(layer.get_output(0))
+    plan = build_plan(builder, network, profiles=[{"X": ((1, 3, 8, 32), (4, 3, 16, 32), (10, 3, 32, 32))}])
+    assert {(i, o) for _, i, o in CircPadPlugin.timed} == {((4, 3, 16, 32), (4, 3, 18, 34))}
+    X = np.random.default_rng(5).normal(size=(2, 3, 9, 32)).astype(np.float32)
+    out = infer(deserialize(plan).create_execution_context(), {"X": X})
+    np.testing.assert_array_equal(out["Y"], np.pad(X, [(0, 0), (0, 0), (1, 1), (1, 1)], "wrap"))
