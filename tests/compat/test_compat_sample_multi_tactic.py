@@ -16,6 +16,7 @@ from compat_helpers import LOGGER, build_plan, deserialize, infer
 from onnx import TensorProto, helper
 
 import plugrt as trt
+from plugrt.engine.plan import EnginePlan
 
 
 class Tactic(IntEnum):
@@ -195,7 +196,11 @@ def test_multi_tactic_sample(precision: type, elem: int, per_format: int) -> Non
     # gap 7: inputs and outputs are described consistently, at the profile's opt dims
     padded = (10, 3, 34, 34)
     assert {(i, o) for _, i, o in CircPadPlugin.timed} == {(SHAPE, padded)}
-    engine = deserialize(plan)
+    tactics = [layer.tactic for layer in EnginePlan.from_bytes(plan).layers if layer.is_plugin]
+    assert len(tactics) == 2 and tactics[0] == tactics[1] and tactics[0] in expected_tactics  # the shared timing
+    with trt.trace_plugin_calls() as trace:
+        engine = deserialize(plan)
+    assert trace.methods(phase="deserialize").count("set_tactic") == 2
     rng = np.random.default_rng(0)
     X_A, X_B = (rng.normal(size=SHAPE).astype(precision) for _ in range(2))
     out = infer(engine.create_execution_context(), {"X_A": X_A, "X_B": X_B})

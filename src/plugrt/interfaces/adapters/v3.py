@@ -218,7 +218,7 @@ class V3Adapter(PluginAdapter):
                     f"{caller.describe('timing_cache_id')}: timing_cache_id must be a str or None, got {cache_id!r}"
                 )
             ports = [*request.inputs, *outputs]
-            key = (self.identity_of_build, cache_id, tuple((p.ranges[0], p.dtype, p.format) for p in ports))
+            key = (self.identity_of_build, cache_id, tuple((tuple(p.ranges), p.dtype, p.format) for p in ports))
             cached = cache.get(key)
             if cached is not None and cached in tactics:
                 return cached
