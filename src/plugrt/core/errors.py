@@ -18,6 +18,7 @@ __all__ = [
     "MissingHookError",
     "NetworkError",
     "PlanFormatError",
+    "PluginDefinitionError",
     "PluginError",
     "PlugrtError",
     "RegistryError",
@@ -49,6 +50,10 @@ class PluginError(PlugrtError):
 
 class MissingHookError(PluginError, NotImplementedError):
     """A plugin or creator class does not implement a required hook."""
+
+
+class PluginDefinitionError(PluginError, ValueError):
+    """A decorator-API plugin (``plugrt.plugin``) is defined, described or called wrongly."""
 
 
 class FormatNegotiationError(PluginError):

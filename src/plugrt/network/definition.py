@@ -20,10 +20,16 @@ __all__ = ["INetworkDefinition", "NetworkDefinitionCreationFlag"]
 
 
 class NetworkDefinitionCreationFlag(TrtEnum):
-    """Flags of ``Builder.create_network`` (networks are always explicit-batch here)."""
+    """Flags of ``Builder.create_network`` (networks are always explicit-batch here).
+
+    ``PREFER_AOT_PYTHON_PLUGINS`` / ``PREFER_JIT_PYTHON_PLUGINS`` choose the implementation
+    of decorator-API plugins that have both, when ``add_plugin`` is not told with ``aot=``.
+    """
 
     EXPLICIT_BATCH = 0
     STRONGLY_TYPED = 1
+    PREFER_AOT_PYTHON_PLUGINS = 2
+    PREFER_JIT_PYTHON_PLUGINS = 3
 
 
 class INetworkDefinition(StandardLayers):
@@ -137,6 +143,55 @@ class INetworkDefinition(StandardLayers):
         tensors = self._check_inputs(inputs, "add_plugin_v3")
         shape_tensors = self._check_inputs(shape_inputs, "add_plugin_v3 shape_inputs")
         return self._add_layer(IPluginV3Layer(self, list(tensors), list(shape_tensors), plugin))
+
+    def add_plugin(self, plugin: Any, aot: bool | None = None) -> IPluginV3Layer:
+        """Add a decorator-API plugin: a ``trtp.op.<ns>.<name>(...)`` call, or an
+        ``(inputs, shape_inputs, plugin)`` tuple.
+
+        ``aot=True`` / ``False`` insists on the AOT / JIT implementation; without it, a
+        plugin with both follows the ``PREFER_AOT/JIT_PYTHON_PLUGINS`` network flag.
+        """
+        from ..plugin._lib import QuickPluginCreationRequest
+        from ..plugin._template import QuickPlugin
+
+        if isinstance(plugin, tuple):
+            if aot is not None:
+                raise NetworkError(
+                    "add_plugin: aot= applies to a trtp.op call, not to an (inputs, shape_inputs, plugin) tuple"
+                )
+            if len(plugin) != 3:
+                raise TypeMismatchError(
+                    f"add_plugin takes an (inputs, shape_inputs, plugin) tuple, got {len(plugin)} items"
+                )
+            inputs, shape_inputs, made = plugin
+        elif callable(plugin) and not isinstance(plugin, IPluginV3):
+            prefer_aot = self.get_flag(NetworkDefinitionCreationFlag.PREFER_AOT_PYTHON_PLUGINS)
+            prefer_jit = self.get_flag(NetworkDefinitionCreationFlag.PREFER_JIT_PYTHON_PLUGINS)
+            if prefer_aot and prefer_jit:
+                raise NetworkError(
+                    "add_plugin: the network has both PREFER_AOT_PYTHON_PLUGINS and PREFER_JIT_PYTHON_PLUGINS; give one"
+                )
+            if aot is not None:
+                request = QuickPluginCreationRequest.STRICT_AOT if aot else QuickPluginCreationRequest.STRICT_JIT
+            elif prefer_aot or prefer_jit:
+                request = QuickPluginCreationRequest.PREFER_AOT if prefer_aot else QuickPluginCreationRequest.PREFER_JIT
+            else:
+                request = QuickPluginCreationRequest.UNKNOWN
+            made_tuple = plugin(request)
+            if not isinstance(made_tuple, tuple) or len(made_tuple) != 3:
+                raise TypeMismatchError(
+                    f"add_plugin: the plugin call returned {type(made_tuple).__name__}, not a 3-tuple"
+                )
+            inputs, shape_inputs, made = made_tuple
+        else:
+            raise TypeMismatchError(
+                f"add_plugin takes a trtp.op.<namespace>.<name>(...) call or an (inputs, shape_inputs, plugin) tuple, "
+                f"got {type(plugin).__name__}"
+                + ("; use add_plugin_v3 for an IPluginV3" if isinstance(plugin, IPluginV3) else "")
+            )
+        if isinstance(made, QuickPlugin) and made.input_ranks is None:
+            made.input_ranks = [len(t.shape) for t in self._check_inputs(inputs, "add_plugin")]
+        return self.add_plugin_v3(inputs, shape_inputs, made)
 
     def add_operator(
         self,

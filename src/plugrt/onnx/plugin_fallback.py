@@ -17,6 +17,11 @@ drops it) *with a WARNING*, a listed field the node does not set is reported
 (WARNING), and a missing creator is an error naming the registered near
 matches. A node whose op type has a built-in importer runs as a plugin when it
 carries a ``plugin_namespace`` attribute (so a plugin can replace a built-in op).
+
+A node naming a decorator-API plugin (``plugrt.plugin``) is added with
+``add_plugin``: its attributes are mapped by the plugin's schema, and an optional
+``aot`` attribute (0 or 1) insists on the JIT or AOT implementation (without it the
+network's ``PREFER_AOT/JIT_PYTHON_PLUGINS`` flag decides).
 """
 
 from __future__ import annotations
@@ -32,12 +37,15 @@ from ..interfaces.fields import PluginField, PluginFieldCollection, PluginFieldT
 from ..interfaces.registry import get_plugin_registry
 from ..interfaces.v3 import TensorRTPhase
 from ..network.tensor import ITensor
+from ..plugin._lib import QuickPluginCreator
 from .importers.base import ImportContext
 
 __all__ = ["attribute_fields", "import_plugin", "wants_plugin"]
 
 #: Attributes that address the plugin and are not passed to it.
 ADDRESSING = frozenset({"plugin_version", "plugin_namespace"})
+#: ... and for decorator-API plugins, the choice of implementation.
+QUICK_ADDRESSING = frozenset({"aot"})
 
 _TENSOR_FIELD_TYPES: dict[np.dtype, PluginFieldType] = {
     np.dtype(np.float32): PluginFieldType.FLOAT32,
@@ -61,10 +69,13 @@ def import_plugin(ctx: ImportContext, inputs: list[ITensor | None], explicit: bo
     version = _addressing(ctx, "plugin_version", "1")
     namespace = _addressing(ctx, "plugin_namespace", "")
     creator = _find_creator(ctx, version, namespace, explicit)
-    fields = attribute_fields(ctx, creator)
+    quick = isinstance(creator, QuickPluginCreator)
+    fields = attribute_fields(ctx, creator, QUICK_ADDRESSING if quick else frozenset())
     tensors = _plugin_inputs(ctx, inputs)
     name = node.name or f"{node.op_type}_{node.output[0] if node.output else ''}"
     label = f"{node.op_type} v{version}" + (f" (namespace {namespace!r})" if namespace else "")
+    if quick:
+        return _outputs(ctx, _add_quick(ctx, creator, fields, tensors), label)
     try:
         if isinstance(creator, IPluginCreatorV3One):
             plugin = creator.create_plugin(name, fields, TensorRTPhase.BUILD)
@@ -86,11 +97,32 @@ def import_plugin(ctx: ImportContext, inputs: list[ITensor | None], explicit: bo
         layer = ctx.network.add_plugin_v3(tensors, [], plugin)
     else:
         layer = ctx.network.add_plugin_v2(tensors, plugin)
-    layer.name = ctx.layer_name(f"plugin {node.op_type}")
-    wanted = len(node.output)
+    return _outputs(ctx, layer, label)
+
+
+def _outputs(ctx: ImportContext, layer: Any, label: str) -> list[ITensor]:
+    layer.name = ctx.layer_name(f"plugin {ctx.node.op_type}")
+    wanted = len(ctx.node.output)
     if layer.num_outputs < wanted:
         ctx.fail(f"the node has {wanted} outputs but plugin {label} has {layer.num_outputs} (num_outputs)")
     return [layer.get_output(i) for i in range(wanted)]
+
+
+def _add_quick(
+    ctx: ImportContext, creator: QuickPluginCreator, fields: PluginFieldCollection, tensors: list[ITensor]
+) -> Any:
+    """A decorator-API plugin: attributes by its schema, ``aot`` (if set) choosing the implementation."""
+    schema = creator.definition.schema
+    aot = ctx.attr("aot", None)
+    if aot is not None and (isinstance(aot, bool) or not isinstance(aot, int) or aot not in (0, 1)):
+        ctx.fail(f"attribute 'aot' of QDP plugin {schema.plugin_id!r} must be an INT 0 or 1, got {aot!r}")
+    values = {f.name: schema.from_field(f) for f in fields}
+    ranks = [len(t.shape) for t in tensors]
+
+    def create(request: Any) -> tuple[list[ITensor], list[ITensor], Any]:
+        return tensors, [], creator.create_quick(values, request, ranks)
+
+    return ctx.network.add_plugin(create, aot=None if aot is None else bool(aot))
 
 
 def _addressing(ctx: ImportContext, name: str, default: str) -> str:
@@ -124,14 +156,17 @@ def _plugin_inputs(ctx: ImportContext, inputs: list[ITensor | None]) -> list[ITe
     return [t for t in present if t is not None]
 
 
-def attribute_fields(ctx: ImportContext, creator: Any) -> PluginFieldCollection:
-    """The node's attributes as the creator's fields (see the module note for the rules)."""
+def attribute_fields(
+    ctx: ImportContext, creator: Any, addressing: frozenset[str] = frozenset()
+) -> PluginFieldCollection:
+    """The node's attributes as the creator's fields (see the module note for the rules);
+    ``addressing`` names more attributes that are not fields."""
     declared = {f.name: PluginFieldType(f.type) for f in creator.field_names}
     who = f"creator {type(creator).__name__} ({creator.name!r} v{creator.plugin_version})"
     fields = PluginFieldCollection()
     present = set()
     for attribute in ctx.node.attribute:
-        if attribute.name in ADDRESSING:
+        if attribute.name in ADDRESSING or attribute.name in addressing:
             continue
         present.add(attribute.name)
         if attribute.name not in declared:

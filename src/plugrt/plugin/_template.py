@@ -1,0 +1,428 @@
+"""The template plugin: a decorator-API definition realised as an ``IPluginV3``.
+
+Every QDP plugin is an instance of :class:`QuickPlugin`, a real IPluginV3 with core,
+build and runtime capabilities; the V3 adapter drives it like any class-based V3
+plugin. Its hooks call the user's functions:
+
+* ``get_output_data_types`` / ``get_output_shapes``: the ``register`` function, on
+  symbolic descriptions (it must be pure: it is called more than once);
+* ``supports_format_combination`` / ``get_valid_tactics``: the ``autotune`` function's
+  combinations (default: the declared types, LINEAR);
+* ``enqueue``: the ``impl`` function on :class:`~plugrt.plugin.Tensor` objects (JIT), or
+  one launch of the kernel ``aot_impl`` compiled at build (AOT);
+* ``get_fields_to_serialize``: only the attributes ``impl`` takes, plus what the run
+  needs (aliasing, data-dependent dimensions, AOT kernels) under reserved names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..backends.memory import active_device
+from ..core.errors import FieldError, PluginDefinitionError, PluginError, PlugrtError
+from ..core.types import DataType, TensorFormat
+from ..interfaces.descriptors import DynamicPluginTensorDesc, PluginTensorDesc
+from ..interfaces.fields import PluginField, PluginFieldCollection, PluginFieldType
+from ..interfaces.v3 import (
+    IPluginResourceContext,
+    IPluginV3,
+    IPluginV3OneBuild,
+    IPluginV3OneCore,
+    IPluginV3OneRuntime,
+    PluginCapabilityType,
+)
+from ..shape.builder import DimsExprs, IExprBuilder
+from ._aot import AOTKernel, decode_kernels, encode_kernels, input_symbol, kernel_from_aot_impl
+from ._autotune import AutoTuneCombination, Combination
+from ._expr import ShapeExpr, ShapeExprs
+from ._tensor import SizeTensorDesc, Tensor, TensorDesc
+
+if TYPE_CHECKING:
+    from ._lib import PluginDef
+
+__all__ = ["RESERVED_FIELDS", "QuickPlugin"]
+
+ALIASES = "qdp.aliases"
+DATA_DEPENDENT = "qdp.data_dependent"
+AOT_KERNELS = "qdp.aot_kernels"
+#: Field names the template keeps for itself (never valid attribute names: they hold a '.').
+RESERVED_FIELDS = frozenset({ALIASES, DATA_DEPENDENT, AOT_KERNELS})
+
+
+class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuild, IPluginV3OneRuntime):
+    """One instance of a decorator-API plugin (JIT: ``impl``; AOT: an ``aot_impl`` kernel)."""
+
+    def __init__(
+        self, definition: PluginDef, attrs: dict[str, Any], aot: bool, input_ranks: list[int] | None = None
+    ) -> None:
+        IPluginV3.__init__(self)
+        IPluginV3OneCore.__init__(self)
+        IPluginV3OneBuild.__init__(self)
+        IPluginV3OneRuntime.__init__(self)
+        schema = definition.schema
+        self.plugin_name, self.plugin_namespace, self.plugin_version = schema.name, schema.namespace, "1"
+        self.num_outputs = schema.num_outputs
+        self.definition = definition
+        self.attrs = dict(attrs)
+        self.aot = aot
+        #: Ranks of the inputs, known once the plugin is added to a network.
+        self.input_ranks = list(input_ranks) if input_ranks is not None else None
+        self.aliases: list[int] = []
+        self.data_dependent: list[tuple[int, int]] = []
+        self.tactic = 0
+        self.kernels: dict[int, AOTKernel] = {}
+        self._input_types: list[DataType] = []
+        self._input_descs: list[TensorDesc] = []
+        self._output_descs: list[TensorDesc] = []
+        self._combos: list[Combination] | None = None
+        self._configured: list[DynamicPluginTensorDesc] = []
+        self._resolved: Any = None
+        self._tensors: tuple[Any, list[Tensor], list[Tensor]] | None = None
+
+    @property
+    def plugin_id(self) -> str:
+        """``namespace::name``."""
+        return self.definition.schema.plugin_id
+
+    def get_capability_interface(self, type: PluginCapabilityType) -> Any:  # noqa: A002 - TensorRT's name
+        return self
+
+    def clone(self) -> QuickPlugin:
+        made = QuickPlugin(self.definition, self.attrs, self.aot, self.input_ranks)
+        made.aliases, made.data_dependent, made.tactic = list(self.aliases), list(self.data_dependent), self.tactic
+        made.kernels = self.kernels  # compiled kernels are shared: each module is loaded once
+        made._input_types = list(self._input_types)
+        made._input_descs, made._output_descs = self._input_descs, self._output_descs
+        made._combos, made._configured = self._combos, list(self._configured)
+        return made
+
+    # --- the user's functions ------------------------------------------------------------
+    def _call(self, function: Any, who: str, *args: Any) -> Any:
+        try:
+            return function(*args)
+        except PlugrtError as exc:
+            if self.plugin_id in str(exc):
+                raise
+            raise type(exc)(f"QDP plugin {self.plugin_id!r}, {who}: {exc}") from exc
+        except Exception as exc:
+            raise PluginError(f"QDP plugin {self.plugin_id!r}: {who} raised {type(exc).__name__}: {exc}") from exc
+
+    def _register(self, inputs: list[TensorDesc]) -> list[TensorDesc]:
+        d = self.definition
+        schema = d.schema
+        missing = [name for name in schema.attrs if name not in self.attrs]
+        if missing:
+            raise PluginDefinitionError(f"QDP plugin {self.plugin_id!r}: attributes {missing} were not given")
+        result = self._call(
+            lambda *a: d.register_func(*a, **{k: self.attrs[k] for k in schema.attrs}),
+            f"register function {d.register_func.__qualname__}",
+            *inputs,
+        )
+        outputs = list(result) if isinstance(result, (tuple, list)) else [result]
+        if len(outputs) != schema.num_outputs or not all(isinstance(o, TensorDesc) for o in outputs):
+            raise PluginDefinitionError(
+                f"{schema.function} returned {result!r}; its return hint declares {schema.num_outputs} TensorDesc"
+            )
+        for i, out in enumerate(outputs):
+            if not isinstance(out.dtype, DataType):
+                raise PluginDefinitionError(f"{schema.function}: output {i} has no dtype")
+        return outputs
+
+    def _inputs(self, shapes: Sequence[Sequence[Any]], types: Sequence[DataType]) -> list[TensorDesc]:
+        return [
+            TensorDesc(ShapeExprs.from_tuple([ShapeExpr(e) for e in dims]), t)._freeze()
+            for dims, t in zip(shapes, types)
+        ]
+
+    # --- build ---------------------------------------------------------------------------
+    def get_output_data_types(self, input_types: list[DataType]) -> list[DataType]:
+        schema = self.definition.schema
+        if self.input_ranks is None:
+            raise PluginError(
+                f"QDP plugin {self.plugin_id!r} does not know its inputs; add it with "
+                f"network.add_plugin(trtp.op.{schema.namespace}.{schema.name}(...))"
+            )
+        if len(input_types) != len(schema.tensor_names):
+            raise PluginError(
+                f"QDP plugin {self.plugin_id!r} takes {len(schema.tensor_names)} inputs "
+                f"({', '.join(schema.tensor_names)}), got {len(input_types)}"
+            )
+        self._input_types = list(input_types)
+        symbolic = [[input_symbol(i, j) for j in range(rank)] for i, rank in enumerate(self.input_ranks)]
+        inputs = self._inputs(symbolic, input_types)
+        outputs = self._register(inputs)
+        self.aliases = []
+        for i, out in enumerate(outputs):
+            target = out.get_aliased()
+            index = next((k for k, d in enumerate(inputs) if d is target), -1)
+            if target is not None and index < 0:
+                raise PluginDefinitionError(
+                    f"{schema.function}: output {i} is aliased to something that is not an input"
+                )
+            self.aliases.append(index)
+        return [o.dtype for o in outputs]  # type: ignore[misc]
+
+    def get_output_shapes(
+        self, inputs: list[DimsExprs], shape_inputs: list[DimsExprs], exprBuilder: IExprBuilder
+    ) -> list[DimsExprs]:
+        if shape_inputs:
+            raise PluginError(f"QDP plugin {self.plugin_id!r} takes no shape inputs, got {len(shape_inputs)}")
+        descs = self._inputs([list(dims) for dims in inputs], self._input_types)
+        outputs = self._register(descs)
+        shapes, self.data_dependent = lower_outputs(outputs, exprBuilder, self.definition.schema.function)
+        self._input_descs, self._output_descs = descs, outputs
+        return shapes
+
+    def supports_format_combination(self, pos: int, in_out: list[DynamicPluginTensorDesc], num_inputs: int) -> bool:
+        if self._combos is None:
+            self._combos = self._combinations(in_out, num_inputs)
+        return any(
+            all(c.types[p] == in_out[p].desc.type and c.formats[p] == in_out[p].desc.format for p in range(pos + 1))
+            for c in self._combos
+        )
+
+    def _combinations(self, in_out: list[DynamicPluginTensorDesc], num_inputs: int) -> list[Combination]:
+        d = self.definition
+        declared = [*self._input_types, *(o.dtype for o in self._output_descs)]
+        if d.autotune_func is None:
+            return [Combination(tuple(declared), (TensorFormat.LINEAR,) * len(in_out), ())]  # type: ignore[arg-type]
+        for desc, given in zip([*self._input_descs, *self._output_descs], in_out):
+            desc._set_concrete(given, with_type=False)
+        who = f"autotune function {d.autotune_func.__qualname__}"
+        values = [self.attrs[k] for k in d.autotune_attrs]
+        result = self._call(d.autotune_func, who, *self._input_descs, *values, tuple(self._output_descs))
+        listed = [result] if isinstance(result, AutoTuneCombination) else result
+        if not isinstance(listed, (list, tuple)) or not all(isinstance(c, AutoTuneCombination) for c in listed):
+            raise PluginDefinitionError(
+                f"QDP plugin {self.plugin_id!r}: {who} returned {result!r}; expected a list of trtp.AutoTuneCombination"
+            )
+        combos: list[Combination] = []
+        for combination in listed:
+            for c in self._call(combination._expand, who, len(in_out)):
+                if c not in combos:
+                    combos.append(c)
+        aliased = [(num_inputs + out, inp) for out, inp in enumerate(self.aliases) if inp >= 0]
+        kept = [c for c in combos if all(c.types[o] == c.types[i] and c.formats[o] == c.formats[i] for o, i in aliased)]
+        if listed and not kept:
+            raise PluginDefinitionError(
+                f"QDP plugin {self.plugin_id!r}: {who} offers no combination where each aliased output has its "
+                "input's type and format"
+            )
+        return kept or [Combination(tuple(declared), (TensorFormat.LINEAR,) * len(in_out), ())]  # type: ignore[arg-type]
+
+    def configure_plugin(self, inp: list[DynamicPluginTensorDesc], out: list[DynamicPluginTensorDesc]) -> None:
+        self._configured = [*inp, *out]
+
+    def _chosen(self) -> tuple[tuple[DataType, ...], tuple[TensorFormat, ...]] | None:
+        if not self._configured:
+            return None
+        return tuple(d.desc.type for d in self._configured), tuple(d.desc.format for d in self._configured)
+
+    def get_valid_tactics(self) -> list[int]:
+        chosen = self._chosen()
+        tactics: list[int] = []
+        for c in self._combos or []:
+            if (c.types, c.formats) == chosen:
+                tactics.extend(t for t in c.tactics if t not in tactics)
+        return tactics
+
+    # --- serialization -------------------------------------------------------------------
+    def get_fields_to_serialize(self) -> PluginFieldCollection:
+        d = self.definition
+        fields = PluginFieldCollection()
+        for name in d.impl_attrs if d.impl_func is not None else []:
+            if name in self.attrs:
+                fields.append(d.schema.to_field(name, self.attrs[name]))
+        if any(a >= 0 for a in self.aliases):
+            fields.append(PluginField(ALIASES, np.array(self.aliases, np.int32), PluginFieldType.INT32))
+        if self.data_dependent:
+            flat = [v for pair in self.data_dependent for v in pair]
+            fields.append(PluginField(DATA_DEPENDENT, np.array(flat, np.int32), PluginFieldType.INT32))
+        if self.aot:
+            fields.append(PluginField(AOT_KERNELS, encode_kernels(self._compile_kernels()), PluginFieldType.UNKNOWN))
+        return fields
+
+    def _compile_kernels(self) -> dict[int, AOTKernel]:
+        """Call ``aot_impl`` once per tactic of the chosen combination, on plugin-local shapes."""
+        if self.kernels:
+            return self.kernels
+        d = self.definition
+        if d.aot_func is None or not self._configured:
+            raise PluginError(
+                f"QDP plugin {self.plugin_id!r}: no AOT kernel can be made (no aot_impl, or not configured)"
+            )
+        ranks = [len(desc.desc.dims) for desc in self._configured[: len(self._input_types)]]
+        inputs = self._inputs([[input_symbol(i, j) for j in range(r)] for i, r in enumerate(ranks)], self._input_types)
+        outputs = self._register(inputs)
+        lower_outputs(outputs, IExprBuilder(owner=self.plugin_id), d.schema.function)
+        for desc, given in zip([*inputs, *outputs], self._configured):
+            desc._set_concrete(given, with_type=True)
+        who = f"aot_impl function {d.aot_func.__qualname__}"
+        values = [self.attrs[k] for k in d.aot_attrs]
+        kernels = {}
+        for tactic in self.get_valid_tactics() or [0]:
+            result = self._call(d.aot_func, who, *inputs, *values, tuple(outputs), tactic)
+            kernels[tactic] = kernel_from_aot_impl(result, f"QDP plugin {self.plugin_id!r}: {who}")
+        self.kernels = kernels
+        return kernels
+
+    @classmethod
+    def from_fields(cls, definition: PluginDef, fields: PluginFieldCollection) -> QuickPlugin:
+        """The run-time plugin from the fields ``get_fields_to_serialize`` wrote."""
+        schema = definition.schema
+        attrs: dict[str, Any] = {}
+        extra: dict[str, PluginField] = {}
+        for f in fields:
+            if f.name in RESERVED_FIELDS:
+                extra[f.name] = f
+            elif f.name in schema.attrs:
+                attrs[f.name] = schema.from_field(f)
+            else:
+                raise FieldError(
+                    f"QDP plugin {schema.plugin_id!r}: unknown field {f.name!r}; its attributes: {', '.join(schema.attrs) or 'none'}"
+                )
+        plugin = cls(definition, attrs, AOT_KERNELS in extra)
+        if ALIASES in extra:
+            plugin.aliases = [int(v) for v in extra[ALIASES].data]
+        if DATA_DEPENDENT in extra:
+            flat = [int(v) for v in extra[DATA_DEPENDENT].data]
+            plugin.data_dependent = list(zip(flat[0::2], flat[1::2]))
+        if AOT_KERNELS in extra:
+            plugin.kernels = decode_kernels(extra[AOT_KERNELS].data.tobytes())
+        return plugin
+
+    # --- run -----------------------------------------------------------------------------
+    def _aot_needs_cuda(self) -> PluginError:
+        return PluginError(
+            f"QDP plugin {self.plugin_id!r} was built with its AOT implementation (a PTX kernel), which runs only "
+            f"on a CUDA engine; on the CPU it needs its JIT implementation: define @trtp.impl({self.plugin_id!r}) "
+            "(then this plan runs it on the CPU) or build with add_plugin(..., aot=False)"
+        )
+
+    def attach_to_context(self, resource_context: IPluginResourceContext) -> QuickPlugin:
+        made = self.clone()
+        if self.aot and resource_context.backend != "cuda":
+            d = self.definition
+            if d.impl_func is None or any(name not in self.attrs for name in d.impl_attrs):
+                raise self._aot_needs_cuda()
+            made.aot = False
+        return made
+
+    def set_tactic(self, tactic: int) -> None:
+        self.tactic = int(tactic)
+
+    def on_shape_change(self, inputs: list[PluginTensorDesc], outputs: list[PluginTensorDesc]) -> None:
+        self._tensors = None
+        self._resolved = None
+        if self.aot and active_device() == "cuda":
+            self._resolved = self._kernel().resolve([list(d.dims) for d in inputs], f"QDP plugin {self.plugin_id!r}")
+
+    def _kernel(self) -> AOTKernel:
+        kernel = self.kernels.get(self.tactic)
+        if kernel is None:
+            raise PluginError(
+                f"QDP plugin {self.plugin_id!r} has no AOT kernel for tactic {self.tactic} (kernels for {sorted(self.kernels)})"
+            )
+        return kernel
+
+    def enqueue(
+        self,
+        input_desc: list[PluginTensorDesc],
+        output_desc: list[PluginTensorDesc],
+        inputs: list[int],
+        outputs: list[int],
+        workspace: int,
+        stream: int,
+    ) -> None:
+        device = active_device()
+        if self.aot:
+            if device != "cuda":
+                raise self._aot_needs_cuda()
+            kernel = self._kernel()
+            resolved = self._resolved or kernel.resolve(
+                [list(d.dims) for d in input_desc], f"QDP plugin {self.plugin_id!r}"
+            )
+            kernel.launch_on(resolved, inputs, outputs, stream)
+            return
+        d = self.definition
+        if d.impl_func is None:
+            raise PluginError(
+                f"QDP plugin {self.plugin_id!r} has no JIT implementation; define @trtp.impl({self.plugin_id!r})"
+            )
+        ins, outs = self._tensors_for(input_desc, output_desc, inputs, outputs, stream, device)
+        values = [self.attrs[k] for k in d.impl_attrs]
+        extra = [self.tactic] if d.impl_takes_tactic else []
+        self._call(d.impl_func, f"impl function {d.impl_func.__qualname__}", *ins, *values, tuple(outs), stream, *extra)
+
+    def _tensors_for(
+        self,
+        input_desc: Sequence[PluginTensorDesc],
+        output_desc: Sequence[PluginTensorDesc],
+        inputs: Sequence[int],
+        outputs: Sequence[int],
+        stream: int,
+        device: str,
+    ) -> tuple[list[Tensor], list[Tensor]]:
+        key = (
+            tuple((tuple(d.dims), d.type, d.format) for d in [*input_desc, *output_desc]),
+            tuple(inputs),
+            tuple(outputs),
+            stream,
+            device,
+        )
+        if self._tensors is not None and self._tensors[0] == key:
+            return self._tensors[1], self._tensors[2]
+        written = {i for i in self.aliases if i >= 0}
+        ins = [
+            Tensor._make(desc, p, stream, device, i not in written)
+            for i, (desc, p) in enumerate(zip(input_desc, inputs))
+        ]
+        dependent: dict[int, list[int]] = {}
+        for out, axis in self.data_dependent:
+            dependent.setdefault(out, []).append(axis)
+        outs = [
+            Tensor._make(desc, p, stream, device, False, dependent.get(i, ()))
+            for i, (desc, p) in enumerate(zip(output_desc, outputs))
+        ]
+        for out, inp in enumerate(self.aliases):
+            if inp >= 0:
+                object.__setattr__(outs[out], "_aliased_to", ins[inp])
+                object.__setattr__(ins[inp], "_aliased_to", outs[out])
+        self._tensors = (key, ins, outs)
+        return ins, outs
+
+
+def lower_outputs(
+    outputs: list[TensorDesc], builder: IExprBuilder, who: str
+) -> tuple[list[DimsExprs], list[tuple[int, int]]]:
+    """Output shapes as dimension expressions (declaring size tensors), and the data-dependent (output, axis) pairs."""
+    for index, out in enumerate(outputs):
+        if isinstance(out, SizeTensorDesc):
+            if out.dtype not in (DataType.INT32, DataType.INT64):
+                raise PluginDefinitionError(
+                    f"{who}: size tensor output {index} must be INT32 or INT64, got {out.dtype!r}"
+                )
+            object.__setattr__(out, "_index", index)
+            object.__setattr__(
+                out, "_declared", builder.declare_size_tensor(index, out.opt._expr, out.upper_bound._expr)
+            )
+    sizes = {e.symbol for e in builder.declared_size_tensors.values()}
+    shapes: list[DimsExprs] = []
+    dependent: list[tuple[int, int]] = []
+    for index, out in enumerate(outputs):
+        if isinstance(out, SizeTensorDesc):
+            shapes.append(DimsExprs(0))
+            continue
+        dims = []
+        for axis, entry in enumerate(out.shape_expr):
+            if entry is None:
+                raise PluginDefinitionError(f"{who}: dimension {axis} of output {index} was never set")
+            dim = entry._expr
+            if dim.symbols() & sizes:
+                dependent.append((index, axis))
+            dims.append(dim)
+        shapes.append(DimsExprs(dims))
+    return shapes, dependent
