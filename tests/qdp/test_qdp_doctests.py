@@ -6,7 +6,6 @@ import doctest
 import importlib
 
 import pytest
-
 from qdp_helpers import defined
 
 MODULES = ["plugrt.plugin", "plugrt.plugin._expr", "plugrt.plugin._autotune"]

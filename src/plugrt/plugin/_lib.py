@@ -248,8 +248,8 @@ def register(plugin_id: str, lazy_register: bool = False) -> Callable[[F], F]:
         with _LOCK:
             if plugin_id in _DEFINITIONS:
                 raise PluginDefinitionError(
-                    f"@trtp.register({plugin_id!r}) for {func.__qualname__}: the plugin is already registered "
-                    f"(by {_DEFINITIONS[plugin_id].register_func.__qualname__}); plugin ids are unique"
+                    f"@trtp.register({plugin_id!r}) for {func.__name__}: the plugin is already registered "
+                    f"(by {_DEFINITIONS[plugin_id].register_func.__name__}); plugin ids are unique"
                 )
             definition = PluginDef(schema, func)
             if not lazy_register:

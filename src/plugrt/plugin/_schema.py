@@ -124,6 +124,8 @@ class Schema:
                 return data.astype(np.uint8).tobytes().split(b"\0", 1)[0].decode("utf-8")
             if declared.builtin is bytes:
                 return data.tobytes()
+            if field.type in (PluginFieldType.CHAR, PluginFieldType.UNKNOWN):
+                raise FieldError("it holds text or raw bytes")
             if declared.builtin is not None:
                 if data.size != 1:
                     raise FieldError(f"it holds {data.size} values, expected exactly 1")
@@ -173,7 +175,7 @@ def signature_of(func: Callable[..., Any], who: str) -> inspect.Signature:
     try:
         return inspect.signature(func, eval_str=True)
     except NameError as exc:
-        raise PluginDefinitionError(f"{who}: a type hint of {func.__qualname__} cannot be resolved: {exc}") from None
+        raise PluginDefinitionError(f"{who}: a type hint of {func.__name__} cannot be resolved: {exc}") from None
 
 
 def _array_dtype(annotation: Any) -> np.dtype | None:
@@ -208,7 +210,7 @@ def _is_subclass(annotation: Any, base: type) -> bool:
 def parse_register(plugin_id: str, func: Callable[..., Any]) -> Schema:
     """The schema of a ``register`` function (raises naming the plugin and the function)."""
     namespace, name = split_id(plugin_id)
-    who = f"register function {getattr(func, '__qualname__', func)!r} of QDP plugin {plugin_id!r}"
+    who = f"register function {getattr(func, '__name__', func)!r} of QDP plugin {plugin_id!r}"
     sig = signature_of(func, who)
     tensors: list[str] = []
     attrs: dict[str, AttrType] = {}
@@ -279,11 +281,11 @@ def check_hook(kind: str, func: Callable[..., Any], schema: Schema) -> tuple[lis
     the optional ``tactic``. Type hints are optional but checked when given.
     """
     trailing, tensor_class, optional = _HOOKS[kind]
-    who = f"{kind} function {getattr(func, '__qualname__', func)!r} of QDP plugin {schema.plugin_id!r}"
+    who = f"{kind} function {getattr(func, '__name__', func)!r} of QDP plugin {schema.plugin_id!r}"
     sig = signature_of(func, who)
     names = list(sig.parameters)
     takes_optional = optional is not None and bool(names) and names[-1] == optional
-    attrs = [n for n in names if n in schema.attrs]
+    attrs = [n for n in schema.attrs if n in names]
     expected = [*schema.tensor_names, *attrs, *trailing] + ([optional] if takes_optional else [])
     if names != expected:
         listed = ", ".join(schema.attrs) or "none"

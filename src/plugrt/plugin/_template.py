@@ -118,7 +118,7 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuild, IPluginV3OneRu
             raise PluginDefinitionError(f"QDP plugin {self.plugin_id!r}: attributes {missing} were not given")
         result = self._call(
             lambda *a: d.register_func(*a, **{k: self.attrs[k] for k in schema.attrs}),
-            f"register function {d.register_func.__qualname__}",
+            f"register function {d.register_func.__name__}",
             *inputs,
         )
         outputs = list(result) if isinstance(result, (tuple, list)) else [result]
@@ -191,7 +191,7 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuild, IPluginV3OneRu
             return [Combination(tuple(declared), (TensorFormat.LINEAR,) * len(in_out), ())]  # type: ignore[arg-type]
         for desc, given in zip([*self._input_descs, *self._output_descs], in_out):
             desc._set_concrete(given, with_type=False)
-        who = f"autotune function {d.autotune_func.__qualname__}"
+        who = f"autotune function {d.autotune_func.__name__}"
         values = [self.attrs[k] for k in d.autotune_attrs]
         result = self._call(d.autotune_func, who, *self._input_descs, *values, tuple(self._output_descs))
         listed = [result] if isinstance(result, AutoTuneCombination) else result
@@ -260,7 +260,7 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuild, IPluginV3OneRu
         lower_outputs(outputs, IExprBuilder(owner=self.plugin_id), d.schema.function)
         for desc, given in zip([*inputs, *outputs], self._configured):
             desc._set_concrete(given, with_type=True)
-        who = f"aot_impl function {d.aot_func.__qualname__}"
+        who = f"aot_impl function {d.aot_func.__name__}"
         values = [self.attrs[k] for k in d.aot_attrs]
         kernels = {}
         for tactic in self.get_valid_tactics() or [0]:
@@ -355,7 +355,7 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuild, IPluginV3OneRu
         ins, outs = self._tensors_for(input_desc, output_desc, inputs, outputs, stream, device)
         values = [self.attrs[k] for k in d.impl_attrs]
         extra = [self.tactic] if d.impl_takes_tactic else []
-        self._call(d.impl_func, f"impl function {d.impl_func.__qualname__}", *ins, *values, tuple(outs), stream, *extra)
+        self._call(d.impl_func, f"impl function {d.impl_func.__name__}", *ins, *values, tuple(outs), stream, *extra)
 
     def _tensors_for(
         self,
