@@ -95,7 +95,12 @@ def _dtypes(values: list[str]) -> list[str] | None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``plugrt check``."""
     parser.add_argument("file", help="Python file (or module) whose import registers plugin creators")
-    parser.add_argument("--plugin", required=True, metavar="NAME[:VERSION[:NAMESPACE]]", help="the creator to check")
+    parser.add_argument(
+        "--plugin",
+        required=True,
+        metavar="NAME[:VERSION[:NAMESPACE]]",
+        help="the creator to check, or a decorator-API plugin id NAMESPACE::NAME",
+    )
     parser.add_argument("--field", action="append", default=[], metavar="KEY=VALUE", help="a plugin field (repeat)")
     parser.add_argument(
         "--shapes", action="append", default=[], metavar="NAME:MIN[:OPT:MAX]", help="one per input, in order (repeat)"
@@ -127,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     creators, handle = _load(args.file)
     try:
         report = check_plugin(
-            find_creator(args.plugin, creators),
+            args.plugin if "::" in args.plugin else find_creator(args.plugin, creators),
             _fields(args.field),
             parse_shapes(args.shapes),
             dtypes=_dtypes(args.dtype),

@@ -189,8 +189,8 @@ class INetworkDefinition(StandardLayers):
                 f"got {type(plugin).__name__}"
                 + ("; use add_plugin_v3 for an IPluginV3" if isinstance(plugin, IPluginV3) else "")
             )
-        if isinstance(made, QuickPlugin) and made.input_ranks is None:
-            made.input_ranks = [len(t.shape) for t in self._check_inputs(inputs, "add_plugin")]
+        if isinstance(made, QuickPlugin) and made.inputs is None:
+            made.inputs = [(len(t.shape), t.dtype) for t in self._check_inputs(inputs, "add_plugin")]
         return self.add_plugin_v3(inputs, shape_inputs, made)
 
     def add_operator(

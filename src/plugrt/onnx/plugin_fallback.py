@@ -117,10 +117,10 @@ def _add_quick(
     if aot is not None and (isinstance(aot, bool) or not isinstance(aot, int) or aot not in (0, 1)):
         ctx.fail(f"attribute 'aot' of QDP plugin {schema.plugin_id!r} must be an INT 0 or 1, got {aot!r}")
     values = {f.name: schema.from_field(f) for f in fields}
-    ranks = [len(t.shape) for t in tensors]
+    described = [(len(t.shape), t.dtype) for t in tensors]
 
     def create(request: Any) -> tuple[list[ITensor], list[ITensor], Any]:
-        return tensors, [], creator.create_quick(values, request, ranks)
+        return tensors, [], creator.create_quick(values, request, described)
 
     return ctx.network.add_plugin(create, aot=None if aot is None else bool(aot))
 

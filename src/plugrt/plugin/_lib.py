@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from ..core.enums import TrtEnum
 from ..core.errors import PluginDefinitionError
+from ..core.types import DataType
 from ..interfaces.creator import IPluginCreatorV3One
 from ..interfaces.fields import PluginFieldCollection
 from ..interfaces.registry import get_plugin_registry
@@ -95,11 +96,11 @@ class PluginDef:
             )
         values = {name: schema.check_value(name, attrs[name]) for name in schema.attrs}
         inputs = list(tensors)
-        ranks = [len(t.shape) for t in inputs]
+        described = [(len(t.shape), t.dtype) for t in inputs]
         creator = self.ensure_creator()
 
         def create(request: Any = QuickPluginCreationRequest.UNKNOWN) -> tuple[list[Any], list[Any], QuickPlugin]:
-            plugin = creator.create_quick(values, request, ranks)
+            plugin = creator.create_quick(values, request, described)
             return inputs, [], plugin
 
         return create
@@ -155,6 +156,13 @@ class QuickPluginCreator(IPluginCreatorV3One):
         self.plugin_version = "1"
         self.field_names = PluginFieldCollection(definition.schema.field_names())
 
+    @property
+    def build_only_fields(self) -> list[str]:
+        """Attributes only the build needs: those the impl does not take (all of them without an impl)."""
+        d = self.definition
+        used = set(d.impl_attrs) if d.impl_func is not None else set()
+        return [name for name in d.schema.attrs if name not in used]
+
     def create_plugin(
         self,
         name: str,
@@ -176,15 +184,17 @@ class QuickPluginCreator(IPluginCreatorV3One):
             values[f.name] = schema.from_field(f)
         return self.create_quick(values, quick_request, None)
 
-    def create_quick(self, attrs: dict[str, Any], request: Any, input_ranks: list[int] | None) -> QuickPlugin:
-        """A build-phase plugin from checked attribute values."""
+    def create_quick(
+        self, attrs: dict[str, Any], request: Any, inputs: list[tuple[int, DataType]] | None
+    ) -> QuickPlugin:
+        """A build-phase plugin from checked attribute values, for inputs of these (rank, type)."""
         schema = self.definition.schema
         missing = [name for name in schema.attrs if name not in attrs]
         if missing:
             raise PluginDefinitionError(
                 f"QDP plugin {schema.plugin_id!r}: attributes {missing} were not given (declared: {', '.join(schema.attrs)})"
             )
-        return QuickPlugin(self.definition, attrs, self.definition.choose_aot(request), input_ranks)
+        return QuickPlugin(self.definition, attrs, self.definition.choose_aot(request), inputs)
 
 
 # --- trtp.op -------------------------------------------------------------------------------
@@ -308,3 +318,11 @@ def forget(plugin_id: str) -> None:
         namespace = vars(op).get(definition.schema.namespace)
         if isinstance(namespace, _Namespace):
             vars(namespace).pop(definition.schema.name, None)
+
+
+def plugin_for_check(plugin_id: str, fields: PluginFieldCollection, inputs: list[tuple[int, DataType]]) -> QuickPlugin:
+    """A build-phase plugin of ``plugin_id`` from typed fields, for inputs of these (rank, type) (``plugrt check``)."""
+    creator = definition_of(plugin_id, "check_plugin").ensure_creator()
+    plugin = creator.create_plugin(plugin_id, fields, TensorRTPhase.BUILD)
+    plugin.inputs = list(inputs)
+    return plugin

@@ -56,7 +56,11 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuild, IPluginV3OneRu
     """One instance of a decorator-API plugin (JIT: ``impl``; AOT: an ``aot_impl`` kernel)."""
 
     def __init__(
-        self, definition: PluginDef, attrs: dict[str, Any], aot: bool, input_ranks: list[int] | None = None
+        self,
+        definition: PluginDef,
+        attrs: dict[str, Any],
+        aot: bool,
+        inputs: Sequence[tuple[int, DataType]] | None = None,
     ) -> None:
         IPluginV3.__init__(self)
         IPluginV3OneCore.__init__(self)
@@ -68,16 +72,13 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuild, IPluginV3OneRu
         self.definition = definition
         self.attrs = dict(attrs)
         self.aot = aot
-        #: Ranks of the inputs, known once the plugin is added to a network.
-        self.input_ranks = list(input_ranks) if input_ranks is not None else None
+        #: (rank, declared type) of each input, known once the plugin is added to a network.
+        self.inputs = list(inputs) if inputs is not None else None
+        #: Run-time facts the plan stores: the input each output aliases (-1: none), data-dependent dims.
         self.aliases: list[int] = []
         self.data_dependent: list[tuple[int, int]] = []
-        self.tactic = 0
         self.kernels: dict[int, AOTKernel] = {}
-        self._input_types: list[DataType] = []
-        self._input_descs: list[TensorDesc] = []
-        self._output_descs: list[TensorDesc] = []
-        self._combos: list[Combination] | None = None
+        self.tactic = 0
         self._configured: list[DynamicPluginTensorDesc] = []
         self._resolved: Any = None
         self._tensors: tuple[Any, list[Tensor], list[Tensor]] | None = None
@@ -91,12 +92,10 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuild, IPluginV3OneRu
         return self
 
     def clone(self) -> QuickPlugin:
-        made = QuickPlugin(self.definition, self.attrs, self.aot, self.input_ranks)
+        made = QuickPlugin(self.definition, self.attrs, self.aot, self.inputs)
         made.aliases, made.data_dependent, made.tactic = list(self.aliases), list(self.data_dependent), self.tactic
         made.kernels = self.kernels  # compiled kernels are shared: each module is loaded once
-        made._input_types = list(self._input_types)
-        made._input_descs, made._output_descs = self._input_descs, self._output_descs
-        made._combos, made._configured = self._combos, list(self._configured)
+        made._configured = list(self._configured)
         return made
 
     # --- the user's functions ------------------------------------------------------------
@@ -137,63 +136,79 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuild, IPluginV3OneRu
             for dims, t in zip(shapes, types)
         ]
 
-    # --- build ---------------------------------------------------------------------------
-    def get_output_data_types(self, input_types: list[DataType]) -> list[DataType]:
+    def _declared(self) -> list[tuple[int, DataType]]:
         schema = self.definition.schema
-        if self.input_ranks is None:
+        if self.inputs is None:
             raise PluginError(
                 f"QDP plugin {self.plugin_id!r} does not know its inputs; add it with "
                 f"network.add_plugin(trtp.op.{schema.namespace}.{schema.name}(...))"
             )
-        if len(input_types) != len(schema.tensor_names):
-            raise PluginError(
-                f"QDP plugin {self.plugin_id!r} takes {len(schema.tensor_names)} inputs "
-                f"({', '.join(schema.tensor_names)}), got {len(input_types)}"
-            )
-        self._input_types = list(input_types)
-        symbolic = [[input_symbol(i, j) for j in range(rank)] for i, rank in enumerate(self.input_ranks)]
-        inputs = self._inputs(symbolic, input_types)
-        outputs = self._register(inputs)
-        self.aliases = []
+        return self.inputs
+
+    def _local(self, types: Sequence[DataType] | None = None) -> tuple[list[TensorDesc], list[TensorDesc]]:
+        """The register function on plugin-local symbolic dims (``in0[1]``, ...): inputs and outputs."""
+        declared = self._declared()
+        kinds = list(types) if types is not None else [t for _, t in declared]
+        shapes = [[input_symbol(i, j) for j in range(rank)] for i, (rank, _) in enumerate(declared)]
+        inputs = self._inputs(shapes, kinds)
+        return inputs, self._register(inputs)
+
+    def _aliases(self, inputs: list[TensorDesc], outputs: list[TensorDesc]) -> list[int]:
+        found = []
         for i, out in enumerate(outputs):
             target = out.get_aliased()
             index = next((k for k, d in enumerate(inputs) if d is target), -1)
             if target is not None and index < 0:
                 raise PluginDefinitionError(
-                    f"{schema.function}: output {i} is aliased to something that is not an input"
+                    f"{self.definition.schema.function}: output {i} is aliased to something that is not an input"
                 )
-            self.aliases.append(index)
+            found.append(index)
+        return found
+
+    # --- build (every hook is a pure function of its arguments, the attributes and the inputs) ---
+    def get_output_data_types(self, input_types: list[DataType]) -> list[DataType]:
+        schema = self.definition.schema
+        if len(input_types) != len(self._declared()):
+            raise PluginError(
+                f"QDP plugin {self.plugin_id!r} takes {len(schema.tensor_names)} inputs "
+                f"({', '.join(schema.tensor_names)}), got {len(input_types)}"
+            )
+        inputs, outputs = self._local(input_types)
+        self._aliases(inputs, outputs)
         return [o.dtype for o in outputs]  # type: ignore[misc]
 
     def get_output_shapes(
-        self, inputs: list[DimsExprs], shape_inputs: list[DimsExprs], exprBuilder: IExprBuilder
+        self,
+        inputs: list[DimsExprs],
+        shape_inputs: list[DimsExprs],
+        exprBuilder: IExprBuilder,
     ) -> list[DimsExprs]:
         if shape_inputs:
             raise PluginError(f"QDP plugin {self.plugin_id!r} takes no shape inputs, got {len(shape_inputs)}")
-        descs = self._inputs([list(dims) for dims in inputs], self._input_types)
-        outputs = self._register(descs)
-        shapes, self.data_dependent = lower_outputs(outputs, exprBuilder, self.definition.schema.function)
-        self._input_descs, self._output_descs = descs, outputs
+        descs = self._inputs([list(dims) for dims in inputs], [t for _, t in self._declared()])
+        shapes, _ = lower_outputs(self._register(descs), exprBuilder, self.definition.schema.function)
         return shapes
 
     def supports_format_combination(self, pos: int, in_out: list[DynamicPluginTensorDesc], num_inputs: int) -> bool:
-        if self._combos is None:
-            self._combos = self._combinations(in_out, num_inputs)
         return any(
             all(c.types[p] == in_out[p].desc.type and c.formats[p] == in_out[p].desc.format for p in range(pos + 1))
-            for c in self._combos
+            for c in self._combinations(in_out, num_inputs)
         )
 
-    def _combinations(self, in_out: list[DynamicPluginTensorDesc], num_inputs: int) -> list[Combination]:
+    def _combinations(self, in_out: Sequence[Any], num_inputs: int) -> list[Combination]:
+        """The autotune function's combinations (default: declared types, LINEAR) for these descriptors."""
         d = self.definition
-        declared = [*self._input_types, *(o.dtype for o in self._output_descs)]
+        inputs, outputs = self._local()
+        declared = [*(i.dtype for i in inputs), *(o.dtype for o in outputs)]
+        default = [Combination(tuple(declared), (TensorFormat.LINEAR,) * len(declared), ())]  # type: ignore[arg-type]
         if d.autotune_func is None:
-            return [Combination(tuple(declared), (TensorFormat.LINEAR,) * len(in_out), ())]  # type: ignore[arg-type]
-        for desc, given in zip([*self._input_descs, *self._output_descs], in_out):
-            desc._set_concrete(given, with_type=False)
+            return default
+        for desc, given in zip([*inputs, *outputs], in_out):
+            if isinstance(given, DynamicPluginTensorDesc):  # positions not decided yet may hold placeholders
+                desc._set_concrete(given, with_type=False)
         who = f"autotune function {d.autotune_func.__name__}"
         values = [self.attrs[k] for k in d.autotune_attrs]
-        result = self._call(d.autotune_func, who, *self._input_descs, *values, tuple(self._output_descs))
+        result = self._call(d.autotune_func, who, *inputs, *values, tuple(outputs))
         listed = [result] if isinstance(result, AutoTuneCombination) else result
         if not isinstance(listed, (list, tuple)) or not all(isinstance(c, AutoTuneCombination) for c in listed):
             raise PluginDefinitionError(
@@ -201,30 +216,27 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuild, IPluginV3OneRu
             )
         combos: list[Combination] = []
         for combination in listed:
-            for c in self._call(combination._expand, who, len(in_out)):
+            for c in self._call(combination._expand, who, len(declared)):
                 if c not in combos:
                     combos.append(c)
-        aliased = [(num_inputs + out, inp) for out, inp in enumerate(self.aliases) if inp >= 0]
+        aliased = [(num_inputs + out, inp) for out, inp in enumerate(self._aliases(inputs, outputs)) if inp >= 0]
         kept = [c for c in combos if all(c.types[o] == c.types[i] and c.formats[o] == c.formats[i] for o, i in aliased)]
         if listed and not kept:
             raise PluginDefinitionError(
                 f"QDP plugin {self.plugin_id!r}: {who} offers no combination where each aliased output has its "
                 "input's type and format"
             )
-        return kept or [Combination(tuple(declared), (TensorFormat.LINEAR,) * len(in_out), ())]  # type: ignore[arg-type]
+        return kept or default
 
     def configure_plugin(self, inp: list[DynamicPluginTensorDesc], out: list[DynamicPluginTensorDesc]) -> None:
         self._configured = [*inp, *out]
 
-    def _chosen(self) -> tuple[tuple[DataType, ...], tuple[TensorFormat, ...]] | None:
-        if not self._configured:
-            return None
-        return tuple(d.desc.type for d in self._configured), tuple(d.desc.format for d in self._configured)
-
     def get_valid_tactics(self) -> list[int]:
-        chosen = self._chosen()
+        if not self._configured:
+            return []
+        chosen = (tuple(d.desc.type for d in self._configured), tuple(d.desc.format for d in self._configured))
         tactics: list[int] = []
-        for c in self._combos or []:
+        for c in self._combinations(self._configured, len(self._declared())):
             if (c.types, c.formats) == chosen:
                 tactics.extend(t for t in c.tactics if t not in tactics)
         return tactics
@@ -236,14 +248,24 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuild, IPluginV3OneRu
         for name in d.impl_attrs if d.impl_func is not None else []:
             if name in self.attrs:
                 fields.append(d.schema.to_field(name, self.attrs[name]))
-        if any(a >= 0 for a in self.aliases):
-            fields.append(PluginField(ALIASES, np.array(self.aliases, np.int32), PluginFieldType.INT32))
-        if self.data_dependent:
-            flat = [v for pair in self.data_dependent for v in pair]
+        aliases, dependent = self._run_facts()
+        if any(a >= 0 for a in aliases):
+            fields.append(PluginField(ALIASES, np.array(aliases, np.int32), PluginFieldType.INT32))
+        if dependent:
+            flat = [v for pair in dependent for v in pair]
             fields.append(PluginField(DATA_DEPENDENT, np.array(flat, np.int32), PluginFieldType.INT32))
         if self.aot:
             fields.append(PluginField(AOT_KERNELS, encode_kernels(self._compile_kernels()), PluginFieldType.UNKNOWN))
         return fields
+
+    def _run_facts(self) -> tuple[list[int], list[tuple[int, int]]]:
+        """(aliased input per output, data-dependent (output, axis) pairs): stored in a revived
+        plugin, worked out from the register function in a build instance."""
+        if self.inputs is None:
+            return self.aliases, self.data_dependent
+        inputs, outputs = self._local()
+        _, dependent = lower_outputs(outputs, IExprBuilder(owner=self.plugin_id), self.definition.schema.function)
+        return self._aliases(inputs, outputs), dependent
 
     def _compile_kernels(self) -> dict[int, AOTKernel]:
         """Call ``aot_impl`` once per tactic of the chosen combination, on plugin-local shapes."""
@@ -254,9 +276,7 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuild, IPluginV3OneRu
             raise PluginError(
                 f"QDP plugin {self.plugin_id!r}: no AOT kernel can be made (no aot_impl, or not configured)"
             )
-        ranks = [len(desc.desc.dims) for desc in self._configured[: len(self._input_types)]]
-        inputs = self._inputs([[input_symbol(i, j) for j in range(r)] for i, r in enumerate(ranks)], self._input_types)
-        outputs = self._register(inputs)
+        inputs, outputs = self._local()
         lower_outputs(outputs, IExprBuilder(owner=self.plugin_id), d.schema.function)
         for desc, given in zip([*inputs, *outputs], self._configured):
             desc._set_concrete(given, with_type=True)
@@ -266,7 +286,6 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuild, IPluginV3OneRu
         for tactic in self.get_valid_tactics() or [0]:
             result = self._call(d.aot_func, who, *inputs, *values, tuple(outputs), tactic)
             kernels[tactic] = kernel_from_aot_impl(result, f"QDP plugin {self.plugin_id!r}: {who}")
-        self.kernels = kernels
         return kernels
 
     @classmethod
@@ -282,7 +301,8 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuild, IPluginV3OneRu
                 attrs[f.name] = schema.from_field(f)
             else:
                 raise FieldError(
-                    f"QDP plugin {schema.plugin_id!r}: unknown field {f.name!r}; its attributes: {', '.join(schema.attrs) or 'none'}"
+                    f"QDP plugin {schema.plugin_id!r}: unknown field {f.name!r}; its attributes: "
+                    f"{', '.join(schema.attrs) or 'none'}"
                 )
         plugin = cls(definition, attrs, AOT_KERNELS in extra)
         if ALIASES in extra:
@@ -375,19 +395,20 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuild, IPluginV3OneRu
         )
         if self._tensors is not None and self._tensors[0] == key:
             return self._tensors[1], self._tensors[2]
-        written = {i for i in self.aliases if i >= 0}
+        aliases, data_dependent = self._run_facts()
+        written = {i for i in aliases if i >= 0}
         ins = [
             Tensor._make(desc, p, stream, device, i not in written)
             for i, (desc, p) in enumerate(zip(input_desc, inputs))
         ]
         dependent: dict[int, list[int]] = {}
-        for out, axis in self.data_dependent:
+        for out, axis in data_dependent:
             dependent.setdefault(out, []).append(axis)
         outs = [
             Tensor._make(desc, p, stream, device, False, dependent.get(i, ()))
             for i, (desc, p) in enumerate(zip(output_desc, outputs))
         ]
-        for out, inp in enumerate(self.aliases):
+        for out, inp in enumerate(aliases):
             if inp >= 0:
                 object.__setattr__(outs[out], "_aliased_to", ins[inp])
                 object.__setattr__(ins[inp], "_aliased_to", outs[out])

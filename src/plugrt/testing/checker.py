@@ -13,11 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from ..core.errors import PluginDefinitionError
 from ..interfaces.creator import IPluginCreatorInterface, IPluginCreatorV3One
 from ..interfaces.fields import PluginFieldCollection
 from ..interfaces.v2 import IPluginV2Ext
 from .checks import CHECK_IDS, CHECKS
 from .context import CheckContext, InputMaker
+from .fields import make_fields
 from .hooks import HookError, hint_for
 from .report import FAIL, PASS, SKIP, CheckFailedError, CheckReport, CheckResult, CheckSkippedError
 from .spec import CheckUsageError, normalize_dtypes, normalize_shapes
@@ -80,6 +82,17 @@ def run_check(ctx: CheckContext, check_id: str) -> CheckResult:
         return CheckResult(check_id, FAIL, f"the check stopped on {type(exc).__name__}: {exc}")
 
 
+def _quick_plugin(plugin_id: str, fields: Any, inputs: list[Any]) -> Any:
+    """The decorator-API plugin ``plugin_id`` made from ``fields`` for inputs of these (rank, type)."""
+    from ..plugin._lib import definition_of, plugin_for_check
+
+    try:
+        typed = make_fields(definition_of(plugin_id, "check_plugin").ensure_creator(), fields)
+        return plugin_for_check(plugin_id, typed, inputs)
+    except PluginDefinitionError as exc:
+        raise CheckUsageError(str(exc)) from exc
+
+
 def check_plugin(
     creator_or_plugin: Any,
     fields: Mapping[str, Any] | PluginFieldCollection | None = None,
@@ -98,8 +111,8 @@ def check_plugin(
     """Check a plugin (or the plugins a creator makes) against TensorRT's plugin contract.
 
     ``creator_or_plugin``: an ``IPluginCreator``/``IPluginCreatorV3One`` (plugins are
-    created from ``fields``) or a plugin instance (copies are made with ``clone``; its
-    creator is looked up in the registry). ``fields``: ``{name: value}`` typed by the
+    created from ``fields``), a plugin instance (copies are made with ``clone``; its
+    creator is looked up in the registry) or a decorator-API plugin id ``"ns::name"``. ``fields``: ``{name: value}`` typed by the
     creator's ``field_names`` (text is parsed: ``"1,2"``), or a PluginFieldCollection.
     ``input_shapes``: one entry per input, a shape or a ``(min, opt, max)`` triple; for
     IPluginV2/V2Ext, dim 0 is the implicit batch. ``dtypes``: one DataType (or name)
@@ -115,6 +128,8 @@ def check_plugin(
     selected = _select(checks, skip)
     ranges = normalize_shapes(input_shapes)
     types = normalize_dtypes(dtypes, len(ranges))
+    if isinstance(creator_or_plugin, str):  # a decorator-API plugin id, "namespace::name"
+        creator_or_plugin = _quick_plugin(creator_or_plugin, fields, [(len(r.min), t) for r, t in zip(ranges, types)])
     try:
         ctx = CheckContext(
             creator_or_plugin,
