@@ -147,6 +147,28 @@ def add_aot_impl(
     return compiled.metadata.name, compiled.asm["ptx"], launch, extra
 
 
+# --- in-place add: the output is the input's buffer (torch) ----------------------------------
+@trtp.register("gpu_sample::elemwise_add_plugin_")
+def inplace_add_desc(inp0: trtp.TensorDesc, delta: int) -> trtp.TensorDesc:
+    return inp0.aliased()
+
+
+@trtp.autotune("gpu_sample::elemwise_add_plugin_")
+def inplace_add_autotune(inp0, outputs) -> list[trtp.AutoTuneCombination]:  # type: ignore[no-untyped-def]
+    return [
+        trtp.AutoTuneCombination("FP32, FP32", "LINEAR*HWC"),
+        trtp.AutoTuneCombination("FP32|FP16, FP32|FP16", "LINEAR"),
+    ]
+
+
+@trtp.impl("gpu_sample::elemwise_add_plugin_")
+def inplace_add_impl(inp0, delta: int, outputs, stream) -> None:  # type: ignore[no-untyped-def]
+    import torch
+
+    with torch.cuda.stream(torch.cuda.ExternalStream(stream)):
+        torch.as_tensor(inp0, device="cuda").add_(delta)
+
+
 # --- non-zero: torch, a size tensor ------------------------------------------------------------
 @trtp.register("gpu_sample::non_zero_plugin")
 def non_zero_desc(inp0: trtp.TensorDesc) -> tuple[trtp.TensorDesc, trtp.TensorDesc]:
@@ -320,6 +342,22 @@ def test_elementwise_add_aot_triton_kernel_eager_and_graph() -> None:
     engine = trt.Runtime(LOGGER).deserialize_cuda_engine(plan)
     with pytest.raises(trt.PluginError, match="'gpu_sample::elemwise_add_aot' was built with its AOT implementation"):
         engine.create_execution_context()
+
+
+def test_in_place_add_with_torch() -> None:
+    pytest.importorskip("torch")
+    builder = trt.Builder(LOGGER)
+    network = builder.create_network(0)
+    x = network.add_input("x", trt.float32, (10, 3, 32, 32))
+    out0 = network.add_plugin(trtp.op.gpu_sample.elemwise_add_plugin_(x, delta=2))
+    out1 = network.add_plugin(trtp.op.gpu_sample.elemwise_add_plugin_(out0.get_output(0), delta=4))
+    out1.get_output(0).name = "y"
+    network.mark_output(out1.get_output(0))
+    config = builder.create_builder_config()
+    config.set_preview_feature(trt.PreviewFeature.ALIASED_PLUGIN_IO_10_03, True)
+    plan = bytes(builder.build_serialized_network(network, config))
+    host = np.ones((10, 3, 32, 32), np.float32)
+    np.testing.assert_allclose(run_plan(plan, "cuda", {"x": host})["y"], host + 6, atol=1e-2)
 
 
 def test_non_zero_with_torch() -> None:

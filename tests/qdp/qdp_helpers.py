@@ -35,11 +35,14 @@ def build(
     network: trt.INetworkDefinition,
     profile: dict[str, tuple[Sequence[int], Sequence[int], Sequence[int]]] | None = None,
     flags: Sequence[trt.BuilderFlag] = (),
+    preview: Sequence[trt.PreviewFeature] = (),
 ) -> bytes:
     """The plan of ``network`` (with one profile when given)."""
     config = builder.create_builder_config()
     for flag in flags:
         config.set_flag(flag)
+    for feature in preview:
+        config.set_preview_feature(feature, True)
     if profile:
         p = builder.create_optimization_profile()
         for name, (lo, opt, hi) in profile.items():

@@ -67,7 +67,14 @@ def inplace_add_autotune(inp0, outputs) -> list[trtp.AutoTuneCombination]:  # ty
 
 @trtp.impl("sample::elemwise_add_plugin_")
 def inplace_add_impl(inp0, delta: int, outputs, stream) -> None:  # type: ignore[no-untyped-def]
-    _record("inplace_add", inp0, outputs[0], aliased=outputs[0].get_aliased() is inp0)
+    _record(
+        "inplace_add",
+        inp0,
+        outputs[0],
+        aliased=outputs[0].get_aliased() is inp0 and inp0.get_aliased() is outputs[0],
+        shared=outputs[0].data_ptr == inp0.data_ptr,
+        pointers=(inp0.data_ptr, outputs[0].data_ptr),
+    )
     x = np.asarray(inp0)
     x += delta
 

@@ -36,6 +36,7 @@ def test_check_plugin_runs_every_check_on_the_samples() -> None:
         ("sample::elemwise_add_plugin", {"block_size": "256"}, [(2, 3)]),
         ("sample::elemwise_add_plugin_tuned", {"block_size": 64}, [((1, 4), (2, 4), (3, 4))]),
         ("sample::non_zero_plugin", {}, [((1, 1), (4, 4), (8, 8))]),
+        ("sample::elemwise_add_plugin_", {"delta": 3}, [((1, 3, 4, 4), (2, 3, 4, 4), (3, 3, 4, 4))]),
     ]:
         report = check_plugin(plugin_id, fields, shapes)
         assert report.ok, str(report)

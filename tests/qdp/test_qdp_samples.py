@@ -60,6 +60,49 @@ def test_elementwise_add_plan_keeps_only_the_impl_attributes() -> None:
     assert b"block_size" in plan.plugins[0].payload
 
 
+def _inplace_network() -> tuple[trt.Builder, trt.INetworkDefinition]:
+    def make(net: trt.INetworkDefinition, t: dict[str, trt.ITensor]) -> dict[str, trt.ITensor]:
+        out0 = net.add_plugin(trtp.op.sample.elemwise_add_plugin_(t["x"], delta=2))
+        out1 = net.add_plugin(trtp.op.sample.elemwise_add_plugin_(out0.get_output(0), delta=4))
+        return {"y": out1.get_output(0)}
+
+    return network_with(make, {"x": (trt.float32, (10, 3, 32, 32))})
+
+
+def test_in_place_add_via_aliased() -> None:
+    builder, network = _inplace_network()
+    assert network.get_layer(0).plugin.get_aliased_input(0) == 0
+    plan = build(builder, network, preview=[trt.PreviewFeature.ALIASED_PLUGIN_IO_10_03])
+    x = np.ones((10, 3, 32, 32), np.float32)
+    x_clone = x.copy()
+    CALLS.clear()
+    # as in TensorRT's sample, the output is bound to the input's own buffer
+    engine = trt.Runtime(trt.Logger(trt.Logger.ERROR)).deserialize_cuda_engine(plan)
+    context = engine.create_execution_context()
+    context.set_tensor_address("x", x.ctypes.data)
+    context.set_tensor_address("y", x.ctypes.data)
+    context.execute_async_v3(0)
+    np.testing.assert_allclose(x, x_clone + 6, atol=1e-2)
+    assert [c["aliased"] for c in CALLS] == [True, True]
+    assert CALLS[1]["shared"], "the second plugin updates its input's buffer in place"
+    x = np.ones((10, 3, 32, 32), np.float32)
+    np.testing.assert_allclose(run(plan, {"x": x})["y"], x + 6)
+    np.testing.assert_array_equal(x, 1), "a caller-owned input is not written"
+
+
+def test_in_place_add_without_the_preview_feature_still_computes() -> None:
+    builder, network = _inplace_network()
+    plan = build(builder, network)
+    x = RNG.normal(size=(10, 3, 32, 32)).astype(np.float32)
+    CALLS.clear()
+    given = x.copy()
+    y = run(plan, {"x": given})["y"]
+    np.testing.assert_allclose(y, x + 6, rtol=1e-6)
+    np.testing.assert_array_equal(given, x)
+    # each output has its own buffer: it gets the input's values and the impl works on it in place
+    assert all(c["shared"] for c in CALLS) and CALLS[0]["pointers"][1] != given.ctypes.data
+
+
 def test_non_zero_with_a_size_tensor() -> None:
     builder, network = network_with(
         lambda net, t: {"Y": net.add_plugin(trtp.op.sample.non_zero_plugin(t["X"])).get_output(0)},

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..backends.cpu import as_array
 from ..backends.memory import active_device
 from ..core.errors import FieldError, PluginDefinitionError, PluginError, PlugrtError
 from ..core.types import DataType, TensorFormat
@@ -29,7 +30,7 @@ from ..interfaces.fields import PluginField, PluginFieldCollection, PluginFieldT
 from ..interfaces.v3 import (
     IPluginResourceContext,
     IPluginV3,
-    IPluginV3OneBuild,
+    IPluginV3OneBuildV2,
     IPluginV3OneCore,
     IPluginV3OneRuntime,
     PluginCapabilityType,
@@ -52,7 +53,7 @@ AOT_KERNELS = "qdp.aot_kernels"
 RESERVED_FIELDS = frozenset({ALIASES, DATA_DEPENDENT, AOT_KERNELS})
 
 
-class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuild, IPluginV3OneRuntime):
+class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3OneRuntime):
     """One instance of a decorator-API plugin (JIT: ``impl``; AOT: an ``aot_impl`` kernel)."""
 
     def __init__(
@@ -64,7 +65,7 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuild, IPluginV3OneRu
     ) -> None:
         IPluginV3.__init__(self)
         IPluginV3OneCore.__init__(self)
-        IPluginV3OneBuild.__init__(self)
+        IPluginV3OneBuildV2.__init__(self)
         IPluginV3OneRuntime.__init__(self)
         schema = definition.schema
         self.plugin_name, self.plugin_namespace, self.plugin_version = schema.name, schema.namespace, "1"
@@ -228,6 +229,11 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuild, IPluginV3OneRu
             )
         return kept or default
 
+    def get_aliased_input(self, output_index: int) -> int:
+        """The input an output declared with ``TensorDesc.aliased()`` shares its buffer with (-1: none)."""
+        aliases = self._run_facts()[0]
+        return aliases[output_index] if 0 <= output_index < len(aliases) else -1
+
     def configure_plugin(self, inp: list[DynamicPluginTensorDesc], out: list[DynamicPluginTensorDesc]) -> None:
         self._configured = [*inp, *out]
 
@@ -372,10 +378,31 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuild, IPluginV3OneRu
             raise PluginError(
                 f"QDP plugin {self.plugin_id!r} has no JIT implementation; define @trtp.impl({self.plugin_id!r})"
             )
+        inputs = self._in_place(input_desc, inputs, outputs, stream)
         ins, outs = self._tensors_for(input_desc, output_desc, inputs, outputs, stream, device)
         values = [self.attrs[k] for k in d.impl_attrs]
         extra = [self.tactic] if d.impl_takes_tactic else []
         self._call(d.impl_func, f"impl function {d.impl_func.__name__}", *ins, *values, tuple(outs), stream, *extra)
+
+    def _in_place(
+        self, input_desc: Sequence[PluginTensorDesc], inputs: Sequence[int], outputs: Sequence[int], stream: int
+    ) -> list[int]:
+        """Input addresses as the impl sees them: an aliased output given its own buffer (the engine
+        did not honour the aliasing, or a build timing run) gets the input's values, and the impl's
+        in-place work happens there."""
+        pointers = list(inputs)
+        for out, inp in enumerate(self._run_facts()[0]):
+            if inp >= 0 and outputs[out] != inputs[inp]:
+                source, target = as_array(inputs[inp], input_desc[inp]), as_array(outputs[out], input_desc[inp])
+                if isinstance(target, np.ndarray):
+                    np.copyto(target, source)
+                else:
+                    from ..backends.cuda import cupy_stream
+
+                    with cupy_stream(stream):
+                        target[...] = source
+                pointers[inp] = outputs[out]
+        return pointers
 
     def _tensors_for(
         self,
