@@ -365,6 +365,11 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3One
     ) -> None:
         device = active_device()
         if self.aot:
+            if self.inputs is not None:  # a build instance: only tactic timing enqueues it
+                raise PluginError(
+                    f"QDP plugin {self.plugin_id!r}: its AOT kernels cannot be timed (plugrt times tactics on the "
+                    "host); give its AutoTuneCombinations no custom tactics (aot_impl is then called with tactic 0)"
+                )
             if device != "cuda":
                 raise self._aot_needs_cuda()
             kernel = self._kernel()
