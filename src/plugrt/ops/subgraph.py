@@ -46,13 +46,12 @@ class SubgraphEngine:
         """The outputs for ``arrays`` (NumPy, or CuPy on the GPU; the same module comes back)."""
         device = "cpu" if xp is np else "cuda"
         signature = (device, *((tuple(a.shape), str(a.dtype)) for a in arrays))
-        compiled = self._engines.get(signature)
-        if compiled is None:
-            compiled = self._build(arrays, device)
-            self._engines[signature] = compiled
-        given = {name: a for name, a in zip(self.input_names, arrays) if name in compiled.input_names}
+        bound = self._engines.get(signature)
+        if bound is None:
+            bound = _BoundEngine(self._build(arrays, device), xp)
+            self._engines[signature] = bound
         stream = int(xp.cuda.get_current_stream().ptr) if device == "cuda" else 0
-        results = compiled.execute(given, stream)
+        results = bound.run(dict(zip(self.input_names, arrays)), stream)
         return [results[name] for name in self.output_names]
 
     def _build(self, arrays: Sequence[Any], device: str) -> Any:
@@ -73,6 +72,45 @@ class SubgraphEngine:
             return CompiledModel(model, device=device, logger=Logger(Severity.INTERNAL_ERROR))
         except OnnxImportError as exc:
             raise ExecutionError(f"{self.owner}: its subgraph cannot be built for these shapes: {exc}") from None
+
+
+class _BoundEngine:
+    """One built subgraph with input and output buffers of its own, bound to its context once.
+
+    Runs copy the inputs in and the results out, so the addresses never change and the
+    context is prepared only once (a loop body runs many times at the same shapes). Bodies
+    with data-dependent result shapes go through :meth:`CompiledModel.execute` instead.
+    """
+
+    def __init__(self, compiled: Any, xp: Any) -> None:
+        self.compiled = compiled
+        engine, context = compiled.engine, compiled.context
+        self.inputs: dict[str, Any] = {}
+        self.outputs: dict[str, Any] = {}
+        self.direct = True
+        backend = engine.backend
+        for name in compiled.input_names:
+            shape = tuple(context.get_tensor_shape(name))  # static: the subgraph is built per shape
+            buffer = xp.zeros(shape, dtype=np.dtype(engine.get_tensor_dtype(name).nptype()))
+            context.set_input_shape(name, shape)
+            context.set_tensor_address(name, backend.address_of(buffer))
+            self.inputs[name] = buffer
+        for name in compiled.output_names:
+            shape = tuple(context.get_tensor_shape(name))
+            if -1 in shape:
+                self.direct = False
+                return
+            buffer = xp.empty(shape, dtype=np.dtype(engine.get_tensor_dtype(name).nptype()))
+            context.set_tensor_address(name, backend.address_of(buffer))
+            self.outputs[name] = buffer
+
+    def run(self, arrays: dict[str, Any], stream: int) -> dict[str, Any]:
+        if not self.direct:
+            return dict(self.compiled.execute({n: a for n, a in arrays.items() if n in self.inputs}, stream))
+        for name, buffer in self.inputs.items():
+            buffer[...] = arrays[name]
+        self.compiled.context.execute_async_v3(stream)
+        return {name: buffer.copy() for name, buffer in self.outputs.items()}
 
 
 def template_dim(template: Any, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None],
