@@ -26,7 +26,9 @@ serializes into the plan, revives through the registry and runs like any V3 plug
 
 from __future__ import annotations
 
+from ._aot import KernelLaunchParams
 from ._autotune import AutoTuneCombination
+from ._desc import Shape, SizeTensorDesc, TensorDesc, from_shape_expr, size_tensor
 from ._expr import (
     ShapeExpr,
     ShapeExprs,
@@ -44,7 +46,7 @@ from ._expr import (
 )
 from ._lib import PluginDef, QuickPluginCreationRequest, aot_impl, autotune, impl, op, register
 from ._template import QuickPlugin
-from ._tensor import KernelLaunchParams, Shape, SizeTensorDesc, Tensor, TensorDesc, from_shape_expr, size_tensor
+from ._tensor import Tensor
 
 __all__ = [
     "AutoTuneCombination",

@@ -21,10 +21,58 @@ import numpy as np
 from ..core.errors import ExecutionError, PluginDefinitionError, SerializationError
 from ..shape.builder import symbol
 from ..shape.expr import IDimensionExpr
-from ._expr import SymExprs, SymInt8, SymInt16, SymInt32
-from ._tensor import KernelLaunchParams
+from ._expr import SymExprs, SymInt8, SymInt16, SymInt32, SymIntExpr
 
-__all__ = ["AOTKernel", "decode_kernels", "encode_kernels", "input_symbol", "kernel_from_aot_impl"]
+__all__ = [
+    "AOTKernel",
+    "KernelLaunchParams",
+    "decode_kernels",
+    "encode_kernels",
+    "input_symbol",
+    "kernel_from_aot_impl",
+]
+
+
+class KernelLaunchParams:
+    """Grid and block extents and dynamic shared memory of an AOT kernel, symbolically.
+
+    Each field is a :class:`SymInt32` (ints are taken as constants); they are evaluated
+    for the concrete shapes whenever shapes change.
+    """
+
+    _FIELDS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "shared_mem")
+
+    def __init__(
+        self,
+        grid_x: SymIntExpr | int = 1,
+        grid_y: SymIntExpr | int = 1,
+        grid_z: SymIntExpr | int = 1,
+        block_x: SymIntExpr | int = 1,
+        block_y: SymIntExpr | int = 1,
+        block_z: SymIntExpr | int = 1,
+        shared_mem: SymIntExpr | int = 0,
+    ) -> None:
+        for name, value in zip(self._FIELDS, (grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_mem)):
+            setattr(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in self._FIELDS:
+            raise AttributeError(f"KernelLaunchParams has no field {name!r}; its fields: {', '.join(self._FIELDS)}")
+        if isinstance(value, bool) or not isinstance(value, (int, SymIntExpr)):
+            raise PluginDefinitionError(f"KernelLaunchParams.{name} takes an int or a symbolic integer, got {value!r}")
+        object.__setattr__(self, name, SymInt32(value))
+
+    grid_x: SymInt32
+    grid_y: SymInt32
+    grid_z: SymInt32
+    block_x: SymInt32
+    block_y: SymInt32
+    block_z: SymInt32
+    shared_mem: SymInt32
+
+    def __repr__(self) -> str:
+        return "KernelLaunchParams(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in self._FIELDS) + ")"
+
 
 _LAUNCH_FIELDS = KernelLaunchParams._FIELDS
 _SCALAR_TYPES = {"i32": np.int32, "i16": np.int16, "i8": np.int8}

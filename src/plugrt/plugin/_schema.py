@@ -19,7 +19,8 @@ import numpy as np
 from ..core.errors import FieldError, PluginDefinitionError
 from ..interfaces.fields import PluginField, PluginFieldType
 from ._autotune import AutoTuneCombination
-from ._tensor import Tensor, TensorDesc
+from ._desc import TensorDesc
+from ._tensor import Tensor
 
 __all__ = ["AttrType", "Schema", "check_hook", "parse_register"]
 

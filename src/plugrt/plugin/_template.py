@@ -38,8 +38,9 @@ from ..interfaces.v3 import (
 from ..shape.builder import DimsExprs, IExprBuilder
 from ._aot import AOTKernel, decode_kernels, encode_kernels, input_symbol, kernel_from_aot_impl
 from ._autotune import AutoTuneCombination, Combination
+from ._desc import SizeTensorDesc, TensorDesc
 from ._expr import ShapeExpr, ShapeExprs
-from ._tensor import SizeTensorDesc, Tensor, TensorDesc
+from ._tensor import Tensor
 
 if TYPE_CHECKING:
     from ._lib import PluginDef
