@@ -28,6 +28,7 @@ from . import (  # noqa: F401  (imported for registration)
     pad,
     pooling,
     prelu,
+    quantize,
     recurrent,
     reduce,
     reformat,

@@ -1,0 +1,130 @@
+"""``quantize`` and ``dequantize`` (ONNX QuantizeLinear / DequantizeLinear, TensorRT's explicit quantization).
+
+As in TensorRT the zero point is 0: ``quantize`` computes ``saturate(round(x / scale))`` (round half
+to even) and ``dequantize`` computes ``x * scale``. The scale is one value (per tensor), one value
+per index of ``axis`` (per channel), or, with ``block_size``, one value per block of that many
+elements along ``axis``. The quantized type is a :data:`QUANTIZED` name: the integer types are held
+in INT8, UINT8 or INT32, the FP8/FP4 ones in FLOAT (see :mod:`plugrt.ops.storage_cast`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import NetworkError, ShapeError, TypeMismatchError
+from ..core.types import DataType
+from .base import Operator, ShapeExprs, register_operator
+from .elementwise import expect_inputs, label
+from .storage_cast import round_to_narrow
+
+__all__ = ["QUANTIZED", "DequantizeOperator", "QuantizeOperator"]
+
+#: quantized type -> (plugrt type holding it, lowest, highest; None for the float types)
+QUANTIZED: dict[str, tuple[DataType, int | None, int | None]] = {
+    "int8": (DataType.INT8, -128, 127),
+    "uint8": (DataType.UINT8, 0, 255),
+    "int16": (DataType.INT32, -32768, 32767),
+    "uint16": (DataType.INT32, 0, 65535),
+    "int4": (DataType.INT8, -8, 7),
+    "uint4": (DataType.UINT8, 0, 15),
+    "int2": (DataType.INT8, -2, 1),
+    "uint2": (DataType.UINT8, 0, 3),
+    "float8_e4m3fn": (DataType.FLOAT, None, None),
+    "float8_e4m3fnuz": (DataType.FLOAT, None, None),
+    "float8_e5m2": (DataType.FLOAT, None, None),
+    "float8_e5m2fnuz": (DataType.FLOAT, None, None),
+    "float4_e2m1fn": (DataType.FLOAT, None, None),
+}
+_FLOATS = (DataType.FLOAT, DataType.HALF)
+
+
+def _scale_for(op: Operator, xp: Any, scale: Any, shape: tuple[int, ...]) -> Any:
+    """``scale`` broadcastable against a tensor of ``shape`` (per tensor, per axis or per block)."""
+    if scale.size == 1 and op.params.get("block_size", 0) == 0:
+        return scale.reshape(())
+    axis = int(op.params.get("axis", 1)) % len(shape)
+    block = int(op.params.get("block_size", 0))
+    if block:
+        full = xp.repeat(scale, block, axis=axis)
+        return full[tuple(slice(0, n) for n in shape)]
+    view = [1] * len(shape)
+    view[axis] = shape[axis]
+    return scale.reshape(view)
+
+
+def _check_scale(op: Operator, x: ShapeExprs, scale: ShapeExprs) -> None:
+    block = int(op.params.get("block_size", 0))
+    if not block and len(scale) == 0:
+        return
+    if not block:
+        if len(scale) != 1:
+            raise ShapeError(f"{label(op)}: a per-axis scale must be 1-D, got rank {len(scale)}")
+        return
+    if len(scale) != len(x):
+        raise ShapeError(f"{label(op)}: a blocked scale must have the input's rank {len(x)}, got {len(scale)}")
+
+
+@register_operator
+class QuantizeOperator(Operator):
+    """Inputs ``x, scale``; params ``to`` (a :data:`QUANTIZED` name), ``axis``, ``block_size``, ``saturate``."""
+
+    kind = "quantize"
+
+    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
+        expect_inputs(self, len(input_types), 2)
+        name = self.param("to")
+        if name not in QUANTIZED:
+            raise NetworkError(f"{label(self)}: unknown quantized type {name!r}; known: {sorted(QUANTIZED)}")
+        if input_types[0] not in _FLOATS or input_types[1] not in _FLOATS:
+            raise TypeMismatchError(
+                f"{label(self)}: quantize takes a FLOAT or HALF input and scale, got {input_types[0].name} and "
+                f"{input_types[1].name}"
+            )
+        return [QUANTIZED[name][0]]
+
+    def output_shapes(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs]:
+        expect_inputs(self, len(input_shapes), 2)
+        _check_scale(self, input_shapes[0], input_shapes[1])
+        return [list(input_shapes[0])]
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        x, scale = inputs
+        name = self.param("to")
+        _, low, high = QUANTIZED[name]
+        scaled = x.astype(np.float32) / _scale_for(self, xp, scale.astype(np.float32), tuple(x.shape))
+        if low is None:  # FP8 / FP4: the type's own rounding
+            host = scaled if xp is np else xp.asnumpy(scaled)
+            narrow = round_to_narrow(np.asarray(host), name, bool(self.params.get("saturate", True)))
+            outputs[0][...] = xp.asarray(narrow.astype(np.float32))
+            return
+        outputs[0][...] = xp.clip(xp.rint(scaled), low, high).astype(outputs[0].dtype)
+
+
+@register_operator
+class DequantizeOperator(Operator):
+    """Inputs ``x, scale``; params ``axis`` and ``block_size``; the result has the scale's type."""
+
+    kind = "dequantize"
+
+    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
+        expect_inputs(self, len(input_types), 2)
+        if input_types[1] not in _FLOATS:
+            raise TypeMismatchError(f"{label(self)}: the scale must be FLOAT or HALF, got {input_types[1].name}")
+        return [input_types[1]]
+
+    def output_shapes(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs]:
+        expect_inputs(self, len(input_shapes), 2)
+        _check_scale(self, input_shapes[0], input_shapes[1])
+        return [list(input_shapes[0])]
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        x, scale = inputs
+        expanded = _scale_for(self, xp, scale.astype(np.float32), tuple(x.shape))
+        outputs[0][...] = (x.astype(np.float32) * expanded).astype(outputs[0].dtype)
