@@ -260,6 +260,40 @@ def test_autotune_misuse_is_reported_at_build(ids: list[str]) -> None:
     np.testing.assert_array_equal(run(build(builder, network), {"x": x})["y"], x)
 
 
+def test_autotune_sees_concrete_shape_ranges(ids: list[str]) -> None:
+    ids.append("t::ranges")
+    seen: dict[str, Any] = {}
+
+    @trtp.register("t::ranges")
+    def desc(x: trtp.TensorDesc) -> trtp.TensorDesc:
+        return x.like()
+
+    @trtp.autotune("t::ranges")
+    def tune(x, outputs):  # type: ignore[no-untyped-def]
+        out = outputs[0]
+        seen.update(dynamic=x.is_dynamic, shape=tuple(x.shape), min=x.shape.min, opt=x.shape.opt, max=x.shape.max)
+        seen.update(format=x.format, scale=x.scale, out_dynamic=out.is_dynamic, out_max=out.shape.max)
+        return [trtp.AutoTuneCombination("FP32, FP32")]
+
+    @trtp.impl("t::ranges")
+    def ranges_impl(x, outputs, stream):  # type: ignore[no-untyped-def]
+        np.copyto(np.asarray(outputs[0]), np.asarray(x))
+
+    builder, network = _one_plugin(lambda net, t: net.add_plugin(trtp.op.t.ranges(t)), shape=(-1, 3))
+    build(builder, network, {"x": ((1, 3), (2, 3), (5, 3))})
+    assert seen == {
+        "dynamic": True,
+        "shape": (-1, 3),
+        "min": (1, 3),
+        "opt": (2, 3),
+        "max": (5, 3),
+        "format": trt.TensorFormat.LINEAR,
+        "scale": 1.0,
+        "out_dynamic": True,
+        "out_max": (5, 3),
+    }
+
+
 def test_every_attribute_type_survives_the_plan(ids: list[str]) -> None:
     ids.append("t::attrs")
     seen: dict[str, Any] = {}
@@ -318,6 +352,25 @@ def test_a_qdp_plugin_needs_add_plugin(ids: list[str]) -> None:
         creator.create_plugin(
             "scale", trt.PluginFieldCollection([trt.PluginField("factor", "x", trt.PluginFieldType.CHAR)]), 0
         )
+
+
+def test_array_fields_are_converted_only_when_the_values_fit() -> None:
+    import qdp_samples  # noqa: F401 - registers sample::circ_pad_plugin
+
+    creator = trt.get_plugin_registry().get_creator("circ_pad_plugin", "1", "sample")
+
+    def make(data: np.ndarray, kind: trt.PluginFieldType) -> trtp.QuickPlugin:
+        fields = trt.PluginFieldCollection([trt.PluginField("pads", data, kind)])
+        return creator.create_plugin("pad", fields, trt.TensorRTPhase.BUILD)  # type: ignore[no-any-return]
+
+    pads = make(np.array([1, 2], np.int64), trt.PluginFieldType.INT64).attrs["pads"]
+    assert pads.dtype == np.int32 and pads.tolist() == [1, 2]
+    with pytest.raises(trt.FieldError, match=r"values \[1099511627776\] do not fit int32"):
+        make(np.array([2**40], np.int64), trt.PluginFieldType.INT64)
+    with pytest.raises(
+        trt.FieldError, match="field 'pads' \\(FLOAT32\\) does not fit attribute type NDArray\\[int32\\]"
+    ):
+        make(np.array([1.5], np.float32), trt.PluginFieldType.FLOAT32)
 
 
 def test_the_lifecycle_is_the_v3_one(ids: list[str]) -> None:

@@ -134,11 +134,12 @@ class Schema:
                 if declared.builtin in (int, bool) and data.dtype.kind not in "iub":
                     raise FieldError(f"it holds {data.dtype} data")
                 return declared.builtin(value)
-            converted = data.astype(declared.dtype)
-            if data.dtype.kind in "iub" and declared.dtype is not None and np.dtype(declared.dtype).kind == "f":
-                return converted
-            if data.dtype.kind == "f" and np.dtype(declared.dtype).kind in "iub":
+            target = np.dtype(declared.dtype)
+            if data.dtype.kind == "f" and target.kind in "iub":
                 raise FieldError(f"it holds {data.dtype} data")
+            converted = data.astype(target)
+            if target.kind in "iu" and not np.array_equal(converted.astype(np.int64), data.astype(np.int64)):
+                raise FieldError(f"values {data[:8].tolist()} do not fit {target}")
             return converted
         except (FieldError, UnicodeDecodeError, ValueError, TypeError) as exc:
             raise FieldError(
