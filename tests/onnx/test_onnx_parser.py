@@ -430,7 +430,12 @@ CASES: list[tuple[str, str, dict, dict, dict, int]] = [
 @pytest.mark.parametrize(("op", "inputs", "attrs", "inits", "opset"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_standard_op_matches_onnxruntime(op: str, inputs: dict, attrs: dict, inits: dict, opset: int) -> None:
     proto = single(op, inputs, attrs, inits, opset=opset)
-    expected = onnxruntime_outputs(proto, inputs)
+    try:
+        expected = onnxruntime_outputs(proto, inputs)
+    except Exception:  # onnxruntime before 1.24 (the last for Python 3.10) fails noop_with_empty_axes
+        if not attrs.get("noop_with_empty_axes"):
+            raise
+        expected = [inputs["x"]]  # ONNX: no axes and noop_with_empty_axes=1 is the identity
     got = compile_model(proto)(inputs)["out0"]
     assert got.dtype == expected[0].dtype and got.shape == expected[0].shape
     np.testing.assert_allclose(got, expected[0], rtol=1e-5, atol=1e-6)

@@ -28,7 +28,6 @@ from typing import Any, TextIO
 import numpy as np
 
 import plugrt as trt
-from plugrt.examples import circ_pad_v2, circ_pad_v3
 
 from .demo_models import NMS_FIELDS, detector, transformer_block
 from .demo_reference import batched_nms_reference
@@ -188,6 +187,8 @@ def _plugin_network(builder: trt.Builder) -> trt.INetworkDefinition:
 
 
 def _plugin_chain(out: TextIO, directory: str, iterations: int, logger: trt.ILogger, trace: bool) -> int:
+    from plugrt.examples import circ_pad_v2, circ_pad_v3  # the example plugins register only for the demo
+
     circ_pad_v2.register()
     circ_pad_v3.register()
     with trt.trace_plugin_calls() as recorder:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 
@@ -16,7 +17,7 @@ from ..core.errors import (
     ShapeError,
 )
 
-__all__ = ["CHECK_FAILED", "MODEL", "OK", "RUNTIME", "USAGE", "UsageError", "exit_code_for", "report"]
+__all__ = ["CHECK_FAILED", "MODEL", "OK", "RUNTIME", "USAGE", "UsageError", "check_writable", "exit_code_for", "report"]
 
 OK = 0
 CHECK_FAILED = 1
@@ -27,6 +28,21 @@ RUNTIME = 4
 
 class UsageError(PlugrtError, ValueError):
     """A command-line argument is wrong (bad flag value, missing file, unknown name)."""
+
+
+def check_writable(path: str | None, flag: str) -> None:
+    """Raise :class:`UsageError` naming ``flag`` unless ``path`` can be written (checked before long work)."""
+    if not path:
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise UsageError(f"{flag} {path!r} is a directory; give a file name")
+    if not os.path.isdir(folder):
+        raise UsageError(f"{flag} {path!r}: folder {folder!r} does not exist")
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise UsageError(f"{flag} {path!r} is not writable")
+    if not os.path.exists(path) and not os.access(folder, os.W_OK):
+        raise UsageError(f"{flag} {path!r}: folder {folder!r} is not writable")
 
 
 def exit_code_for(exc: BaseException) -> int:

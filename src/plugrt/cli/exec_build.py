@@ -50,6 +50,20 @@ def build_from_onnx(args: Any, logger: ILogger, shapes: dict[str, dict[str, tupl
     if not parser.parse_from_file(args.onnx):
         errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
         raise BuildError(f"cannot import {args.onnx!r}: {errors}")
+    ranks_of = {network.get_input(i).name: tuple(network.get_input(i).shape) for i in range(network.num_inputs)}
+    for flag, given in shapes.items():  # names and ranks: usage errors, before the build
+        option = "--shapes" if flag == "shapes" else f"--{flag}Shapes"
+        unknown = sorted(set(given) - set(ranks_of))
+        if unknown:
+            raise UsageError(
+                f"{option} names {unknown}, which are not inputs of {args.onnx!r}; its inputs are {list(ranks_of)}"
+            )
+        for name, dims in given.items():
+            if len(dims) != len(ranks_of[name]):
+                raise UsageError(
+                    f"{option} {name}: {'x'.join(map(str, dims))} has rank {len(dims)}; {name!r} has rank "
+                    f"{len(ranks_of[name])} {list(ranks_of[name])}"
+                )
     config = builder.create_builder_config()
     if args.fp16:
         config.set_flag(BuilderFlag.FP16)

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
 
-from ..core.logger import Logger, Severity
+from ..core.logger import RaisedErrorsLogger, Severity
 from ..core.types import nptype
 from ..engine.runtime import Runtime
 from ..interfaces.recorder import trace_plugin_calls
 from ..network.tensor import TensorIOMode
-from .errors import UsageError
+from .errors import UsageError, check_writable
 from .exec_build import build_from_onnx
 from .libraries import load_libraries
 from .profile_report import LayerTimes
@@ -60,21 +61,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _validate(args: argparse.Namespace) -> None:
+    """Everything that can be checked before a build: flags, input files, output paths."""
     if bool(args.onnx) == bool(args.loadEngine):
         raise UsageError("give exactly one of --onnx FILE or --loadEngine FILE")
     if args.iterations < 1 or args.avgRuns < 1 or args.duration < 0 or args.warmUp < 0:
         raise UsageError("--iterations and --avgRuns must be >= 1; --duration and --warmUp >= 0")
+    for flag in ("onnx", "loadEngine"):
+        path = getattr(args, flag)
+        if path and not os.path.isfile(path):
+            raise UsageError(f"--{flag}: cannot read {path!r}: the file does not exist")
+    for flag in ("saveEngine", "exportTimes", "exportOutput", "exportProfile"):
+        check_writable(getattr(args, flag), f"--{flag}")
+    parse_input_files(args.loadInputs)  # missing files are usage errors now, not after the build
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``plugrt exec``."""
     _validate(args)
-    logger = Logger(Severity.VERBOSE if args.verbose else Severity.WARNING)
+    logger = RaisedErrorsLogger(Severity.VERBOSE if args.verbose else Severity.WARNING)
     load_libraries(["builtin", *args.staticPlugins, *args.dynamicPlugins])
     shapes = {
         key: parse_shapes(getattr(args, flag), f"--{flag}")
         for key, flag in (("shapes", "shapes"), ("min", "minShapes"), ("opt", "optShapes"), ("max", "maxShapes"))
     }
+    runtime = None if args.skipInference else Runtime(logger, device=args.device)  # a missing CuPy: before the build
     recorder_scope = trace_plugin_calls() if args.trace else nullcontext()
     with recorder_scope as recorder:
         if args.onnx:
@@ -93,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
         if args.skipInference:
             _print_trace(recorder)
             return 0
-        engine = Runtime(logger, device=args.device).deserialize_cuda_engine(plan)
+        assert runtime is not None
+        engine = runtime.deserialize_cuda_engine(plan)
         if args.dumpLayerInfo:
             inspector = engine.create_engine_inspector()
             print("[I] Layers:")
@@ -159,8 +170,16 @@ class _Session:
         self.host: dict[str, np.ndarray] = {}
         for name in inputs:
             shape = shapes.get(name) or tuple(engine.get_tensor_profile_shape(name, 0)[1])
+            low, _, high = engine.get_tensor_profile_shape(name, 0)
+            if len(shape) != len(low):
+                raise UsageError(
+                    f"--shapes {name}: {'x'.join(map(str, shape))} has rank {len(shape)}; {name!r} has rank {len(low)} "
+                    f"{list(engine.get_tensor_shape(name))}"
+                )
             if not self.context.set_input_shape(name, shape):
-                raise UsageError(f"shape {shape} of {name!r} is outside the engine's profile")
+                raise UsageError(
+                    f"shape {shape} of {name!r} is outside the engine's profile (min {tuple(low)}, max {tuple(high)})"
+                )
             dtype = np.dtype(nptype(engine.get_tensor_dtype(name)))
             if name in files:
                 self.host[name] = load_input(files[name], tuple(shape), dtype)

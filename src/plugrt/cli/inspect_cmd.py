@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from .errors import UsageError
+from .errors import UsageError, check_writable
 from .inspect_html import render_html
 from .plan_summary import summarize_plan
 
@@ -26,6 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``plugrt inspect``."""
+    check_writable(args.html, "--html")
     try:
         with open(args.plan, "rb") as f:
             data = f.read()

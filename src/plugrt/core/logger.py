@@ -7,7 +7,7 @@ import threading
 
 from ..core.enums import TrtEnum
 
-__all__ = ["ILogger", "Logger", "Severity"]
+__all__ = ["ILogger", "Logger", "RaisedErrorsLogger", "Severity"]
 
 
 class Severity(TrtEnum):
@@ -78,3 +78,19 @@ class Logger(ILogger):
         """Print the message to stderr."""
         with self._lock:
             print(f"[plugrt] {Severity(severity).name}: {msg}", file=sys.stderr)
+
+
+class RaisedErrorsLogger(Logger):
+    """A :class:`Logger` for callers that raise every failure: errors are left to the exception.
+
+    plugrt's builder and runtime log each failure at ERROR and then raise it
+    (TensorRT logs and returns None); ``plugrt.compile`` and the command line
+    raise, so printing the ERROR line too would say everything twice. Warnings
+    and below print as usual.
+    """
+
+    def log(self, severity: _Level, msg: str) -> None:
+        """Print the message to stderr unless it is an ERROR or INTERNAL_ERROR."""
+        if Severity(severity) in (Severity.ERROR, Severity.INTERNAL_ERROR):
+            return
+        super().log(severity, msg)

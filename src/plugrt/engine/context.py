@@ -99,11 +99,15 @@ class IExecutionContext:
         if self.engine.get_tensor_mode(name) != TensorIOMode.INPUT:
             raise ExecutionError(f"set_input_shape: {name!r} is an output; only inputs take shapes")
         try:
-            dims = tuple(int(d) for d in shape)
-        except (TypeError, ValueError):
+            given = tuple(shape)
+        except TypeError:
+            given = None
+        if given is None or not all(isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)) for d in given):
             raise TypeMismatchError(
                 f"set_input_shape({name!r}): shape must be a sequence of ints, got {shape!r}"
-            ) from None
+                + ("" if given is None else f" (element types {[type(d).__name__ for d in given]})")
+            )
+        dims = tuple(int(d) for d in given)
         lo, _, hi = self.engine.plan.profiles[self._profile].shapes[self.engine.plan.tensors[index].name]
         problem = None
         if len(dims) != len(lo):

@@ -158,6 +158,14 @@ class Executor:
         self._graph_key: tuple[int, int] | None = None
 
     def _prepare(self, step: Step) -> None:
+        try:
+            self._prepare_step(step)
+        except PlugrtError:
+            raise
+        except Exception as exc:  # MemoryError and the like: name the layer
+            raise _execution_error(step, exc) from exc
+
+    def _prepare_step(self, step: Step) -> None:
         layer = step.layer
         in_shapes = [self._shape_or_upper(i) for i in layer.inputs]
         out_shapes = [self._shape_or_upper(i) for i in layer.outputs]

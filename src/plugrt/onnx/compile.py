@@ -31,7 +31,7 @@ import onnx
 
 from ..core.dims import Dims
 from ..core.errors import ExecutionError, ShapeError, TypeMismatchError
-from ..core.logger import ILogger, Logger, Severity
+from ..core.logger import ILogger, RaisedErrorsLogger, Severity
 from ..engine.output_allocator import IOutputAllocator
 from .importers.base import OnnxImportError
 from .parser import OnnxParser
@@ -94,7 +94,7 @@ class CompiledModel:
 
         if device not in ("cpu", "cuda"):
             raise TypeMismatchError(f"compile: device must be 'cpu' or 'cuda', got {device!r}")
-        self.logger: ILogger = logger or Logger(Severity.WARNING)
+        self.logger: ILogger = logger or RaisedErrorsLogger(Severity.WARNING)  # errors are raised, not printed
         self.device = device
         self._builder = Builder(self.logger)
         self._runtime = Runtime(self.logger, device)

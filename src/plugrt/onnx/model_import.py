@@ -20,6 +20,7 @@ from ..core.errors import CreatorNotFoundError, NetworkError, PlugrtError, Shape
 from ..core.logger import Severity
 from ..network.standard_layers import IConstantLayer
 from ..network.tensor import ITensor
+from .attribute_types import check_attribute_types
 from .errors import ErrorCode
 from .external_data import load_external_data
 from .functions import expand_node, function_opset, schema_function
@@ -210,6 +211,7 @@ class ModelImport:
         ctx.graph_import = self
         importer = importer_for(node.op_type, node.domain)
         if importer is not None and not wants_plugin(node):
+            check_attribute_types(node, opset)
             self.bind_outputs(node, importer(ctx, inputs))
             return
         body = None

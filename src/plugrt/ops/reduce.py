@@ -73,7 +73,10 @@ class ReduceOperator(Operator):
         if x.ndim != self._rank:
             self.prepare([x.shape], [out.shape])
         function = getattr(xp, _FUNCTIONS[self.op])
-        if x.dtype == np.float16 and self.op in ("SUM", "AVG"):
+        if x.size == 0 and self.op == "AVG":
+            # a mean over nothing: ONNX leaves it undefined; 0 as onnxruntime gives (and no NumPy warning)
+            out[...] = 0
+        elif x.dtype == np.float16 and self.op in ("SUM", "AVG"):
             out[...] = function(x, axis=self._axes, keepdims=self.keep_dims, dtype=xp.float32)
         elif x.size == 0 and self.op in ("MAX", "MIN"):
             # the identity of max/min over nothing: the type's lowest/highest value (TensorRT's -inf/+inf)

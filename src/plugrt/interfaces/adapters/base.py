@@ -10,8 +10,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ...core.dims import Dims
-from ...core.errors import FormatNegotiationError, PluginError
+from ...core.errors import FormatNegotiationError, PluginError, TypeMismatchError
 from ...core.layouts import SUPPORTED_FORMATS, format_min_rank
 from ...core.logger import ILogger
 from ...core.types import DataType, TensorFormat
@@ -95,9 +97,10 @@ def check_status(caller: PluginCaller, method: str, status: Any) -> None:
     """Raise when a hook that returns a status returned failure (not None or 0)."""
     if status is None or status is True:
         return
-    if isinstance(status, int) and status == 0:
+    if isinstance(status, (int, np.integer, np.bool_)) and status == 0:  # False is TensorRT's 0: success
         return
-    raise PluginError(f"{caller.describe(method)} returned {status!r}; 0 or None means success")
+    shown = f"a {type(status).__name__}" if not isinstance(status, (int, np.integer, np.bool_, str)) else repr(status)
+    raise PluginError(f"{caller.describe(method)} returned {shown}; 0 or None means success")
 
 
 def candidate_list(preferred: IOChoice | None, rank: int, fp16: bool) -> list[IOChoice]:
@@ -151,7 +154,10 @@ def negotiate_combination(
                     f"{who}: format negotiation gave up after {limit} supports_format_combination calls"
                 )
             descs[pos] = make_desc(pos, cand)
-            if bool(ask(pos, list(descs), num_inputs)):
+            answer = ask(pos, list(descs), num_inputs)
+            if not isinstance(answer, (bool, int, np.bool_, np.integer)) or answer not in (0, 1):
+                raise TypeMismatchError(f"{who}: supports_format_combination must return a bool, got {answer!r}")
+            if answer:
                 chosen.append(cand)
                 if search(pos + 1):
                     return True
@@ -181,7 +187,7 @@ def checked_enqueue(caller: PluginCaller, method: str) -> Callable[..., None]:
 
     def run(*args: Any) -> None:
         status = hook(*args)
-        if status is not None and status != 0:
+        if status is not None and status is not False and not (type(status) is int and status == 0):
             check_status(caller, method, status)
 
     return run
