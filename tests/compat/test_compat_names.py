@@ -244,3 +244,19 @@ def test_registry_resources_are_safe_under_threads_with_creators_registering() -
     for thread in threads:
         thread.join()
     assert not errors
+
+
+def test_with_statement_on_tensorrt_objects_is_accepted_and_deprecated(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``with trt.Builder(...) as builder, builder.create_network() as network, ...`` (TensorRT 10: deprecated, no effect)."""
+    logger = trt.Logger(trt.Logger.ERROR)
+    with pytest.warns(DeprecationWarning, match="Context managers for TensorRT types are deprecated"):
+        with trt.Builder(logger) as builder, builder.create_network(0) as network, builder.create_builder_config() as config:
+            x = network.add_input("x", trt.float32, (2, 2))
+            network.mark_output(network.add_identity(x).get_output(0))
+            with trt.OnnxParser(network, logger) as parser:
+                assert parser is not None
+            with builder.build_serialized_network(network, config) as plan, trt.Runtime(logger) as runtime:
+                with runtime.deserialize_cuda_engine(plan) as engine, engine.create_execution_context() as context:
+                    assert context.engine is engine
+    with pytest.warns(DeprecationWarning), logger as same:
+        assert same is logger

@@ -107,3 +107,25 @@ def test_polygraphy_loaders_build_save_and_load_on_the_cpu(tmp_path) -> None:  #
         y = infer(candidate.create_execution_context(), {"X": x})["Y"]
         np.testing.assert_allclose(y, np.maximum(x, 0) + x)  # FP16 allowed; the I/O stays FLOAT
         assert y.dtype == np.float32
+
+
+def test_polygraphy_command_line_converts_a_model_on_the_cpu(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``python -m plugrt.compat <polygraphy> convert model.onnx -o model.plan`` builds a plugrt plan."""
+    pytest.importorskip("polygraphy")
+    model = tmp_path / "model.onnx"
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["X"], ["Y"])], "g",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, (2, 3))], [helper.make_tensor_value_info("Y", TensorProto.FLOAT, (2, 3))],
+    )
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)]), str(model))
+    cli = tmp_path / "polygraphy_cli.py"  # what the `polygraphy` console script runs
+    cli.write_text("import sys\nfrom polygraphy.tools import main\nsys.exit(main())\n")
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "src"))
+    done = subprocess.run(
+        [sys.executable, "-m", "plugrt.compat", str(cli), "convert", str(model), "-o", str(tmp_path / "model.plan")],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    engine = plugrt.Runtime(plugrt.Logger(plugrt.Logger.ERROR)).deserialize_cuda_engine((tmp_path / "model.plan").read_bytes())
+    x = np.array([[-1, 2, -3], [4, -5, 6]], dtype=np.float32)
+    np.testing.assert_array_equal(infer(engine.create_execution_context(), {"X": x})["Y"], np.maximum(x, 0))

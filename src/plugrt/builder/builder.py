@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ..core.context_manager import DeprecatedContextManager
 from ..core.errors import BuildError, PlugrtError, TypeMismatchError
 from ..core.logger import ILogger, Logger, Severity
 from ..engine.host_memory import IHostMemory
@@ -17,7 +18,7 @@ from .config import IBuilderConfig, IOptimizationProfile
 __all__ = ["Builder"]
 
 
-class Builder:
+class Builder(DeprecatedContextManager):
     """Builds engines (TensorRT's ``Builder``).
 
     >>> import plugrt as trt

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..core.context_manager import DeprecatedContextManager
 from ..core.dims import Dims
 from ..core.enums import DeviceType, EngineCapability, PreviewFeature, TrtEnum
 from ..core.errors import BuildError, ShapeError, TypeMismatchError
@@ -120,7 +121,7 @@ class IProgressMonitor:
         """A phase ended."""
 
 
-class IBuilderConfig:
+class IBuilderConfig(DeprecatedContextManager):
     """How to build: flags, memory limits, optimization profiles, progress monitor."""
 
     def __init__(self) -> None:

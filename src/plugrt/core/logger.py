@@ -6,6 +6,7 @@ import sys
 import threading
 
 from ..core.enums import TrtEnum
+from .context_manager import DeprecatedContextManager
 
 __all__ = ["ILogger", "Logger", "RaisedErrorsLogger", "Severity"]
 
@@ -23,7 +24,7 @@ class Severity(TrtEnum):
 _Level = Severity
 
 
-class ILogger:
+class ILogger(DeprecatedContextManager):
     """Base class of loggers: override :meth:`log` to receive messages.
 
     ``min_severity`` filters what reaches :meth:`log`; plugrt asks

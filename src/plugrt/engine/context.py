@@ -10,6 +10,7 @@ from typing import Any, TypeVar, cast
 import numpy as np
 
 from ..backends.memory import using_device
+from ..core.context_manager import DeprecatedContextManager
 from ..core.dims import Dims
 from ..core.errors import ExecutionError, PlugrtError, ShapeError, TypeMismatchError
 from ..core.logger import Severity
@@ -54,7 +55,7 @@ def _exclusive(method: _T) -> _T:
     return cast(_T, guarded)
 
 
-class IExecutionContext:
+class IExecutionContext(DeprecatedContextManager):
     """Runs an engine: set input shapes and tensor addresses, then ``execute_async_v3``.
 
     Each context has its own activation memory and plugin clones, so several

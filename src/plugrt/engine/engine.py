@@ -7,6 +7,7 @@ import weakref
 from typing import Any
 
 from ..backends.memory import using_device
+from ..core.context_manager import DeprecatedContextManager
 from ..core.dims import Dims
 from ..core.errors import ExecutionError, PlanFormatError, PlugrtError
 from ..core.logger import ILogger
@@ -24,7 +25,7 @@ __all__ = ["ICudaEngine"]
 Ranges = list[tuple[Dims, Dims, Dims]]
 
 
-class ICudaEngine:
+class ICudaEngine(DeprecatedContextManager):
     """An engine ready to run (the name is TensorRT's, also on the CPU).
 
     Made by :meth:`plugrt.Runtime.deserialize_cuda_engine`. Holds the plan, one

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from ..core.context_manager import DeprecatedContextManager
+
 __all__ = ["IHostMemory"]
 
 
-class IHostMemory(bytes):
+class IHostMemory(bytes, DeprecatedContextManager):
     """Plan bytes (a ``bytes`` subclass with TensorRT's ``nbytes``)."""
 
     @property

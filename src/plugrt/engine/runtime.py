@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..backends.memory import using_device
+from ..core.context_manager import DeprecatedContextManager
 from ..core.errors import PlanFormatError, PlugrtError, TypeMismatchError
 from ..core.logger import ILogger, Logger, Severity
 from ..interfaces.registry import IPluginRegistry, get_plugin_registry
@@ -14,7 +15,7 @@ from .plan import EnginePlan
 __all__ = ["Runtime"]
 
 
-class Runtime:
+class Runtime(DeprecatedContextManager):
     """Deserializes engines (TensorRT's ``Runtime``).
 
     Plugins are recreated only through creators already in the registry: a plan

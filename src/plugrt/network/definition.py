@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ..core.context_manager import DeprecatedContextManager
 from ..core.dims import Dims
 from ..core.enums import TrtEnum
 from ..core.errors import NetworkError, TypeMismatchError
@@ -32,7 +33,7 @@ class NetworkDefinitionCreationFlag(TrtEnum):
     PREFER_JIT_PYTHON_PLUGINS = 3
 
 
-class INetworkDefinition(StandardLayers):
+class INetworkDefinition(StandardLayers, DeprecatedContextManager):
     """A network: inputs, layers and marked outputs.
 
     >>> import plugrt as trt

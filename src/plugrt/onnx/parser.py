@@ -29,6 +29,7 @@ from typing import Any
 
 import onnx
 
+from ..core.context_manager import DeprecatedContextManager
 from ..core.enums import TrtEnum
 from ..core.errors import PlugrtError, TypeMismatchError
 from ..core.logger import ILogger, Severity
@@ -46,7 +47,7 @@ class OnnxParserFlag(TrtEnum):
     NATIVE_INSTANCENORM = 0
 
 
-class OnnxParser:
+class OnnxParser(DeprecatedContextManager):
     """Parses ONNX models into ``network`` (TensorRT's ``OnnxParser``).
 
     Beyond TensorRT, after a parse :attr:`input_types` and :attr:`output_types`
