@@ -175,7 +175,7 @@ class ShapeExpr(SymInt32):
 
     def _op(self, op: DimensionOperation, other: Operand) -> SymIntExpr:
         if isinstance(other, SizeTensorShapeExpr):
-            other._refuse(op)
+            raise other._refusal(op)
         return super()._op(op, other)
 
     @property
@@ -195,19 +195,17 @@ class SizeTensorShapeExpr(ShapeExpr):
         super().__init__(None)
         self._size_tensor = size_tensor_desc
 
-    def _refuse(self, op: DimensionOperation) -> None:
-        raise PluginDefinitionError(
+    def _refusal(self, op: DimensionOperation) -> PluginDefinitionError:
+        return PluginDefinitionError(
             f"a size tensor's expression cannot take part in {op.name}: use it as an output dimension as it is "
             "(TensorRT allows no arithmetic on size tensor expressions)"
         )
 
     def _op(self, op: DimensionOperation, other: Operand) -> SymIntExpr:
-        self._refuse(op)
-        raise AssertionError("unreachable")
+        raise self._refusal(op)
 
     def _rop(self, op: DimensionOperation, other: Operand) -> SymIntExpr:
-        self._refuse(op)
-        raise AssertionError("unreachable")
+        raise self._refusal(op)
 
     @property
     def is_size_tensor(self) -> bool:
