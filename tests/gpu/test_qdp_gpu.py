@@ -251,8 +251,11 @@ def circ_pad_aot_desc(inp0: trtp.TensorDesc, pads: npt.NDArray[np.int32]) -> trt
 def circ_pad_aot_impl(
     inp0: trtp.TensorDesc, pads: npt.NDArray[np.int32], outputs: tuple[trtp.TensorDesc], tactic: int
 ) -> tuple[str | bytes, str | bytes, trtp.KernelLaunchParams, trtp.SymExprs]:
+    return _circ_pad_kernel(inp0, pads, outputs, block=256)
+
+
+def _circ_pad_kernel(inp0: trtp.TensorDesc, pads: np.ndarray, outputs: tuple[trtp.TensorDesc], block: int) -> Any:
     # 4-D input padded on the last two dimensions: pads = (w_before, w_after, h_before, h_after)
-    block = 256
     ins, outs = inp0.shape_expr, outputs[0].shape_expr
     type_str = "fp32" if inp0.dtype == trt.float32 else "fp16"
     names = ["pad_h", "pad_w", "dims_0", "dims_1", "dims_2", "dims_3", "y_2", "y_3", "y_len"]
@@ -269,6 +272,28 @@ def circ_pad_aot_impl(
     launch.block_x = compiled.metadata.num_warps * 32
     launch.shared_mem = compiled.metadata.shared
     return compiled.metadata.name.encode(), compiled.asm["ptx"].encode(), launch, extra
+
+
+@trtp.register("gpu_sample::circ_pad_aot_tactics")
+def circ_pad_aot_tactics_desc(inp0: trtp.TensorDesc, pads: npt.NDArray[np.int32]) -> trtp.TensorDesc:
+    return _circ_pad_desc(inp0, pads)
+
+
+@trtp.autotune("gpu_sample::circ_pad_aot_tactics")
+def circ_pad_aot_tactics_autotune(
+    inp0: trtp.TensorDesc, outputs: tuple[trtp.TensorDesc]
+) -> list[trtp.AutoTuneCombination]:
+    c = trtp.AutoTuneCombination()
+    c.pos([0, 1], "FP32|FP16")
+    c.tactics([1, 2])  # BLOCK_SIZE 256 and 1024
+    return [c]
+
+
+@trtp.aot_impl("gpu_sample::circ_pad_aot_tactics")
+def circ_pad_aot_tactics_impl(
+    inp0: trtp.TensorDesc, pads: npt.NDArray[np.int32], outputs: tuple[trtp.TensorDesc], tactic: int
+) -> tuple[str | bytes, str | bytes, trtp.KernelLaunchParams, trtp.SymExprs]:
+    return _circ_pad_kernel(inp0, pads, outputs, block={1: 256, 2: 1024}[tactic])
 
 
 @trtp.impl("gpu_sample::circ_pad_aot")
@@ -427,6 +452,18 @@ def _circ_pad_onnx(pads: np.ndarray, shape: tuple[int, ...]) -> bytes:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)]).SerializeToString()
+
+
+def test_circular_pad_aot_two_tactics_timed_on_the_gpu() -> None:
+    pytest.importorskip("triton")
+    from plugrt.engine.plan import EnginePlan
+
+    pads = np.array((1, 1, 1, 1), dtype=np.int32)
+    shape = (10, 3, 32, 32)
+    plan = _plan(lambda t: trtp.op.gpu_sample.circ_pad_aot_tactics(t, pads=pads), shape)
+    assert next(layer.tactic for layer in EnginePlan.from_bytes(plan).layers if layer.is_plugin) in (1, 2)
+    x = RNG.normal(size=shape).astype(np.float32)
+    np.testing.assert_array_equal(run_plan(plan, "cuda", {"x": x})["y"], _reference_pad(x, pads))
 
 
 def test_circular_pad_aot_inetdef_and_onnx_with_engine_save_and_load(tmp_path: Any) -> None:

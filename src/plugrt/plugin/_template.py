@@ -367,10 +367,8 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3One
         device = active_device()
         if self.aot:
             if self.inputs is not None:  # a build instance: only tactic timing enqueues it
-                raise PluginError(
-                    f"QDP plugin {self.plugin_id!r}: its AOT kernels cannot be timed (plugrt times tactics on the "
-                    "host); give its AutoTuneCombinations no custom tactics (aot_impl is then called with tactic 0)"
-                )
+                self._time_on_device(input_desc, inputs, outputs, output_desc)
+                return
             if device != "cuda":
                 raise self._aot_needs_cuda()
             kernel = self._kernel()
@@ -389,6 +387,35 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3One
         values = [self.attrs[k] for k in d.impl_attrs]
         extra = [self.tactic] if d.impl_takes_tactic else []
         self._call(d.impl_func, f"impl function {d.impl_func.__name__}", *ins, *values, tuple(outs), stream, *extra)
+
+    def _time_on_device(
+        self,
+        input_desc: Sequence[PluginTensorDesc],
+        inputs: Sequence[int],
+        outputs: Sequence[int],
+        output_desc: Sequence[PluginTensorDesc],
+    ) -> None:
+        """One timing run of an AOT kernel at build: the builder's host buffers are copied to the GPU
+        and the tactic's kernel runs there (each kernel is compiled once per build)."""
+        try:
+            from ..backends.cuda import import_cupy
+
+            cp = import_cupy()
+            if cp.cuda.runtime.getDeviceCount() < 1:
+                raise RuntimeError("no CUDA device is visible")
+        except Exception as exc:
+            raise PluginError(
+                f"QDP plugin {self.plugin_id!r}: its AOT kernels can be timed only on a GPU ({exc}); on this machine "
+                "give its AutoTuneCombinations no custom tactics (aot_impl is then called with tactic 0)"
+            ) from None
+        if not self.kernels:
+            self.kernels = self._compile_kernels()
+        kernel = self._kernel()
+        on_device_in = [cp.asarray(as_array(p, d)) for p, d in zip(inputs, input_desc)]
+        on_device_out = [cp.asarray(as_array(p, d)) for p, d in zip(outputs, output_desc)]
+        resolved = kernel.resolve([list(d.dims) for d in input_desc], f"QDP plugin {self.plugin_id!r}")
+        kernel.launch_on(resolved, [int(a.data.ptr) for a in on_device_in], [int(a.data.ptr) for a in on_device_out], 0)
+        cp.cuda.Stream.null.synchronize()
 
     def _in_place(
         self, input_desc: Sequence[PluginTensorDesc], inputs: Sequence[int], outputs: Sequence[int], stream: int
