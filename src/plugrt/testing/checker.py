@@ -21,7 +21,19 @@ from .checks import CHECK_IDS, CHECKS
 from .context import CheckContext, InputMaker
 from .fields import make_fields
 from .hooks import HookError, hint_for
-from .report import FAIL, PASS, SKIP, CheckFailedError, CheckReport, CheckResult, CheckSkippedError
+from .report import (
+    FAIL,
+    INFO,
+    PASS,
+    SKIP,
+    WARN,
+    CheckFailedError,
+    CheckInfoError,
+    CheckReport,
+    CheckResult,
+    CheckSkippedError,
+    CheckWarningError,
+)
 from .spec import CheckUsageError, normalize_dtypes, normalize_shapes
 
 __all__ = ["check_plugin"]
@@ -71,6 +83,10 @@ def run_check(ctx: CheckContext, check_id: str) -> CheckResult:
         return CheckResult(check_id, PASS, CHECKS[check_id](ctx))
     except CheckFailedError as exc:
         return CheckResult(check_id, FAIL, str(exc))
+    except CheckWarningError as exc:
+        return CheckResult(check_id, WARN, str(exc))
+    except CheckInfoError as exc:
+        return CheckResult(check_id, INFO, str(exc))
     except CheckSkippedError as exc:
         return CheckResult(check_id, SKIP, str(exc))
     except CheckUsageError:

@@ -7,15 +7,27 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["FAIL", "PASS", "SKIP", "CheckFailedError", "CheckReport", "CheckResult", "CheckSkippedError"]
+__all__ = ["FAIL", "INFO", "PASS", "SKIP", "WARN", "CheckFailedError", "CheckInfoError", "CheckReport", "CheckResult",
+           "CheckSkippedError", "CheckWarningError"]
 
 PASS = "pass"
+#: Severities of a finding: only FAIL makes a report fail (and ``plugrt check`` exit 1).
 FAIL = "fail"
+WARN = "warn"
+INFO = "info"
 SKIP = "skip"
 
 
 class CheckFailedError(Exception):
-    """Raised inside a check: the plugin broke the rule the check is about."""
+    """Raised inside a check: the plugin broke the rule the check is about (a real weakness)."""
+
+
+class CheckWarningError(Exception):
+    """Raised inside a check: something TensorRT accepts but that is fragile or unusual (a style choice)."""
+
+
+class CheckInfoError(Exception):
+    """Raised inside a check: an observation worth reporting that is neither right nor wrong."""
 
 
 class CheckSkippedError(Exception):
@@ -24,10 +36,11 @@ class CheckSkippedError(Exception):
 
 @dataclass(frozen=True)
 class CheckResult:
-    """The outcome of one check: a stable ``id``, ``status`` (pass/fail/skip) and a message.
+    """The outcome of one check: a stable ``id``, ``status`` and a message.
 
-    A failure's message says what was wrong and how to fix it; a pass says what was
-    verified; a skip says why the check did not run.
+    ``status`` is pass, fail, warn, info or skip. A failure's (or warning's) message says
+    what was wrong and how to fix it; a pass says what was verified; info reports an
+    observation; a skip says why the check did not run. Only failures make a report fail.
     """
 
     id: str
@@ -79,6 +92,16 @@ class CheckReport:
         return [r for r in self.results if r.status == PASS]
 
     @property
+    def warnings(self) -> list[CheckResult]:
+        """The checks that warned (they do not make the report fail)."""
+        return [r for r in self.results if r.status == WARN]
+
+    @property
+    def infos(self) -> list[CheckResult]:
+        """The checks that reported information only."""
+        return [r for r in self.results if r.status == INFO]
+
+    @property
     def skipped(self) -> list[CheckResult]:
         """The skipped checks."""
         return [r for r in self.results if r.status == SKIP]
@@ -107,7 +130,13 @@ class CheckReport:
             "family": self.family,
             "ok": self.ok,
             "shape_sets": list(self.shape_sets),
-            "counts": {"pass": len(self.passed), "fail": len(self.failures), "skip": len(self.skipped)},
+            "counts": {
+                "pass": len(self.passed),
+                "fail": len(self.failures),
+                "warn": len(self.warnings),
+                "info": len(self.infos),
+                "skip": len(self.skipped),
+            },
             "results": [r.to_dict() for r in self.results],
         }
 
@@ -116,8 +145,11 @@ class CheckReport:
         return json.dumps(self.to_dict(), indent=indent)
 
     def summary(self) -> str:
-        """'19 passed, 1 failed, 2 skipped'."""
-        return f"{len(self.passed)} passed, {len(self.failures)} failed, {len(self.skipped)} skipped"
+        """'19 passed, 1 failed, 2 skipped' (warnings and infos only when there are some)."""
+        extra = "".join(
+            f", {len(items)} {word}" for items, word in ((self.warnings, "warned"), (self.infos, "info")) if items
+        )
+        return f"{len(self.passed)} passed, {len(self.failures)} failed{extra}, {len(self.skipped)} skipped"
 
     def __str__(self) -> str:
         width = max((len(r.id) for r in self.results), default=0)

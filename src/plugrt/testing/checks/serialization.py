@@ -14,7 +14,7 @@ from typing import Any
 
 from ..context import CheckContext, compare_outputs
 from ..hooks import HookError, call
-from ..report import CheckFailedError, CheckSkippedError
+from ..report import CheckFailedError, CheckSkippedError, CheckWarningError
 from ..state import describe_change, snapshot
 
 __all__ = ["check_serialization_rejects_damage", "check_serialization_roundtrip", "check_serialization_size"]
@@ -176,15 +176,17 @@ def check_serialization_rejects_damage(ctx: CheckContext) -> str:
     must_reject += [
         ("with 1 extra byte", payload + b"\x00"),
         ("with 4 extra bytes", payload + b"\xde\xad\xbe\xef"),
-        ("with its first 4 bytes inverted", bytes(b ^ 0xFF for b in payload[:4]) + payload[4:]),
     ]
+    header = ("with its first 4 bytes inverted", bytes(b ^ 0xFF for b in payload[:4]) + payload[4:])
     accepted, crashes = [], []
-    for what, data in must_reject:
+    for what, data in [*must_reject, header]:
         outcome = _deserialize(ctx, data)
         if outcome == "accepted":
             accepted.append(what)
         elif outcome != "rejected":
             crashes.append(f"{what}: {outcome}")
+    no_magic = header[0] in accepted
+    accepted = [what for what in accepted if what != header[0]]
     for position in _flips(len(payload)):
         data = payload[:position] + bytes([payload[position] ^ 0xFF]) + payload[position + 1 :]
         outcome = _deserialize(ctx, data)
@@ -194,13 +196,20 @@ def check_serialization_rejects_damage(ctx: CheckContext) -> str:
     if accepted:
         shown = ", ".join(accepted[:3]) + (f" and {len(accepted) - 3} more" if len(accepted) > 3 else "")
         problems.append(
-            f"deserialize_plugin accepted the payload {shown}; a damaged or foreign plan must raise, not build a "
-            "plugin from garbage. Fix: start the payload with a magic number and version and check the length, "
-            "e.g. trt.SerializationReader(data, magic=..., version=...) ... reader.finish()"
+            f"deserialize_plugin accepted the payload {shown}; a truncated or extended payload must raise, not "
+            "build a plugin from garbage. Fix: check the length, e.g. read with trt.SerializationReader(data) and "
+            "end with reader.finish()"
         )
     if crashes:
         problems.append("deserialize_plugin crashed on damaged bytes: " + "; ".join(crashes[:3]))
     if problems:
         raise CheckFailedError("; ".join(problems))
-    tried = len(must_reject) + len(_flips(len(payload)))
+    tried = len(must_reject) + 1 + len(_flips(len(payload)))
+    if no_magic:
+        raise CheckWarningError(
+            f"deserialize_plugin accepted the {len(payload)}-byte payload ({label}) with its first 4 bytes inverted: "
+            "it starts with no magic number, so a foreign payload of the right length is read as this plugin's "
+            "(TensorRT's own BatchedNMS does the same; lengths are checked). To catch it: "
+            "trt.SerializationReader(data, magic=..., version=...)"
+        )
     return f"{tried} damaged copies of the {len(payload)}-byte payload ({label}) rejected or read safely"
