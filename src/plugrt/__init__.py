@@ -16,6 +16,14 @@ from ._version import __version__
 from .backends.cpu import as_array
 from .backends.memory import DeviceBuffer, active_device, device_malloc, live_allocations
 from .builder.builder import Builder
+from .builder.calibration import (
+    CalibrationAlgoType,
+    IInt8Calibrator,
+    IInt8EntropyCalibrator,
+    IInt8EntropyCalibrator2,
+    IInt8LegacyCalibrator,
+    IInt8MinMaxCalibrator,
+)
 from .builder.config import (
     BuilderFlag,
     IBuilderConfig,
@@ -146,6 +154,7 @@ __all__ = [
     "BuildError",
     "Builder",
     "BuilderFlag",
+    "CalibrationAlgoType",
     "CallRecorder",
     "CreatorNotFoundError",
     "DataType",
@@ -184,6 +193,11 @@ __all__ = [
     "IGpuAllocator",
     "IHostMemory",
     "IIdentityLayer",
+    "IInt8Calibrator",
+    "IInt8EntropyCalibrator",
+    "IInt8EntropyCalibrator2",
+    "IInt8LegacyCalibrator",
+    "IInt8MinMaxCalibrator",
     "ILayer",
     "ILogger",
     "IMatrixMultiplyLayer",
