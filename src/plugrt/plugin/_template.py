@@ -16,6 +16,7 @@ plugin. Its hooks call the user's functions:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -83,7 +84,7 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3One
         self.tactic = 0
         self._configured: list[DynamicPluginTensorDesc] = []
         self._resolved: Any = None
-        self._tensors: tuple[Any, list[Tensor], list[Tensor]] | None = None
+        self._tensors: tuple[Any, list[Tensor], tuple[Tensor, ...]] | None = None
 
     @property
     def plugin_id(self) -> str:
@@ -104,12 +105,14 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3One
     def _call(self, function: Any, who: str, *args: Any) -> Any:
         try:
             return function(*args)
-        except PlugrtError as exc:
-            if self.plugin_id in str(exc):
-                raise
-            raise type(exc)(f"QDP plugin {self.plugin_id!r}, {who}: {exc}") from exc
         except Exception as exc:
-            raise PluginError(f"QDP plugin {self.plugin_id!r}: {who} raised {type(exc).__name__}: {exc}") from exc
+            raise self._failure(exc, who) from exc
+
+    def _failure(self, exc: Exception, who: str) -> Exception:
+        """The error for ``exc`` raised by a user function: it names the plugin and the function."""
+        if isinstance(exc, PlugrtError):
+            return exc if self.plugin_id in str(exc) else type(exc)(f"QDP plugin {self.plugin_id!r}, {who}: {exc}")
+        return PluginError(f"QDP plugin {self.plugin_id!r}: {who} raised {type(exc).__name__}: {exc}")
 
     def _register(self, inputs: list[TensorDesc]) -> list[TensorDesc]:
         d = self.definition
@@ -385,8 +388,14 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3One
         inputs = self._in_place(input_desc, inputs, outputs, stream)
         ins, outs = self._tensors_for(input_desc, output_desc, inputs, outputs, stream, device)
         values = [self.attrs[k] for k in d.impl_attrs]
-        extra = [self.tactic] if d.impl_takes_tactic else []
-        self._call(d.impl_func, f"impl function {d.impl_func.__name__}", *ins, *values, tuple(outs), stream, *extra)
+        if d.impl_takes_tactic:
+            values = [*values, outs, stream, self.tactic]
+        else:
+            values = [*values, outs, stream]
+        try:
+            d.impl_func(*ins, *values)
+        except Exception as exc:  # the message is made only on failure
+            raise self._failure(exc, f"impl function {d.impl_func.__name__}") from exc
 
     def _time_on_device(
         self,
@@ -445,16 +454,24 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3One
         outputs: Sequence[int],
         stream: int,
         device: str,
-    ) -> tuple[list[Tensor], list[Tensor]]:
-        key = (
-            tuple((tuple(d.dims), d.type, d.format) for d in [*input_desc, *output_desc]),
-            tuple(inputs),
-            tuple(outputs),
-            stream,
-            device,
-        )
-        if self._tensors is not None and self._tensors[0] == key:
-            return self._tensors[1], self._tensors[2]
+    ) -> tuple[list[Tensor], tuple[Tensor, ...]]:
+        # The executor passes the same descriptors until shapes change; the cache holds them, so
+        # comparing them by identity is safe (and cheap on every run).
+        cached = self._tensors
+        if cached is not None:
+            (c_in, c_out, c_inputs, c_outputs, c_stream, c_device), ins, outs = cached
+            if (
+                c_stream == stream
+                and c_device == device
+                and c_inputs == inputs
+                and c_outputs == outputs
+                and len(c_in) == len(input_desc)
+                and len(c_out) == len(output_desc)
+                and all(map(operator.is_, c_in, input_desc))
+                and all(map(operator.is_, c_out, output_desc))
+            ):
+                return ins, outs
+        key = (list(input_desc), list(output_desc), list(inputs), list(outputs), stream, device)
         aliases, data_dependent = self._run_facts()
         written = {i for i in aliases if i >= 0}
         ins = [
@@ -464,16 +481,16 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3One
         dependent: dict[int, list[int]] = {}
         for out, axis in data_dependent:
             dependent.setdefault(out, []).append(axis)
-        outs = [
+        made = [
             Tensor._make(desc, p, stream, device, False, dependent.get(i, ()))
             for i, (desc, p) in enumerate(zip(output_desc, outputs))
         ]
         for out, inp in enumerate(aliases):
             if inp >= 0:
-                object.__setattr__(outs[out], "_aliased_to", ins[inp])
-                object.__setattr__(ins[inp], "_aliased_to", outs[out])
-        self._tensors = (key, ins, outs)
-        return ins, outs
+                object.__setattr__(made[out], "_aliased_to", ins[inp])
+                object.__setattr__(ins[inp], "_aliased_to", made[out])
+        self._tensors = (key, ins, tuple(made))
+        return ins, self._tensors[2]
 
 
 def lower_outputs(

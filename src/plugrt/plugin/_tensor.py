@@ -184,9 +184,13 @@ class Tensor:
                 "__array_interface__: this Tensor lives in CUDA device memory; use __cuda_array_interface__ "
                 "(torch.as_tensor(t, device='cuda'), cp.asarray(t)) or __dlpack__"
             )
-        described = self._array_description("__array_interface__")
-        described["data"] = (self._data_ptr, self._read_only)
-        return described
+        cached: dict[str, Any] | None = self.__dict__.get("_host_interface")
+        if cached is None:
+            cached = self._array_description("__array_interface__")
+            cached["data"] = (self._data_ptr, self._read_only)
+            if self._immutable:  # a plugin's Tensor never changes: describe it once
+                object.__setattr__(self, "_host_interface", cached)
+        return cached
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
@@ -195,10 +199,14 @@ class Tensor:
                 "__cuda_array_interface__: this Tensor lives in host memory (a CPU engine); use np.asarray(t) "
                 "(__array_interface__) or __dlpack__"
             )
-        described = self._array_description("__cuda_array_interface__")
-        described["data"] = (self._data_ptr, False)
-        described["stream"] = self._stream or None  # 0 is not a valid value in the protocol
-        return described
+        cached: dict[str, Any] | None = self.__dict__.get("_device_interface")
+        if cached is None:
+            cached = self._array_description("__cuda_array_interface__")
+            cached["data"] = (self._data_ptr, False)
+            cached["stream"] = self._stream or None  # 0 is not a valid value in the protocol
+            if self._immutable:
+                object.__setattr__(self, "_device_interface", cached)
+        return cached
 
     def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
         if self._device == "cuda":
