@@ -90,3 +90,42 @@ def test_compile_raises_without_printing_the_error_first(capfd: pytest.CaptureFi
     with pytest.raises(plugrt.PlugrtError, match="dimension 0 is 2 and 3"):
         plugrt.compile(helper.make_model(graph))
     assert "ERROR" not in capfd.readouterr().err
+
+
+def test_version_flag() -> None:
+    from plugrt import __version__
+
+    result = _cli("--version")
+    assert result.returncode == 0 and result.stdout.strip() == f"plugrt {__version__}"
+
+
+def test_exec_prints_one_summary_by_default(relu_onnx: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["exec", "--onnx", str(relu_onnx), "--shapes=x:2x4", "--iterations", "50", "--duration", "0", "--warmUp", "0"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "Average on" not in out and out.count("=== Performance summary ===") == 1
+    assert main([*argv, "--avgRuns", "25"]) == 0
+    assert capsys.readouterr().out.count("Average on 25 runs") == 2
+
+
+def test_the_docs_example_commands_chain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/cli.md's commands on model.onnx run one after the other (the plan of the first serves the second)."""
+    import re
+    import shlex
+
+    text = (ROOT / "docs" / "cli.md").read_text()
+    block = re.search(r"```bash\n(.*?)```", text, re.S)
+    assert block is not None
+    commands = [shlex.split(line) for line in block.group(1).splitlines() if "model.onnx" in line or "model.plan" in line]
+    assert len(commands) >= 3
+    graph = helper.make_graph([helper.make_node("Relu", ["input"], ["output"])], "relu",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["n", 3, 224, 224])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["n", 3, 224, 224])])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "model.onnx"))
+    monkeypatch.chdir(tmp_path)
+    for command in commands:
+        assert command[0] == "plugrt"
+        argv = command[1:] + (["--iterations=2", "--duration=0", "--warmUp=0"] if command[1] == "exec" else [])
+        assert main(argv) == 0, (command, capsys.readouterr().err)
+    assert (tmp_path / "model.plan").exists() and (tmp_path / "model.html").exists()

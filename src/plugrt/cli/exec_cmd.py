@@ -42,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--iterations", type=int, default=10, help="run at least this many inferences (default 10)")
     add("--warmUp", type=float, default=200.0, metavar="MS", help="warm up for this many milliseconds (default 200)")
     add("--duration", type=float, default=3.0, metavar="S", help="run for at least this many seconds (default 3)")
-    add("--avgRuns", type=int, default=10, help="report averages over this many consecutive runs (default 10)")
+    add("--avgRuns", type=int, default=None, metavar="N",
+        help="also print 'Average on N runs' lines (averages of N consecutive runs; with --verbose, N is 10 by default)")
     add("--useCudaGraph", action="store_true", help="replay inferences as a CUDA graph (cuda device)")
     add("--noDataTransfers", action="store_true", help="do not copy inputs/outputs between host and device per run")
     add("--verbose", action="store_true", help="verbose logging and tracebacks")
@@ -64,7 +65,11 @@ def _validate(args: argparse.Namespace) -> None:
     """Everything that can be checked before a build: flags, input files, output paths."""
     if bool(args.onnx) == bool(args.loadEngine):
         raise UsageError("give exactly one of --onnx FILE or --loadEngine FILE")
-    if args.iterations < 1 or args.avgRuns < 1 or args.duration < 0 or args.warmUp < 0:
+    if args.avgRuns is None:
+        args.avgRuns = 10 if args.verbose else 0  # 0: the summary only
+    elif args.avgRuns < 1:
+        raise UsageError("--iterations and --avgRuns must be >= 1; --duration and --warmUp >= 0")
+    if args.iterations < 1 or args.duration < 0 or args.warmUp < 0:
         raise UsageError("--iterations and --avgRuns must be >= 1; --duration and --warmUp >= 0")
     for flag in ("onnx", "loadEngine"):
         path = getattr(args, flag)

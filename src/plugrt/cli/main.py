@@ -24,6 +24,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, object]]:
     parser = argparse.ArgumentParser(
         prog="plugrt", description="TensorRT's plugin system in Python: build, run, check and inspect engines."
     )
+    from .. import __version__
+
+    parser.add_argument("--version", action="version", version=f"plugrt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     modules: dict[str, object] = {}
     for module_name in SUBCOMMANDS:

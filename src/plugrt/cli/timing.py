@@ -42,11 +42,11 @@ def summarize(timings: Sequence[Timing]) -> dict[str, float]:
 
 
 def format_summary(stats: dict[str, float], timings: Sequence[Timing], avg_runs: int) -> list[str]:
-    """trtexec's summary lines, including the averages over ``avg_runs`` consecutive runs."""
+    """trtexec's summary lines, after the averages over ``avg_runs`` consecutive runs (none when 0)."""
     lines = []
     latencies = [t.latency_ms for t in timings]
-    for start in range(0, len(latencies), max(avg_runs, 1)):
-        group = latencies[start : start + max(avg_runs, 1)]
+    for start in range(0, len(latencies), avg_runs) if avg_runs > 0 else ():
+        group = latencies[start : start + avg_runs]
         lines.append(f"[I] Average on {len(group)} runs - Host latency: {np.mean(group):.4f} ms")
     lines += [
         "[I] === Performance summary ===",
