@@ -47,3 +47,22 @@ def test_a_payload_without_a_length_check_fails() -> None:
     result = report["serialization-rejects-damage"]
     assert result.status == "fail" and not report.ok
     assert "truncated or extended payload must raise" in result.message and "with 1 extra byte" in result.message
+
+
+def test_a_missing_required_field_is_a_usage_error(capsys) -> None:
+    import pytest
+
+    import plugrt as trt
+    from plugrt.cli.main import main
+    from plugrt.plugins import init_libnvinfer_plugins
+    from plugrt.testing import CheckUsageError
+
+    init_libnvinfer_plugins(None, "")
+    creator = trt.get_plugin_registry().get_creator("BatchedNMS_TRT", "1", "")
+    shapes = [((1, 9, 1, 4), (2, 9, 1, 4), (4, 9, 1, 4)), ((1, 9, 4), (2, 9, 4), (4, 9, 4))]
+    with pytest.raises(CheckUsageError, match=r"given fields do not create the plugin: .*'shareLocation'.* is missing"):
+        check_plugin(creator, {}, shapes)
+    assert main(["check", "builtin", "--plugin", "BatchedNMS_TRT", "--shapes", "boxes:1x9x1x4",
+                 "--shapes", "scores:1x9x4"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'shareLocation'" in err[0] and err[0].startswith("plugrt check: error: ")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ..core.errors import PluginDefinitionError
+from ..core.errors import FieldError, PluginDefinitionError
 from ..interfaces.creator import IPluginCreatorInterface, IPluginCreatorV3One
 from ..interfaces.fields import PluginFieldCollection
 from ..interfaces.v2 import IPluginV2Ext
@@ -161,6 +161,9 @@ def check_plugin(
         )
         identity = ctx.driver.identity(ctx.first)
     except HookError as exc:
+        if exc.hook == "create_plugin" and isinstance(exc.__cause__, FieldError):
+            # the fields the caller gave do not make a plugin: a usage error, not the plugin's fault
+            raise CheckUsageError(f"the given fields do not create the plugin: {exc.__cause__}") from exc
         return _unbuildable(creator_or_plugin, selected, exc)
     report = CheckReport(_label(identity), _family(ctx), shape_sets=[str(s) for s in ctx.shape_sets])
     for check_id in selected:
