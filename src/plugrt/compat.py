@@ -91,27 +91,37 @@ def is_installed() -> bool:
     return getattr(sys.modules.get("tensorrt"), "__plugrt_alias__", False) is True
 
 
-def _runtime_on(device: str) -> type:
-    """``tensorrt.Runtime`` deserializing for ``device`` unless told otherwise (a plugrt subclass)."""
-    import plugrt
+def _on_device(base: type, device: str) -> type:
+    """``base`` (plugrt's ``Runtime`` or ``Builder``) with ``device`` as its default device (a subclass)."""
 
-    class Runtime(plugrt.Runtime):
-        __doc__ = plugrt.Runtime.__doc__
+    class OnDevice(base):  # type: ignore[valid-type,misc]
+        __doc__ = base.__doc__
 
         def __init__(self, logger: Any = None, device: str = device) -> None:
             super().__init__(logger, device)
 
-    Runtime.__module__ = plugrt.Runtime.__module__
-    Runtime.__qualname__ = "Runtime"
-    return Runtime
+    OnDevice.__name__ = base.__name__
+    OnDevice.__module__ = base.__module__
+    OnDevice.__qualname__ = base.__qualname__
+    return OnDevice
+
+
+def _set_device(module: types.ModuleType, device: str) -> None:
+    """Make ``module.Runtime`` deserialize for, and ``module.Builder`` time tactics on, ``device``."""
+    import plugrt
+
+    module.Runtime = plugrt.Runtime if device == "cpu" else _on_device(plugrt.Runtime, device)  # type: ignore[attr-defined]
+    module.Builder = plugrt.Builder if device == "cpu" else _on_device(plugrt.Builder, device)  # type: ignore[attr-defined]
+    module.__plugrt_device__ = device  # type: ignore[attr-defined]
 
 
 def install(device: str = "cpu") -> types.ModuleType:
     """Make ``import tensorrt`` (and ``import tensorrt.plugin``) give plugrt; returns the module.
 
-    ``device`` is where engines that tools deserialize through ``tensorrt.Runtime`` run:
-    'cpu' (the default) or 'cuda' (needed for tools that hand the engine device pointers,
-    such as Polygraphy's ``TrtRunner``). Idempotent (a second call may change the device).
+    ``device`` is where engines that tools deserialize through ``tensorrt.Runtime`` run, and
+    where ``tensorrt.Builder`` times plugin tactics: 'cpu' (the default) or 'cuda' (needed for
+    tools that hand the engine device pointers, such as Polygraphy's ``TrtRunner``, and for
+    plugins whose ``enqueue`` launches device work). Idempotent (a second call may change the device).
     Raises :class:`PlugrtError` when a real ``tensorrt`` is already imported.
     """
     if device not in ("cpu", "cuda"):
@@ -120,8 +130,7 @@ def install(device: str = "cpu") -> types.ModuleType:
     if existing is not None:
         if is_installed():
             if existing.__dict__.get("__plugrt_device__") != device:
-                existing.Runtime = _runtime_on(device)  # type: ignore[attr-defined]
-                existing.__plugrt_device__ = device  # type: ignore[attr-defined]
+                _set_device(existing, device)
             return existing
         raise PlugrtError(
             f"a real 'tensorrt' module is already imported ({getattr(existing, '__file__', existing)!r}); "
@@ -132,9 +141,7 @@ def install(device: str = "cpu") -> types.ModuleType:
     module = _TensorRTModule("tensorrt", "TensorRT's Python API, provided by plugrt (see plugrt.compat).")
     module.__version__ = TENSORRT_API_VERSION  # type: ignore[attr-defined]
     module.__plugrt_version__ = plugrt.__version__  # type: ignore[attr-defined]
-    module.__plugrt_device__ = device  # type: ignore[attr-defined]
-    if device != "cpu":
-        module.Runtime = _runtime_on(device)  # type: ignore[attr-defined]
+    _set_device(module, device)
     module.__file__ = plugrt.__file__
     module.__path__ = []  # a package, so that tensorrt.plugin can be imported
     module.__spec__ = importlib.machinery.ModuleSpec("tensorrt", None, is_package=True)

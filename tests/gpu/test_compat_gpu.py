@@ -428,7 +428,7 @@ def test_cookbook_add_scalar_cupy_with_tactics_and_timing_cache() -> None:
     creator = Creator()
     trt.get_plugin_registry().register_creator(creator, "")
     try:
-        builder = trt.Builder(trt.Logger(trt.Logger.ERROR))
+        builder = trt.Builder(trt.Logger(trt.Logger.ERROR), device="cuda")  # tactics are timed on the GPU, as in TensorRT
         network = builder.create_network(0)
         x = network.add_input("inputT0", trt.float32, [-1, -1, -1])
         fields = trt.PluginFieldCollection([trt.PluginField("scalar", np.array(1.0, dtype=np.float32), trt.PluginFieldType.FLOAT32)])

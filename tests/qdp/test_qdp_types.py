@@ -260,3 +260,19 @@ def test_kernel_launch_params() -> None:
         params.grid_w = 1
     with pytest.raises(E, match="takes an int or a symbolic integer"):
         params.block_y = 1.5  # type: ignore[assignment]
+
+
+def test_ndarray_attributes_as_a_generic_type_alias() -> None:
+    """From NumPy 2.5 on, ``numpy.typing.NDArray`` is a generic type alias (``type NDArray[T] = ...``)."""
+    from typing import Any, TypeVar
+
+    import numpy as np
+    import typing_extensions
+
+    from plugrt.plugin._schema import _array_dtype
+
+    scalar = TypeVar("scalar", bound=np.generic)
+    alias = typing_extensions.TypeAliasType("NDArray", np.ndarray[Any, np.dtype[scalar]], type_params=(scalar,))
+    assert _array_dtype(alias[np.int32]) == np.dtype(np.int32)
+    assert _array_dtype(alias[np.float16]) == np.dtype(np.float16)
+    assert _array_dtype(list[int]) is None

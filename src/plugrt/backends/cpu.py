@@ -112,6 +112,10 @@ class CpuBackend:
         """The address of an array's first element."""
         return int(array.ctypes.data) if array.size else 0
 
+    def create_stream(self) -> tuple[None, int]:
+        """A stream to run work on: on the CPU there is none, so (None, 0)."""
+        return None, 0
+
     def synchronize(self, stream: int) -> None:
         """Nothing to wait for on the CPU."""
 

@@ -112,6 +112,11 @@ class CudaBackend:
         """The device address of an array's first element."""
         return int(array.data.ptr) if array.size else 0
 
+    def create_stream(self) -> tuple[Any, int]:
+        """A new non-blocking CUDA stream: (owner, raw handle); the handle lives as long as the owner."""
+        stream = self.cupy.cuda.Stream(non_blocking=True)
+        return stream, int(stream.ptr)
+
     def synchronize(self, stream: int) -> None:
         """Wait for the work queued on ``stream``."""
         cupy_stream(stream).synchronize()

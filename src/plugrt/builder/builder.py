@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ..backends.registry import get_backend
 from ..core.context_manager import DeprecatedContextManager
 from ..core.errors import BuildError, PlugrtError, TypeMismatchError
 from ..core.logger import ILogger, Logger, Severity
@@ -27,10 +28,18 @@ class Builder(DeprecatedContextManager):
     >>> config = builder.create_builder_config()
     """
 
-    def __init__(self, logger: ILogger | None = None) -> None:
+    def __init__(self, logger: ILogger | None = None, device: str = "cpu") -> None:
+        """``device`` is where the build times plugin tactics: 'cpu' (the default) or 'cuda'.
+
+        A plugrt extension: TensorRT always builds on the GPU. Plans do not depend on it (any
+        plan runs on either device), but a plugin whose ``enqueue`` launches device work
+        (CuPy, Triton, torch) needs ``device="cuda"`` when it offers tactics to time.
+        """
         if logger is not None and not isinstance(logger, ILogger):
             raise TypeMismatchError(f"Builder takes an ILogger, got {type(logger).__name__}")
         self.logger: ILogger = logger or Logger()
+        self.device = device
+        self.backend = get_backend(device)  # fails now, not at the first build, when the device is unusable
         self.last_build_seconds = 0.0
         self._error_recorder: Any = None
 
@@ -93,7 +102,7 @@ class Builder(DeprecatedContextManager):
             raise TypeMismatchError(f"build_serialized_network takes an IBuilderConfig, got {type(config).__name__}")
         start = time.perf_counter()
         try:
-            plan = build_plan(network, config, self.logger)
+            plan = build_plan(network, config, self.logger, self.backend)
             check_plan_allocations(plan, "build")
             data = plan.to_bytes()
         except PlugrtError as exc:

@@ -40,8 +40,9 @@ _Pending = tuple[LayerPlan, PluginAdapter, BuildRequest, list[Port]]
 
 
 class _Build:
-    def __init__(self, network: INetworkDefinition, config: IBuilderConfig, logger: ILogger) -> None:
+    def __init__(self, network: INetworkDefinition, config: IBuilderConfig, logger: ILogger, backend: Any = None) -> None:
         self.network = network
+        self.backend = backend
         self.config = config
         self.logger = logger
         self.tensors: list[TensorPlan] = []
@@ -221,6 +222,7 @@ class _Build:
             int8=self.config.get_flag(BuilderFlag.INT8),
             workspace_limit=self.config.get_memory_pool_limit(MemoryPoolType.WORKSPACE),
             extra={"timing_cache": self.timing_cache},
+            backend=self.backend,
         )
         # type rules see declared types; negotiation starts from the stored ones (no conversion)
         types = adapter.output_types([self.declared(i) for i in inputs])
@@ -503,6 +505,6 @@ class _Build:
         }
 
 
-def build_plan(network: INetworkDefinition, config: IBuilderConfig, logger: ILogger) -> EnginePlan:
-    """Build ``network`` with ``config`` into an in-memory plan."""
-    return _Build(network, config, logger).run()
+def build_plan(network: INetworkDefinition, config: IBuilderConfig, logger: ILogger, backend: Any = None) -> EnginePlan:
+    """Build ``network`` with ``config`` into an in-memory plan, timing plugin tactics on ``backend`` (None: CPU)."""
+    return _Build(network, config, logger, backend).run()

@@ -44,7 +44,7 @@ def build_from_onnx(args: Any, logger: ILogger, shapes: dict[str, dict[str, tupl
         from ..onnx.parser import OnnxParser
     except ImportError as exc:
         raise UsageError(f"ONNX import is not available in this installation: {exc}") from exc
-    builder = Builder(logger)
+    builder = Builder(logger, getattr(args, "device", "cpu"))
     network = builder.create_network(0)
     parser = OnnxParser(network, logger)
     if not parser.parse_from_file(args.onnx):

@@ -96,7 +96,7 @@ class CompiledModel:
             raise TypeMismatchError(f"compile: device must be 'cpu' or 'cuda', got {device!r}")
         self.logger: ILogger = logger or RaisedErrorsLogger(Severity.WARNING)  # errors are raised, not printed
         self.device = device
-        self._builder = Builder(self.logger)
+        self._builder = Builder(self.logger, device)
         self._runtime = Runtime(self.logger, device)
         self.network = self._builder.create_network(0)
         self._parser = OnnxParser(self.network, self.logger)

@@ -181,18 +181,23 @@ def signature_of(func: Callable[..., Any], who: str) -> inspect.Signature:
 
 
 def _array_dtype(annotation: Any) -> np.dtype | None:
-    """The dtype of ``numpy.typing.NDArray[dtype]``; None for anything else."""
-    if typing.get_origin(annotation) is not np.ndarray:
+    """The dtype of ``numpy.typing.NDArray[dtype]``; None for anything else.
+
+    ``NDArray`` is a generic alias of ``np.ndarray[shape, np.dtype[scalar]]`` up to NumPy 2.4 and a
+    generic type alias (``type NDArray[T] = ...``, whose origin is the alias) from NumPy 2.5 on.
+    """
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    scalar: Any = None
+    if origin is np.ndarray and len(args) == 2 and typing.get_args(args[1]):
+        scalar = typing.get_args(args[1])[0]
+    elif len(args) == 1 and typing.get_origin(getattr(origin, "__value__", None)) is np.ndarray:
+        scalar = args[0]
+    if scalar is None:
         return None
-    args = typing.get_args(annotation)
-    if len(args) == 2:
-        inner = typing.get_args(args[1])
-        if inner:
-            try:
-                return np.dtype(inner[0])
-            except TypeError:
-                return None
-    return None
+    try:
+        return np.dtype(scalar)
+    except TypeError:
+        return None
 
 
 def attr_type(annotation: Any) -> AttrType | None:

@@ -86,6 +86,8 @@ class BuildRequest:
     int8: bool = False
     workspace_limit: int = 1 << 40
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the backend of the build device (``Builder(device=...)``): tactics are timed there; None is the CPU
+    backend: Any = None
 
 
 def plugin_label(name: str, version: str, namespace: str) -> str:

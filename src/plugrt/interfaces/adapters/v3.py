@@ -222,52 +222,66 @@ class V3Adapter(PluginAdapter):
             cached = cache.get(key)
             if cached is not None and cached in tactics:
                 return cached
-        best = self._time_tactics(tactics, request.inputs, outputs, workspace)
+        best = self._time_tactics(tactics, request.inputs, outputs, workspace, request.backend)
         if key is not None and cache is not None:
             cache[key] = best
         return best
 
-    def _time_tactics(self, tactics: list[int], inputs: list[Port], outputs: list[Port], workspace: int) -> int:
+    def _time_tactics(
+        self, tactics: list[int], inputs: list[Port], outputs: list[Port], workspace: int, backend: Any = None
+    ) -> int:
         """Time each tactic with every descriptor at the profile's opt dims, as TensorRT does.
 
-        Buffers are sized for the max dims (a data-dependent output may be written up to its
-        upper bound); descriptors say opt, so a plugin sizing work from its output descriptor
-        sees the same shapes it sees for its inputs.
+        The timing runs on the build device (``Builder(device=...)``): device buffers and a real
+        stream on CUDA, host buffers and stream 0 on the CPU. Buffers are sized for the max dims
+        (a data-dependent output may be written up to its upper bound); descriptors say opt, so a
+        plugin sizing work from its output descriptor sees the same shapes it sees for its inputs.
         """
-        runtime = _capability(self._root, Phase.BUILD, PluginCapabilityType.RUNTIME)
+        if backend is None:
+            from ...backends.registry import get_backend
 
-        def buffers(ports: list[Port]) -> tuple[list[np.ndarray], list[PluginTensorDesc]]:
-            arrays, descs = [], []
+            backend = get_backend("cpu")
+        runtime = _capability(self._root, Phase.BUILD, PluginCapabilityType.RUNTIME)
+        owners: list[Any] = []
+
+        def buffer(nbytes: int) -> int:
+            owner, address = backend.allocate_arena(max(nbytes, 1))
+            owners.append(owner)
+            return int(address)
+
+        def buffers(ports: list[Port]) -> tuple[list[int], list[PluginTensorDesc]]:
+            addresses, descs = [], []
             for port in ports:
                 _, opt, high = port.ranges[0]
                 count = max(int(np.prod(storage_shape(list(d), port.format), dtype=np.int64)) for d in (opt, high))
-                arrays.append(np.zeros(max(count, 1), dtype=port.dtype.nptype()))
+                addresses.append(buffer(count * np.dtype(port.dtype.nptype()).itemsize))
                 descs.append(PluginTensorDesc(Dims(opt), port.dtype, port.format, 1.0))
-            return arrays, descs
+            return addresses, descs
 
-        in_arrays, in_descs = buffers(inputs)
-        out_arrays, out_descs = buffers(outputs)
-        scratch = np.zeros(max(workspace, 1), dtype=np.uint8)
+        in_addresses, in_descs = buffers(inputs)
+        out_addresses, out_descs = buffers(outputs)
+        scratch = buffer(workspace) if workspace else 0
+        stream_owner, stream = backend.create_stream()
         best, best_time = tactics[0], float("inf")
-        for tactic in tactics:
-            runtime(Phase.BUILD, "set_tactic", tactic)
-            runtime(Phase.BUILD, "on_shape_change", in_descs, out_descs)
-            start = time.perf_counter()
-            for _ in range(3):
-                status = runtime(
-                    Phase.BUILD,
-                    "enqueue",
-                    in_descs,
-                    out_descs,
-                    [a.ctypes.data for a in in_arrays],
-                    [a.ctypes.data for a in out_arrays],
-                    scratch.ctypes.data if workspace else 0,
-                    0,
-                )
-                check_status(runtime, "enqueue", status)
-            elapsed = time.perf_counter() - start
-            if elapsed < best_time:
-                best, best_time = tactic, elapsed
+        try:
+            for tactic in tactics:
+                runtime(Phase.BUILD, "set_tactic", tactic)
+                runtime(Phase.BUILD, "on_shape_change", in_descs, out_descs)
+                backend.synchronize(stream)
+                start = time.perf_counter()
+                for _ in range(3):
+                    status = runtime(
+                        Phase.BUILD, "enqueue", in_descs, out_descs, in_addresses, out_addresses, scratch, stream
+                    )
+                    check_status(runtime, "enqueue", status)
+                backend.synchronize(stream)
+                elapsed = time.perf_counter() - start
+                if elapsed < best_time:
+                    best, best_time = tactic, elapsed
+        finally:
+            backend.synchronize(stream)
+            owners.clear()  # the buffers, then the stream, are freed only once the work on them is done
+            stream_owner = None  # noqa: F841
         return best
 
     def finish_build(self, request: Any, outputs: Any) -> BuildResult:
