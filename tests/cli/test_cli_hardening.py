@@ -129,3 +129,17 @@ def test_the_docs_example_commands_chain(tmp_path: Path, monkeypatch: pytest.Mon
         argv = command[1:] + (["--iterations=2", "--duration=0", "--warmUp=0"] if command[1] == "exec" else [])
         assert main(argv) == 0, (command, capsys.readouterr().err)
     assert (tmp_path / "model.plan").exists() and (tmp_path / "model.html").exists()
+
+
+def test_demo_says_its_weights_are_synthetic_and_removes_its_temporary_folder() -> None:
+    import io
+    import re
+
+    from plugrt.cli.demo import run_demo
+
+    out = io.StringIO()
+    assert run_demo(out, trace=False, iterations=1) == 0
+    text = out.getvalue()
+    assert "synthetic random weights" in text and re.search(r"\d+ detections \(3 of \d+ shown\)", text)
+    folder = re.search(r"plans are written to (\S+) \(a temporary folder, removed at the end\)", text)
+    assert folder is not None and not os.path.exists(folder.group(1))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -110,13 +111,15 @@ def _detector(out: TextIO, directory: str, iterations: int, logger: trt.ILogger)
     expected = batched_nms_reference(boxes, scores, NMS_FIELDS)
     failures = 0
     print(
-        f"1. detector (ONNX, BatchedNMSDynamic_TRT head): build {build_s * 1e3:.0f} ms, plan {len(plan)} bytes -> {path}",
+        f"1. detector (ONNX, BatchedNMSDynamic_TRT head; synthetic random weights and image): build "
+        f"{build_s * 1e3:.0f} ms, plan {len(plan)} bytes -> {path}",
         file=out,
     )
     print(f"   inference {latency:.0f} us (median of {iterations}, batch 2)", file=out)
     for b in range(image.shape[0]):
         count = int(outputs["num_detections"][b, 0])
-        print(f"   image {b}: {count} detections", file=out)
+        shown = f" ({min(count, 3)} of {count} shown)" if count > 3 else ""
+        print(f"   image {b}: {count} detections{shown}", file=out)
         for k in range(min(count, 3)):
             box = ", ".join(f"{v:.3f}" for v in outputs["nmsed_boxes"][b, k])
             print(
@@ -240,10 +243,15 @@ def run_demo(out: TextIO, trace: bool = True, iterations: int = 20, plan_dir: st
     trt.init_libnvinfer_plugins(logger, "")
     directory = plan_dir or tempfile.mkdtemp(prefix="plugrt-demo-")
     os.makedirs(directory, exist_ok=True)
-    print(f"plugrt {trt.__version__} demo, on the CPU; plans are written to {directory}", file=out)
-    failures = _detector(out, directory, iterations, logger)
-    failures += _transformer(out, directory, iterations, logger)
-    failures += _plugin_chain(out, directory, iterations, logger, trace)
+    where = f"plans are written to {directory}" + ("" if plan_dir else " (a temporary folder, removed at the end)")
+    print(f"plugrt {trt.__version__} demo, on the CPU; {where}", file=out)
+    try:
+        failures = _detector(out, directory, iterations, logger)
+        failures += _transformer(out, directory, iterations, logger)
+        failures += _plugin_chain(out, directory, iterations, logger, trace)
+    finally:
+        if not plan_dir:  # keep only a folder the user named
+            shutil.rmtree(directory, ignore_errors=True)
     print(
         "all results match their references" if not failures else f"{failures} result(s) differ from the references",
         file=out,
