@@ -373,6 +373,33 @@ def test_array_fields_are_converted_only_when_the_values_fit() -> None:
         make(np.array([1.5], np.float32), trt.PluginFieldType.FLOAT32)
 
 
+def test_stored_run_facts_are_validated() -> None:
+    import qdp_samples  # noqa: F401 - registers the samples
+
+    creator = trt.get_plugin_registry().get_creator("elemwise_add_plugin_", "1", "sample")
+    delta = trt.PluginField("delta", np.array([1]), trt.PluginFieldType.INT64)
+
+    def revive(name: str, values: list[int]) -> Any:
+        fields = trt.PluginFieldCollection(
+            [delta, trt.PluginField(name, np.array(values, np.int32), trt.PluginFieldType.INT32)]
+        )
+        return creator.create_plugin("x", fields, trt.TensorRTPhase.RUNTIME)
+
+    assert revive("qdp.aliases", [0]).aliases == [0]
+    with pytest.raises(trt.FieldError, match=r"stored aliases \[3\] do not fit 1 outputs and 1 inputs"):
+        revive("qdp.aliases", [3])
+    with pytest.raises(trt.FieldError, match=r"stored data-dependent dimensions \[5, 0\] do not fit 1 outputs"):
+        revive("qdp.data_dependent", [5, 0])
+    with pytest.raises(trt.SerializationError, match="stored AOT kernels are malformed"):
+        creator.create_plugin(
+            "x",
+            trt.PluginFieldCollection(
+                [delta, trt.PluginField("qdp.aot_kernels", b"{no json", trt.PluginFieldType.UNKNOWN)]
+            ),
+            1,
+        )
+
+
 def test_the_lifecycle_is_the_v3_one(ids: list[str]) -> None:
     _scale(ids, "t::scale")
     builder, network = _one_plugin(lambda net, t: net.add_plugin(trtp.op.t.scale(t, factor=2.0)))

@@ -315,11 +315,21 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3One
                     f"{', '.join(schema.attrs) or 'none'}"
                 )
         plugin = cls(definition, attrs, AOT_KERNELS in extra)
+        inputs, outputs = len(schema.tensor_names), schema.num_outputs
         if ALIASES in extra:
             plugin.aliases = [int(v) for v in extra[ALIASES].data]
+            if len(plugin.aliases) != outputs or any(not -1 <= a < inputs for a in plugin.aliases):
+                raise FieldError(
+                    f"QDP plugin {schema.plugin_id!r}: stored aliases {plugin.aliases} do not fit {outputs} outputs "
+                    f"and {inputs} inputs"
+                )
         if DATA_DEPENDENT in extra:
             flat = [int(v) for v in extra[DATA_DEPENDENT].data]
             plugin.data_dependent = list(zip(flat[0::2], flat[1::2]))
+            if len(flat) % 2 or any(not (0 <= o < outputs and 0 <= a < 8) for o, a in plugin.data_dependent):
+                raise FieldError(
+                    f"QDP plugin {schema.plugin_id!r}: stored data-dependent dimensions {flat} do not fit {outputs} outputs"
+                )
         if AOT_KERNELS in extra:
             plugin.kernels = decode_kernels(extra[AOT_KERNELS].data.tobytes())
         return plugin
