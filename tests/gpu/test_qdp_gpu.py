@@ -312,8 +312,10 @@ def _reference_pad(x: np.ndarray, pads: np.ndarray) -> np.ndarray:
 
 
 # --- helpers ----------------------------------------------------------------------------------
-def _plan(plugin: Any, shape: tuple[int, ...], profile: Any = None, flags: Any = (), **kw: Any) -> bytes:
-    builder = trt.Builder(LOGGER)
+def _plan(
+    plugin: Any, shape: tuple[int, ...], profile: Any = None, flags: Any = (), device: str = "cpu", **kw: Any
+) -> bytes:
+    builder = trt.Builder(LOGGER, device=device)
     network = builder.create_network(0)
     x = network.add_input("x", trt.float32, shape)
     layer = network.add_plugin(plugin(x), **kw)
@@ -430,9 +432,10 @@ def test_non_zero_with_torch() -> None:
 def test_circular_pad_two_torch_tactics() -> None:
     pytest.importorskip("torch")
     pads = np.array((1, 1, 1, 1), dtype=np.int32)
-    plan = _plan(lambda x: trtp.op.gpu_sample.circ_pad_plugin(x, pads=pads), (10, 3, 32, 32))
     x = RNG.normal(size=(10, 3, 32, 32)).astype(np.float32)
-    np.testing.assert_allclose(run_plan(plan, "cuda", {"x": x})["y"], _reference_pad(x, pads), atol=1e-2)
+    for device in ("cpu", "cuda"):  # tactics timed on host Tensors, then on CUDA Tensors
+        plan = _plan(lambda t: trtp.op.gpu_sample.circ_pad_plugin(t, pads=pads), (10, 3, 32, 32), device=device)
+        np.testing.assert_allclose(run_plan(plan, "cuda", {"x": x})["y"], _reference_pad(x, pads), atol=1e-2)
 
 
 def _circ_pad_onnx(pads: np.ndarray, shape: tuple[int, ...]) -> bytes:
@@ -460,10 +463,11 @@ def test_circular_pad_aot_two_tactics_timed_on_the_gpu() -> None:
 
     pads = np.array((1, 1, 1, 1), dtype=np.int32)
     shape = (10, 3, 32, 32)
-    plan = _plan(lambda t: trtp.op.gpu_sample.circ_pad_aot_tactics(t, pads=pads), shape)
-    assert next(layer.tactic for layer in EnginePlan.from_bytes(plan).layers if layer.is_plugin) in (1, 2)
     x = RNG.normal(size=shape).astype(np.float32)
-    np.testing.assert_array_equal(run_plan(plan, "cuda", {"x": x})["y"], _reference_pad(x, pads))
+    for device in ("cpu", "cuda"):  # host buffers copied to the GPU, then the build's device buffers
+        plan = _plan(lambda t: trtp.op.gpu_sample.circ_pad_aot_tactics(t, pads=pads), shape, device=device)
+        assert next(layer.tactic for layer in EnginePlan.from_bytes(plan).layers if layer.is_plugin) in (1, 2)
+        np.testing.assert_array_equal(run_plan(plan, "cuda", {"x": x})["y"], _reference_pad(x, pads))
 
 
 def test_circular_pad_aot_inetdef_and_onnx_with_engine_save_and_load(tmp_path: Any) -> None:

@@ -380,7 +380,7 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3One
         device = active_device()
         if self.aot:
             if self.inputs is not None:  # a build instance: only tactic timing enqueues it
-                self._time_on_device(input_desc, inputs, outputs, output_desc)
+                self._time_on_device(input_desc, inputs, outputs, output_desc, stream)
                 return
             if device != "cuda":
                 raise self._aot_needs_cuda()
@@ -413,9 +413,19 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3One
         inputs: Sequence[int],
         outputs: Sequence[int],
         output_desc: Sequence[PluginTensorDesc],
+        stream: int,
     ) -> None:
-        """One timing run of an AOT kernel at build: the builder's host buffers are copied to the GPU
-        and the tactic's kernel runs there (each kernel is compiled once per build)."""
+        """One timing run of an AOT kernel at build (each kernel is compiled once per build): on the
+        given buffers and stream in a GPU build (``Builder(device="cuda")``); in a CPU build the host
+        buffers are copied to the GPU, where CuPy sees one."""
+        if active_device() == "cuda":
+            if not self.kernels:
+                self.kernels = self._compile_kernels()
+            kernel = self._kernel()
+            kernel.launch_on(
+                kernel.resolve([list(d.dims) for d in input_desc], self.plugin_id), inputs, outputs, stream
+            )
+            return
         try:
             from ..backends.cuda import import_cupy
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ...backends.memory import using_device
 from ...core.dims import Dims
 from ...core.errors import BuildError, MissingHookError, PluginError, TypeMismatchError
 from ...core.layouts import storage_shape
@@ -264,20 +265,23 @@ class V3Adapter(PluginAdapter):
         stream_owner, stream = backend.create_stream()
         best, best_time = tactics[0], float("inf")
         try:
-            for tactic in tactics:
-                runtime(Phase.BUILD, "set_tactic", tactic)
-                runtime(Phase.BUILD, "on_shape_change", in_descs, out_descs)
-                backend.synchronize(stream)
-                start = time.perf_counter()
-                for _ in range(3):
-                    status = runtime(
-                        Phase.BUILD, "enqueue", in_descs, out_descs, in_addresses, out_addresses, scratch, stream
-                    )
-                    check_status(runtime, "enqueue", status)
-                backend.synchronize(stream)
-                elapsed = time.perf_counter() - start
-                if elapsed < best_time:
-                    best, best_time = tactic, elapsed
+            # the plugin's hooks see the build device as the active one (as_array, plugin_arrays and
+            # decorator plugins' Tensors then describe device memory on CUDA)
+            with using_device(backend.name):
+                for tactic in tactics:
+                    runtime(Phase.BUILD, "set_tactic", tactic)
+                    runtime(Phase.BUILD, "on_shape_change", in_descs, out_descs)
+                    backend.synchronize(stream)
+                    start = time.perf_counter()
+                    for _ in range(3):
+                        status = runtime(
+                            Phase.BUILD, "enqueue", in_descs, out_descs, in_addresses, out_addresses, scratch, stream
+                        )
+                        check_status(runtime, "enqueue", status)
+                    backend.synchronize(stream)
+                    elapsed = time.perf_counter() - start
+                    if elapsed < best_time:
+                        best, best_time = tactic, elapsed
         finally:
             backend.synchronize(stream)
             owners.clear()  # the buffers, then the stream, are freed only once the work on them is done
