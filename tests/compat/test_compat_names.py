@@ -211,7 +211,7 @@ def test_builder_config_device_settings_accept_tensorrts_defaults_only() -> None
         config.default_device_type = 0  # type: ignore[assignment]
     config.algorithm_selector = None
     config.int8_calibrator = None
-    with pytest.raises(trt.BuildError, match="does not run INT8 calibration"):
+    with pytest.raises(trt.TypeMismatchError, match="must be an IInt8Calibrator"):
         config.int8_calibrator = object()
 
 

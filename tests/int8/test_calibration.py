@@ -24,6 +24,8 @@ from plugrt.core.errors import BuildError
 def reference_entropy(counts: np.ndarray, width: float, levels: int = 128) -> float:
     """The divergence search written out loop by loop."""
     best, best_kl = None, np.inf
+    counts = counts.astype(np.float64)
+    counts[0] = counts[1]  # bin 0 (a ReLU's zeros) weighed as bin 1
     for size in range(levels, len(counts) + 1):
         p = counts[:size].astype(np.float64).copy()
         p[-1] += counts[size:].sum()
@@ -49,6 +51,13 @@ def test_entropy_threshold_matches_the_reference():
     assert entropy_amax(counts, width) == pytest.approx(reference_entropy(counts, width))
     # the long tail is clipped: the threshold sits well inside the largest magnitude
     assert entropy_amax(counts, width) < 0.9 * samples.max()
+
+
+def test_entropy_ignores_the_zero_spike_of_a_relu():
+    samples = np.maximum(np.random.default_rng(2).standard_normal(50000), 0)  # half the values are 0
+    counts, edges = np.histogram(samples, bins=BINS, range=(0, 2 ** np.ceil(np.log2(samples.max()))))
+    amax = entropy_amax(counts, edges[1] - edges[0])
+    assert 0.5 * samples.max() < amax <= samples.max() + (edges[1] - edges[0])
 
 
 def test_histogram_grows_by_exact_merges():

@@ -14,7 +14,7 @@ from ..engine.limits import check_plan_allocations
 from ..interfaces.error_recorder import ErrorCodeTRT, check_error_recorder, report_to
 from ..network.definition import INetworkDefinition
 from .compile import build_plan
-from .config import IBuilderConfig, IOptimizationProfile
+from .config import BuilderFlag, IBuilderConfig, IOptimizationProfile
 
 __all__ = ["Builder"]
 
@@ -87,6 +87,20 @@ class Builder(DeprecatedContextManager):
             return False
         return True
 
+    def _calibrate(self, network: INetworkDefinition, config: IBuilderConfig) -> dict[str, float] | None:
+        """The calibrator's ranges ({tensor: amax}) when INT8 is on and a calibrator is set, else None."""
+        calibrator = config.int8_calibrator
+        if calibrator is None or not config.get_flag(BuilderFlag.INT8):
+            return None
+        from .calibration import calibrate_network
+
+        profile = config.get_calibration_profile()
+        if profile is None and config.num_optimization_profiles:
+            profile = config.get_optimization_profile(0)
+        ranges = calibrate_network(network, calibrator, profile=profile, apply=False)
+        self.logger.emit(Severity.INFO, f"calibrated {len(ranges)} tensors with {type(calibrator).__name__}")
+        return ranges
+
     def build_serialized_network(self, network: INetworkDefinition, config: IBuilderConfig) -> IHostMemory:
         """Build ``network`` into plan bytes.
 
@@ -102,7 +116,7 @@ class Builder(DeprecatedContextManager):
             raise TypeMismatchError(f"build_serialized_network takes an IBuilderConfig, got {type(config).__name__}")
         start = time.perf_counter()
         try:
-            plan = build_plan(network, config, self.logger, self.backend)
+            plan = build_plan(network, config, self.logger, self.backend, self._calibrate(network, config))
             check_plan_allocations(plan, "build")
             data = plan.to_bytes()
         except PlugrtError as exc:

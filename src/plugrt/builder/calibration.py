@@ -6,7 +6,8 @@ each tensor's values and picks its dynamic range with the calibrator's algorithm
 
 * MinMax (:class:`IInt8MinMaxCalibrator`): the largest magnitude seen.
 * Entropy (:class:`IInt8EntropyCalibrator2`, :class:`IInt8EntropyCalibrator`): a 2048-bin
-  histogram of magnitudes; for each candidate threshold of 128 to 2048 bins, the clipped
+  histogram of magnitudes (bin 0 weighed as bin 1, so the zeros of a ReLU do not dominate);
+  for each candidate threshold of 128 to 2048 bins, the clipped
   distribution P (outliers folded into the last bin) is compared with its quantization Q onto
   128 levels by the Kullback-Leibler divergence; the threshold of least divergence wins
   (as NVIDIA describes for TensorRT's entropy calibration).
@@ -175,9 +176,11 @@ def _quantized(reference: np.ndarray, levels: int) -> np.ndarray:
 
 def entropy_amax(counts: np.ndarray, bin_width: float) -> float:
     """The threshold of least KL divergence between clipped and 128-level histograms (see the module note)."""
-    counts = np.asarray(counts, dtype=np.float64)
+    counts = np.array(counts, dtype=np.float64)
     if counts.sum() == 0:
         return 0.0
+    if counts.size > 1:  # the zeros of a ReLU would dominate every candidate: weigh bin 0 as bin 1 (as NVIDIA's
+        counts[0] = counts[1]  # reference calibrator does)
     best, best_divergence = counts.size, np.inf
     for size in range(LEVELS, counts.size + 1):
         reference = counts[:size].copy()
@@ -236,13 +239,25 @@ def parse_cache(cache: bytes | str) -> tuple[str, dict[str, float]]:
     return header[-1], ranges
 
 
-def calibrate_network(network: Any, calibrator: IInt8Calibrator, device: str = "cpu") -> dict[str, float]:
-    """Calibrate ``network`` (static input shapes) with ``calibrator``; sets every tensor's dynamic range.
+def calibrate_network(
+    network: Any,
+    calibrator: IInt8Calibrator,
+    device: str = "cpu",
+    profile: Any = None,
+    apply: bool = True,
+) -> dict[str, float]:
+    """Calibrate ``network`` with ``calibrator``; with ``apply``, sets every tensor's dynamic range.
 
-    Returns ``{tensor name: amax}``. Uses the calibrator's cache when it has one (its header must
-    name the calibrator's algorithm) and writes the cache after calibrating.
+    Returns ``{tensor name: amax}``. Inputs with dynamic dimensions take the opt shapes of
+    ``profile`` (an ``IOptimizationProfile``, TensorRT's calibration profile). Uses the calibrator's
+    cache when it has one (its header must name the calibrator's algorithm) and writes the cache
+    after calibrating.
     """
+    if not isinstance(calibrator, IInt8Calibrator):
+        raise BuildError(f"calibration needs an IInt8Calibrator, got {type(calibrator).__name__}")
     algorithm = calibrator.get_algorithm()
+    if algorithm not in _CACHE_NAMES:
+        raise BuildError(f"{type(calibrator).__name__}.get_algorithm() returned {algorithm!r}, not a CalibrationAlgoType")
     tensors = _all_tensors(network)
     cached = calibrator.read_calibration_cache()
     if cached:
@@ -252,8 +267,10 @@ def calibrate_network(network: Any, calibrator: IInt8Calibrator, device: str = "
                 f"calibration cache was written by {name!r}, but the calibrator uses {_CACHE_NAMES[algorithm]!r}"
             )
     else:
-        amax = _run_batches(network, calibrator, tensors, algorithm, device)
+        amax = _run_batches(network, calibrator, tensors, algorithm, device, profile)
         calibrator.write_calibration_cache(format_cache(algorithm, amax))
+    if not apply:
+        return amax
     for tensor in tensors:
         if tensor.name in amax:
             tensor.set_dynamic_range(-amax[tensor.name], amax[tensor.name])
@@ -274,21 +291,42 @@ def _all_tensors(network: Any) -> list[Any]:
 
 
 def _run_batches(
-    network: Any, calibrator: IInt8Calibrator, tensors: list[Any], algorithm: CalibrationAlgoType, device: str
+    network: Any,
+    calibrator: IInt8Calibrator,
+    tensors: list[Any],
+    algorithm: CalibrationAlgoType,
+    device: str,
+    profile: Any = None,
 ) -> dict[str, float]:
     from ..engine.runtime import Runtime
     from .builder import Builder
 
     inputs = [network.get_input(i) for i in range(network.num_inputs)]
+    shapes: dict[str, tuple[int, ...]] = {}
     for tensor in inputs:
-        if any(d < 0 for d in tensor.shape):
-            raise BuildError(f"calibration needs static input shapes; {tensor.name!r} has shape {tuple(tensor.shape)}")
+        shape = tuple(tensor.shape)
+        if any(d < 0 for d in shape):
+            ranges = profile.get_shape(tensor.name) if profile is not None else []
+            if not ranges:
+                raise BuildError(
+                    f"calibration needs static input shapes or a calibration profile; {tensor.name!r} has shape "
+                    f"{shape} (config.set_calibration_profile gives the shapes)"
+                )
+            shape = tuple(ranges[1])
+        shapes[tensor.name] = shape
     added = [t for t in tensors if not t.is_network_output and not t.is_network_input]
     for tensor in added:
         network.mark_output(tensor)
     try:
         builder = Builder(None)
-        plan = builder.build_serialized_network(network, builder.create_builder_config())
+        config = builder.create_builder_config()
+        if any(any(d < 0 for d in t.shape) for t in inputs):
+            fixed = builder.create_optimization_profile()
+            for name, shape in shapes.items():
+                if any(d < 0 for d in network_input(network, name).shape):
+                    fixed.set_shape(name, shape, shape, shape)
+            config.add_optimization_profile(fixed)
+        plan = builder.build_serialized_network(network, config)
         if plan is None:
             raise BuildError("calibration: the FP32 calibration engine could not be built")
         engine = Runtime(None, device).deserialize_cuda_engine(plan)
@@ -296,9 +334,11 @@ def _run_batches(
         for tensor in added:
             network.unmark_output(tensor)
     context = engine.create_execution_context()
+    for name, shape in shapes.items():
+        context.set_input_shape(name, shape)
     backend = engine.backend
     watched = [t.name for t in tensors if not t.is_network_input]
-    buffers = {n: backend.xp.empty(tuple(engine.get_tensor_shape(n)), np.dtype(engine.get_tensor_dtype(n).nptype()))
+    buffers = {n: backend.xp.empty(tuple(context.get_tensor_shape(n)), np.dtype(engine.get_tensor_dtype(n).nptype()))
                for n in watched}
     for name, buffer in buffers.items():
         context.set_tensor_address(name, backend.address_of(buffer))
@@ -313,8 +353,7 @@ def _run_batches(
         if len(addresses) != len(names):
             raise BuildError(f"get_batch returned {len(addresses)} addresses for the {len(names)} inputs {names}")
         for tensor, address in zip(inputs, addresses):
-            shape = tuple(tensor.shape)
-            context.set_input_shape(tensor.name, shape)
+            shape = shapes[tensor.name]
             context.set_tensor_address(tensor.name, int(address))
             if tensor.name in collectors:
                 view = backend.view(int(address), shape, np.dtype(tensor.dtype.nptype()))
@@ -327,6 +366,14 @@ def _run_batches(
     if not batches:
         raise BuildError("calibration: get_batch returned None at once; give at least one batch")
     return {name: _amax(algorithm, collector, quantile) for name, collector in collectors.items()}
+
+
+def network_input(network: Any, name: str) -> Any:
+    """The network input called ``name``."""
+    for i in range(network.num_inputs):
+        if network.get_input(i).name == name:
+            return network.get_input(i)
+    raise BuildError(f"the network has no input {name!r}")
 
 
 def _host(backend: Any, array: Any) -> np.ndarray:

@@ -31,6 +31,7 @@ from ..shape.expr import IDimensionExpr
 from .config import BuilderFlag, IBuilderConfig, MemoryPoolType
 from .fusion import fuse_layers
 from .graph import topological_layers
+from .int8 import int8_operator, int8_positions, tensor_scale
 from .memory import Block, plan_memory
 from .profiles import ResolvedProfile, resolve_profiles
 
@@ -40,11 +41,25 @@ _Pending = tuple[LayerPlan, PluginAdapter, BuildRequest, list[Port]]
 
 
 class _Build:
-    def __init__(self, network: INetworkDefinition, config: IBuilderConfig, logger: ILogger, backend: Any = None) -> None:
+    def __init__(
+        self,
+        network: INetworkDefinition,
+        config: IBuilderConfig,
+        logger: ILogger,
+        backend: Any = None,
+        calibrated: dict[str, float] | None = None,
+    ) -> None:
         self.network = network
         self.backend = backend
         self.config = config
         self.logger = logger
+        #: BuilderFlag.INT8: layers with INT8 kernels run in INT8 where scales are known (builder/int8.py)
+        self.int8 = config.get_flag(BuilderFlag.INT8)
+        #: tensor name -> amax from the calibrator (dynamic ranges set on tensors win)
+        self.calibrated = dict(calibrated or {})
+        #: tensor -> its INT8 scale, where known
+        self.scales: dict[int, float] = {}
+        self._readers: dict[int, list[ILayer]] | None = None
         self.tensors: list[TensorPlan] = []
         self.values: list[list[IDimensionExpr] | None] = []
         self.index: dict[int, int] = {}
@@ -88,6 +103,7 @@ class _Build:
             t.dtype,
             t.format,
             self.values[index],
+            self.scales.get(index, 1.0),
         )
 
     def ranges(self, shape: list[IDimensionExpr], profile: int) -> tuple[Dims, Dims, Dims]:
@@ -108,13 +124,25 @@ class _Build:
         if key not in self.conversions:
             name = f"{source.name} [{dtype.name}/{fmt.name}]"
             out = self.add_tensor(name, dtype, fmt, source.shape, "internal", self.values[index])
+            params: dict[str, Any] = {"dst_type": dtype.name, "src_format": source.format.name, "dst_format": fmt.name}
+            if DataType.INT8 in (source.dtype, dtype) and source.dtype != dtype:
+                scale = self.scales.get(index)
+                if scale is None and self.int8:
+                    self.logger.emit(
+                        Severity.WARNING,
+                        f"tensor {source.name!r} has no INT8 scale (no dynamic range, not calibrated); its INT8 "
+                        f"conversion for {consumer!r} uses scale 1; set one with ITensor.set_dynamic_range",
+                    )
+                if scale is not None:
+                    params["scale"] = scale
+                    self.scales[out] = scale
             self.layers.append(
                 LayerPlan(
                     f"Reformat {source.name} {source.dtype.name}/{source.format.name} -> {dtype.name}/{fmt.name}",
                     [index],
                     [out],
                     op_kind="reformat",
-                    params={"dst_type": dtype.name, "src_format": source.format.name, "dst_format": fmt.name},
+                    params=params,
                 )
             )
             self.logger.emit(
@@ -156,21 +184,73 @@ class _Build:
                 self.declared_types[index] = declared[i]
             tensor._shape = Dims([d.get_constant_value() if d.is_constant() else -1 for d in shapes[i]])
             self.index[id(tensor)] = index
+            self.note_scale(index, tensor)
             outputs.append(index)
         return outputs
+
+    # --- INT8 -----------------------------------------------------------------------
+    def note_scale(self, index: int, tensor: ITensor) -> None:
+        """Record the INT8 scale of ``tensor`` (dynamic range or calibration) for engine tensor ``index``."""
+        scale = tensor_scale(tensor, self.calibrated)
+        if scale is not None:
+            self.scales[index] = scale
+
+    def readers(self, tensor: ITensor) -> list[ILayer]:
+        if self._readers is None:
+            self._readers = {}
+            for i in range(self.network.num_layers):
+                layer = self.network.get_layer(i)
+                for t in layer._inputs:
+                    if t is not None:
+                        self._readers.setdefault(id(t), []).append(layer)
+        return self._readers.get(id(tensor), [])
+
+    def reads_int8(self, layer: ILayer, tensor: ITensor) -> bool:
+        """Whether standard ``layer`` will read ``tensor`` as INT8 (an INT8 kernel with all its scales)."""
+        if isinstance(layer, (IPluginV2Layer, IPluginV3Layer)):
+            return False
+        try:
+            op = layer.to_operator()
+        except PlugrtError:
+            return False
+        positions = int8_positions(op, len(layer._inputs))
+        if positions is None:
+            return False
+        scales = [tensor_scale(t, self.calibrated) for t in layer._inputs]
+        return all(scales[p] is not None for p in positions) and any(layer._inputs[p] is tensor for p in positions)
+
+    def int8_form(self, layer: ILayer, op: Any, sources: list[int]) -> tuple[Any, tuple[int, ...], float | None]:
+        """(operator, inputs read as INT8, output scale or None) for ``layer``: its INT8 form where it has one."""
+        if not self.int8 or layer.num_outputs != 1 or int8_positions(op, len(sources)) is None:
+            return op, (), None
+        out = layer.get_output(0)
+        out_scale = tensor_scale(out, self.calibrated)
+        readers = self.readers(out)
+        if out.is_network_output or not readers or not all(self.reads_int8(r, out) for r in readers):
+            out_scale = None
+        new = int8_operator(op, [self.scales.get(s) for s in sources], out_scale)
+        if new is None:
+            return op, (), None
+        self.logger.emit(
+            Severity.VERBOSE,
+            f"layer {layer.name!r} runs in INT8 ({new.kind}, output {'INT8' if out_scale else 'FLOAT'})",
+        )
+        return new, int8_positions(op, len(sources)) or (), out_scale
 
     # --- layers -------------------------------------------------------------------
     def standard_layer(self, layer: ILayer) -> None:
         op = layer.to_operator()
         op.name = layer.name
+        sources = [self.input_index(layer, i, t) for i, t in enumerate(layer._inputs)]
+        op, int8_inputs, out_scale = self.int8_form(layer, op, sources)
         inputs = [
             self.converted(
-                self.input_index(layer, i, t),
-                self.declared(self.input_index(layer, i, t)),
+                source,
+                DataType.INT8 if i in int8_inputs else self.declared(source),
                 TensorFormat.LINEAR,
                 layer.name,
             )
-            for i, t in enumerate(layer._inputs)
+            for i, source in enumerate(sources)
         ]
         in_types = [self.tensors[i].dtype for i in inputs]
         in_shapes = [self.tensors[i].shape for i in inputs]
@@ -188,7 +268,10 @@ class _Build:
         # (standard operators are deterministic; data-dependent sizes are left to the run).
         derived = bool(inputs) and all(self.tensors[i].role == "constant" for i in inputs) and not op.size_exprs
         role = "constant" if op.is_constant or derived else "internal"
-        outputs = self.bind_outputs(layer, types, [TensorFormat.LINEAR] * len(types), shapes, values, role)
+        declared = [DataType.FLOAT] if out_scale is not None else None
+        outputs = self.bind_outputs(layer, types, [TensorFormat.LINEAR] * len(types), shapes, values, role, declared)
+        if out_scale is not None:
+            self.scales[outputs[0]] = out_scale
         keys = {}
         for name, array in op.weights.items():
             key = f"{len(self.layers)}/{name}"
@@ -232,12 +315,16 @@ class _Build:
             opt_expr = expr.size_bounds[0]
             for profile in self.profiles:
                 profile.opt[expr.symbol] = opt_expr.evaluate(profile.opt)
-        outputs = [Port(s, [self.ranges(s, p) for p in range(len(self.profiles))], t) for s, t in zip(shapes, types)]
+        outputs = [
+            Port(s, [self.ranges(s, p) for p in range(len(self.profiles))], t, scale=self.output_scale(layer, k))
+            for k, (s, t) in enumerate(zip(shapes, types))
+        ]
         preferred: list[Any] = [(p.dtype, p.format) for p in request.inputs] + [(t, TensorFormat.LINEAR) for t in types]
         choices = adapter.choose_formats(request, outputs, preferred)
         for i, (dtype, fmt) in enumerate(choices[: len(inputs)]):
             inputs[i] = self.converted(inputs[i], dtype, fmt, layer.name)
             request.inputs[i].dtype, request.inputs[i].format = dtype, fmt
+            request.inputs[i].scale = self.scales.get(inputs[i], 1.0)
         for port, (dtype, fmt) in zip(outputs, choices[len(inputs) :]):
             port.dtype, port.format = dtype, fmt
         aliases = self.in_place_outputs(layer.name, adapter, request, outputs)
@@ -250,10 +337,18 @@ class _Build:
         out_index = self.bind_outputs(
             layer, [p.dtype for p in outputs], [p.format for p in outputs], shapes, [None] * len(outputs), declared=types
         )
+        for index, port in zip(out_index, outputs):
+            if port.dtype == DataType.INT8 and index not in self.scales:
+                self.scales[index] = port.scale
+        ports = request.inputs + outputs
+        params: dict[str, Any] = {}
+        if any(p.dtype == DataType.INT8 for p in ports):  # the scales the plugin sees when it runs
+            params["io_scales"] = [p.scale for p in ports]
         plan = LayerPlan(
             layer.name,
             inputs,
             out_index,
+            params=params,
             family=adapter.family,
             workspace=workspace,
             shape_inputs=shape_inputs,
@@ -263,6 +358,11 @@ class _Build:
         self.pending.append((plan, adapter, request, outputs))
         if aliases:
             self.aliases[id(plan)] = aliases
+
+    def output_scale(self, layer: ILayer, position: int) -> float:
+        """The INT8 scale of plugin output ``position`` (1 when unknown)."""
+        scale = tensor_scale(layer.get_output(position), self.calibrated)
+        return 1.0 if scale is None else scale
 
     def in_place_outputs(
         self, layer: str, adapter: PluginAdapter, request: BuildRequest, outputs: list[Port]
@@ -353,6 +453,7 @@ class _Build:
         for tensor in network._inputs:
             shape = [symbol(f"{tensor.name}[{k}]") if d < 0 else constant(d) for k, d in enumerate(tensor.shape)]
             self.index[id(tensor)] = self.add_tensor(tensor.name, tensor.dtype, TensorFormat.LINEAR, shape, "input")
+            self.note_scale(self.index[id(tensor)], tensor)
         order = topological_layers(network)
         monitor = self.config.progress_monitor
         if monitor is not None:
@@ -505,6 +606,13 @@ class _Build:
         }
 
 
-def build_plan(network: INetworkDefinition, config: IBuilderConfig, logger: ILogger, backend: Any = None) -> EnginePlan:
-    """Build ``network`` with ``config`` into an in-memory plan, timing plugin tactics on ``backend`` (None: CPU)."""
-    return _Build(network, config, logger, backend).run()
+def build_plan(
+    network: INetworkDefinition,
+    config: IBuilderConfig,
+    logger: ILogger,
+    backend: Any = None,
+    calibrated: dict[str, float] | None = None,
+) -> EnginePlan:
+    """Build ``network`` with ``config`` into an in-memory plan, timing plugin tactics on ``backend`` (None: CPU);
+    ``calibrated`` maps tensor names to the amax the INT8 calibrator found (see :mod:`plugrt.builder.int8`)."""
+    return _Build(network, config, logger, backend, calibrated).run()

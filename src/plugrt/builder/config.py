@@ -138,6 +138,7 @@ class IBuilderConfig(DeprecatedContextManager):
         self._engine_capability = EngineCapability.STANDARD
         self._algorithm_selector: Any = None
         self._int8_calibrator: Any = None
+        self._calibration_profile: IOptimizationProfile | None = None
 
     @property
     def algorithm_selector(self) -> Any:
@@ -155,17 +156,39 @@ class IBuilderConfig(DeprecatedContextManager):
 
     @property
     def int8_calibrator(self) -> Any:
-        """None: plugrt does not calibrate INT8 (use explicit quantization: Q/DQ or plugins)."""
+        """The INT8 calibrator (an ``IInt8Calibrator``) or None.
+
+        With ``BuilderFlag.INT8`` set, the builder runs it before building (or reads its cache) and
+        gives every tensor without a dynamic range its calibrated one (see ``docs/int8.md``).
+        """
         return self._int8_calibrator
 
     @int8_calibrator.setter
     def int8_calibrator(self, value: Any) -> None:
-        if value is not None:
-            raise BuildError(
-                f"int8_calibrator = {type(value).__name__}: plugrt does not run INT8 calibration; quantize explicitly "
-                "(Q/DQ layers) or leave it None"
+        from .calibration import IInt8Calibrator
+
+        if value is not None and not isinstance(value, IInt8Calibrator):
+            raise TypeMismatchError(
+                f"int8_calibrator must be an IInt8Calibrator (IInt8EntropyCalibrator2, IInt8MinMaxCalibrator, ...) "
+                f"or None, got {type(value).__name__}"
             )
-        self._int8_calibrator = None
+        self._int8_calibrator = value
+
+    def set_calibration_profile(self, profile: IOptimizationProfile) -> bool:
+        """The shapes calibration runs with (its opt shapes); without one, the first optimization profile's.
+
+        Returns True, as TensorRT does for a valid profile.
+        """
+        if not isinstance(profile, IOptimizationProfile):
+            raise TypeMismatchError(
+                f"set_calibration_profile takes an IOptimizationProfile, got {type(profile).__name__}"
+            )
+        self._calibration_profile = profile
+        return True
+
+    def get_calibration_profile(self) -> IOptimizationProfile | None:
+        """The profile set with :meth:`set_calibration_profile`, or None."""
+        return self._calibration_profile
 
     # --- preview features -------------------------------------------------------------
     def set_preview_feature(self, feature: PreviewFeature, enable: bool) -> None:

@@ -175,12 +175,14 @@ class Executor:
             step.op.prepare(in_shapes, out_shapes)
             return
         tensors = self.plan.tensors
+        scales = layer.params.get("io_scales") or [1.0] * (len(layer.inputs) + len(layer.outputs))
         step.in_descs = [
-            PluginTensorDesc(Dims(s), tensors[i].dtype, tensors[i].format, 1.0) for i, s in zip(layer.inputs, in_shapes)
+            PluginTensorDesc(Dims(s), tensors[i].dtype, tensors[i].format, scale)
+            for i, s, scale in zip(layer.inputs, in_shapes, scales)
         ]
         step.out_descs = [
-            PluginTensorDesc(Dims(s), tensors[i].dtype, tensors[i].format, 1.0)
-            for i, s in zip(layer.outputs, out_shapes)
+            PluginTensorDesc(Dims(s), tensors[i].dtype, tensors[i].format, scale)
+            for i, s, scale in zip(layer.outputs, out_shapes, scales[len(layer.inputs) :])
         ]
         step.in_ptrs = [self.pointers[i] for i in layer.inputs]
         step.out_ptrs = [self.pointers[i] for i in layer.outputs]

@@ -19,7 +19,8 @@ class Reformat(Operator):
     """Copy a tensor into another type and/or format.
 
     Params: ``dst_type`` (DataType name), ``src_format`` and ``dst_format``
-    (TensorFormat names).
+    (TensorFormat names), ``scale`` (optional): the INT8 scale of a conversion to INT8
+    (``clip(rint(x / scale), -128, 127)``) or from INT8 (``q * scale``).
     """
 
     kind = "reformat"
@@ -43,8 +44,13 @@ class Reformat(Operator):
         self._dst_format = TensorFormat[self.param("dst_format")]
         self._linear: Any = None
         self._logical = tuple(output_shapes[0])
+        self._scale = self.params.get("scale")
+        self._scaled: Any = None
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        if self._scale is not None:
+            self._run_scaled(inputs[0], outputs[0], xp)
+            return
         if self._src_format == self._dst_format == TensorFormat.LINEAR:
             outputs[0][...] = inputs[0]
             return
@@ -52,3 +58,25 @@ class Reformat(Operator):
             self._linear = xp.empty(self._logical, dtype=inputs[0].dtype)
         from_storage(inputs[0], self._src_format, self._linear)
         to_storage(self._linear, self._dst_format, outputs[0])
+
+    def _run_scaled(self, source: Any, target: Any, xp: Any) -> None:
+        """An INT8 quantize or dequantize with ``scale``, through linear layouts where the formats are not."""
+        from .int8 import dequantize_into, quantize_into
+
+        if self._src_format != TensorFormat.LINEAR:
+            if self._linear is None or self._linear.dtype != source.dtype:
+                self._linear = xp.empty(self._logical, dtype=source.dtype)
+            from_storage(source, self._src_format, self._linear)
+            source = self._linear
+        dst = target
+        if self._dst_format != TensorFormat.LINEAR:
+            if self._scaled is None:
+                self._scaled = xp.empty(self._logical, dtype=target.dtype)
+            dst = self._scaled
+        scale = float(self.params["scale"])
+        if dst.dtype == np.int8:
+            quantize_into(xp, source, scale, dst)
+        else:
+            dequantize_into(xp, source, scale, dst)
+        if dst is not target:
+            to_storage(dst, self._dst_format, target)

@@ -19,6 +19,7 @@ from . import (  # noqa: F401  (imported for registration)
     gemm,
     hardmax,
     identity,
+    int8,
     lrn,
     matrix_multiply,
     mod,

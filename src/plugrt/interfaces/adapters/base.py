@@ -56,6 +56,8 @@ class Port:
     dtype: DataType = DataType.FLOAT
     format: TensorFormat = TensorFormat.LINEAR
     values: list[IDimensionExpr] | None = None
+    #: The INT8 scale (``PluginTensorDesc.scale``): the tensor's dynamic range / 127, 1 when unknown.
+    scale: float = 1.0
 
     @property
     def build_dims(self) -> Dims:
@@ -65,7 +67,7 @@ class Port:
     def desc(self, dtype: DataType | None = None, fmt: TensorFormat | None = None) -> PluginTensorDesc:
         """A build-time descriptor (dynamic dims are -1)."""
         return PluginTensorDesc(
-            self.build_dims, self.dtype if dtype is None else dtype, self.format if fmt is None else fmt, 1.0
+            self.build_dims, self.dtype if dtype is None else dtype, self.format if fmt is None else fmt, self.scale
         )
 
     def dynamic_desc(

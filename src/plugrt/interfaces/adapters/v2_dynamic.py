@@ -112,7 +112,7 @@ class V2DynamicAdapter(V2Common):
 
 
 def _max_desc(port: Port, profile: int) -> PluginTensorDesc:
-    return PluginTensorDesc(Dims(port.ranges[profile][2]), port.dtype, port.format, 1.0)
+    return PluginTensorDesc(Dims(port.ranges[profile][2]), port.dtype, port.format, port.scale)
 
 
 def _as_type(caller: Any, method: str, value: Any) -> DataType:

@@ -256,7 +256,7 @@ class V3Adapter(PluginAdapter):
                 _, opt, high = port.ranges[0]
                 count = max(int(np.prod(storage_shape(list(d), port.format), dtype=np.int64)) for d in (opt, high))
                 addresses.append(buffer(count * np.dtype(port.dtype.nptype()).itemsize))
-                descs.append(PluginTensorDesc(Dims(opt), port.dtype, port.format, 1.0))
+                descs.append(PluginTensorDesc(Dims(opt), port.dtype, port.format, port.scale))
             return addresses, descs
 
         in_addresses, in_descs = buffers(inputs)

@@ -1,0 +1,234 @@
+"""INT8 kernels: convolution, Gemm and matrix multiply on INT8 inputs, as TensorRT's implicit INT8 runs them.
+
+The builder picks these operators (see :mod:`plugrt.builder.int8`) when ``BuilderFlag.INT8`` is
+set and the scales are known. Values are symmetric INT8 (``real = q * scale``, zero point 0):
+
+* activations have one scale per tensor (from ``ITensor.set_dynamic_range`` or calibration:
+  ``scale = max(|min|, |max|) / 127``); a reformat layer quantizes a FLOAT tensor before an
+  INT8 layer (``q = clip(rint(x / scale), -128, 127)``);
+* weights have one scale per output channel (``max |w| / 127`` of that channel);
+* the products of INT8 values are accumulated exactly as integers (INT32 accumulation); the
+  epilogue then either dequantizes (``acc * in_scale * weight_scale + bias`` in FLOAT) or also
+  requantizes to INT8 with the output tensor's scale, when the next layer reads INT8.
+
+On the CPU the integer products go through float32 BLAS: a float32 sum of up to 1024 products
+of INT8 values is exact (``1024 * 128 * 128 = 2**24``), so longer reductions are split into
+blocks of 1024 whose exact partial sums are added in INT32.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..backends.kernels.matmul import matmul_into
+from ..core.errors import NetworkError, TypeMismatchError
+from ..core.types import DataType
+from .base import Operator
+from .base import register_operator as _register
+from .conv import ConvolutionOperator
+from .elementwise import label
+from .gemm import GemmOperator
+from .matrix_multiply import MatrixMultiplyOperator, _operand
+
+__all__ = [
+    "EXACT_BLOCK",
+    "Int8ConvolutionOperator",
+    "Int8GemmOperator",
+    "Int8MatrixMultiplyOperator",
+    "dequantize_into",
+    "quantize_into",
+    "quantize_weights",
+]
+
+#: The longest reduction whose float32 sum of INT8 products is exact.
+EXACT_BLOCK = 1024
+
+
+def quantize_into(xp: Any, x: Any, scale: float, out: Any) -> None:
+    """``out = clip(rint(x / scale), -128, 127)`` (round half to even, as TensorRT's quantize)."""
+    values = xp.rint(x.astype(np.float32, copy=False) / np.float32(scale))
+    xp.clip(values, -128, 127, out=values)
+    out[...] = values.astype(np.int8)
+
+
+def dequantize_into(xp: Any, q: Any, scale: float, out: Any) -> None:
+    """``out = q * scale``."""
+    xp.multiply(q, np.float32(scale), out=out, casting="unsafe")
+
+
+def quantize_weights(weights: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel symmetric INT8 of ``weights``: (INT8 values, float32 scale per index of ``axis``).
+
+    A channel of zeros gets scale 1 (its values are 0 whatever the scale).
+    """
+    w = np.asarray(weights, dtype=np.float32)
+    moved = np.moveaxis(w, axis, 0)
+    amax = np.abs(moved.reshape(moved.shape[0], -1)).max(axis=1) if moved.size else np.zeros(moved.shape[0])
+    scales = np.where(amax > 0, amax / 127.0, 1.0).astype(np.float32)
+    shape = [1] * w.ndim
+    shape[axis] = -1
+    q = np.clip(np.rint(w / scales.reshape(shape)), -127, 127).astype(np.int8)
+    return q, scales
+
+
+def _exact_product(op: Operator, xp: Any, a: Any, b: Any, out: Any) -> None:
+    """``out = a @ b`` for float32 arrays of INT8 values, exactly (see the module note)."""
+    k = a.shape[-1]
+    if k <= EXACT_BLOCK:
+        matmul_into(xp, a, b, out)
+        return
+    total = op.scratch("int32", out.shape, np.int32, xp)
+    part = op.scratch("part", out.shape, np.float32, xp)
+    total[...] = 0
+    for start in range(0, k, EXACT_BLOCK):
+        stop = min(start + EXACT_BLOCK, k)
+        matmul_into(xp, xp.ascontiguousarray(a[..., start:stop]), xp.ascontiguousarray(b[..., start:stop, :]), part)
+        xp.add(total, part.astype(np.int32), out=total)
+    out[...] = total
+
+
+def _epilogue(xp: Any, acc: Any, out: Any, output_scale: float) -> None:
+    """Write the dequantized ``acc`` to ``out``: as is (FLOAT/HALF) or requantized (INT8)."""
+    if out.dtype == np.int8:
+        quantize_into(xp, acc, output_scale, out)
+    elif acc is not out:
+        xp.copyto(out, acc, casting="unsafe")
+
+
+def _check_scale(op: Operator, key: str, required: bool) -> float:
+    value = float(op.params.get(key, 0.0))
+    if value < 0 or not np.isfinite(value) or (required and value == 0):
+        raise NetworkError(f"{label(op)}: parameter {key} must be a positive finite scale, got {value}")
+    return value
+
+
+def _output_types(op: Operator, input_types: Sequence[DataType], int8_inputs: int, total: int) -> list[DataType]:
+    if len(input_types) != total:
+        raise NetworkError(f"{label(op)}: expected {total} input(s), got {len(input_types)}")
+    for index, dtype in enumerate(input_types):
+        wanted = DataType.INT8 if index < int8_inputs else DataType.FLOAT
+        if dtype != wanted:
+            raise TypeMismatchError(f"{label(op)}: input {index} must be {wanted.name}, got {dtype.name}")
+    return [DataType.INT8 if op.params.get("output_scale") else DataType.FLOAT]
+
+
+@_register
+class Int8ConvolutionOperator(ConvolutionOperator):
+    """A convolution of an INT8 input with INT8 weights (the window, padding and groups of ``convolution``).
+
+    params: those of ``convolution`` plus ``input_scale`` and ``output_scale`` (0: FLOAT output).
+    weights: ``kernel`` (INT8, packed as ``convolution`` packs it), ``weight_scales`` ``[M]``,
+    ``bias`` ``[M]`` (optional).
+    """
+
+    kind = "int8_convolution"
+
+    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(params, weights)
+        if "kernel" not in self.weights or "weight_scales" not in self.weights:
+            raise NetworkError("int8_convolution needs weights 'kernel' and 'weight_scales'")
+        self.input_scale = _check_scale(self, "input_scale", True)
+        self.output_scale = _check_scale(self, "output_scale", False)
+        scales = np.asarray(self.weights["weight_scales"], dtype=np.float32).reshape(-1)
+        if scales.size != self.maps:
+            raise NetworkError(f"int8_convolution: {scales.size} weight scales for {self.maps} output maps")
+        self._kernel = np.asarray(self.weights["kernel"], dtype=np.float32)
+        self._multiplier = (scales * np.float32(self.input_scale)).reshape(-1, 1)
+
+    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
+        return _output_types(self, input_types, 1, 1)
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        x, out = inputs[0], outputs[0]
+        if self._shapes is None or self._shapes != (x.shape, out.shape):
+            self.prepare([x.shape], [out.shape])
+        n = x.shape[0]
+        if self._cols_shape is None:
+            cols = x.reshape(n, self.group, -1, int(np.prod(x.shape[2:]))).astype(np.float32)
+        else:
+            bound = self._bound
+            if bound is None or bound[0] is not xp:
+                bound = self._bind(xp)
+            cols = bound[1]
+            for dst, src in bound[2]:
+                xp.copyto(dst, x[src])
+        acc = out if out.dtype == np.float32 else self.scratch("acc", out.shape, np.float32, xp)
+        grouped = acc.reshape(n, self.group, self.maps // self.group, -1)
+        _exact_product(self, xp, self.on_device("kernel", self._kernel, xp), cols, grouped)
+        flat = acc.reshape(n, self.maps, -1)
+        xp.multiply(flat, self.on_device("multiplier", self._multiplier, xp), out=flat)
+        if self._bias is not None:
+            xp.add(flat, self.on_device("bias", self._bias, xp), out=flat)
+        _epilogue(xp, acc, out, self.output_scale)
+
+
+@_register
+class Int8GemmOperator(GemmOperator):
+    """``A @ B + C`` with INT8 ``A`` and INT8 ``B`` weights (one scale per column of B).
+
+    params: ``input_scale``, ``output_scale`` (0: FLOAT output), ``has_c``.
+    weights: ``b`` (INT8 ``[K, N]``), ``weight_scales`` ``[N]``, ``c`` (FLOAT, broadcast to ``[M, N]``, optional).
+    """
+
+    kind = "int8_gemm"
+
+    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
+        params = {**(params or {}), "trans_a": False, "trans_b": False}
+        super().__init__(params, weights)
+        if "b" not in self.weights or "weight_scales" not in self.weights:
+            raise NetworkError("int8_gemm needs weights 'b' and 'weight_scales'")
+        if self.has_c and "c" not in self.weights:
+            raise NetworkError("int8_gemm takes C only as a weight")
+        self.input_scale = _check_scale(self, "input_scale", True)
+        self.output_scale = _check_scale(self, "output_scale", False)
+        self._b = np.asarray(self.weights["b"], dtype=np.float32)
+        scales = np.asarray(self.weights["weight_scales"], dtype=np.float32).reshape(-1)
+        if scales.size != self._b.shape[1]:
+            raise NetworkError(f"int8_gemm: {scales.size} weight scales for {self._b.shape[1]} columns")
+        self._multiplier = scales * np.float32(self.input_scale)
+
+    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
+        return _output_types(self, input_types, 1, 1)
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        a, out = inputs[0].astype(np.float32), outputs[0]
+        acc = out if out.dtype == np.float32 else self.scratch("acc", out.shape, np.float32, xp)
+        _exact_product(self, xp, a, self.on_device("b", self._b, xp), acc)
+        xp.multiply(acc, self.on_device("multiplier", self._multiplier, xp), out=acc)
+        if self.has_c:
+            xp.add(acc, self.weight("c", xp), out=acc)
+        _epilogue(xp, acc, out, self.output_scale)
+
+
+@_register
+class Int8MatrixMultiplyOperator(MatrixMultiplyOperator):
+    """``op0(a) @ op1(b)`` of two INT8 tensors (one scale each); params of ``matrix_multiply`` plus
+    ``input_scale``, ``other_scale`` and ``output_scale`` (0: FLOAT output)."""
+
+    kind = "int8_matrix_multiply"
+
+    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(params, weights)
+        if self.bias:
+            raise NetworkError("int8_matrix_multiply takes no fused bias")
+        self.input_scale = _check_scale(self, "input_scale", True)
+        self.other_scale = _check_scale(self, "other_scale", True)
+        self.output_scale = _check_scale(self, "output_scale", False)
+
+    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
+        return _output_types(self, input_types, 2, 2)
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        a = _operand(inputs[0].astype(np.float32), self.ops[0], first=True)
+        b = _operand(inputs[1].astype(np.float32), self.ops[1], first=False)
+        out = outputs[0]
+        if len(self._out_view) != a.ndim:
+            self.prepare([a.shape, b.shape], [out.shape])
+        acc = out if out.dtype == np.float32 else self.scratch("acc", out.shape, np.float32, xp)
+        view = acc.reshape(self._out_view)
+        _exact_product(self, xp, a, b, view)
+        xp.multiply(acc, np.float32(self.input_scale * self.other_scale), out=acc)
+        _epilogue(xp, acc, out, self.output_scale)
