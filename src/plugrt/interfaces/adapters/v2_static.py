@@ -107,9 +107,13 @@ class V2StaticAdapter(V2Common):
             tried.append(f"{dtype.name}/{fmt.name}")
             if not caller(Phase.BUILD, "supports_format", dtype, fmt):
                 continue
-            out_types = declared if isinstance(caller.plugin, IPluginV2Ext) else [dtype] * len(outputs)
-            if all(t == dtype or caller(Phase.BUILD, "supports_format", t, fmt) for t in out_types):
-                return [(dtype, fmt)] * len(request.inputs) + [(t, fmt) for t in out_types]
+            options = [declared if isinstance(caller.plugin, IPluginV2Ext) else [dtype] * len(outputs)]
+            if dtype == DataType.INT8 and isinstance(caller.plugin, IPluginV2Ext):
+                # INT8 inputs: the outputs the plugin declares for INT8 inputs (TensorRT asks get_output_data_type)
+                options.append(self.output_types([dtype] * len(request.inputs)))
+            for out_types in options:
+                if all(t == dtype or caller(Phase.BUILD, "supports_format", t, fmt) for t in out_types):
+                    return [(dtype, fmt)] * len(request.inputs) + [(t, fmt) for t in out_types]
         raise BuildError(
             f"{caller.describe('supports_format')} accepted no type/format; tried {', '.join(tried[:12])}"
             + (f" and {len(tried) - 12} more" if len(tried) > 12 else "")
