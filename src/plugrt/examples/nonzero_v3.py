@@ -68,7 +68,10 @@ class NonZeroPlugin(trt.IPluginV3, trt.IPluginV3OneCore, trt.IPluginV3OneBuild, 
         x = trt.as_array(inputs[0], input_desc[0])
         rows, cols = np.nonzero(x)
         count = len(rows)
-        # Output 0 is sized by the upper bound until the count is known.
+        # Output 0 is sized by the upper bound until the count is known: never write past it.
+        capacity = output_desc[0].dims[0]
+        if count > capacity:
+            raise ValueError(f"NonZero: {count} non-zero elements, but the output holds at most {capacity}")
         indices = trt.as_array(outputs[0], trt.PluginTensorDesc(trt.Dims((count, 2)), trt.DataType.INT32))
         indices[:, 0] = rows
         indices[:, 1] = cols

@@ -15,10 +15,11 @@ import numpy as np
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..shape import DimensionOperation, IDimensionExpr, constant, operation
+from ..shape.simplify import nonnegative
 from .base import Operator, ShapeExprs, register_operator
 
 __all__ = ["FLOAT_TYPES", "NUMERIC_TYPES", "ElementwiseOperator", "broadcast_dim", "expect_inputs", "label"]
-__all__ += ["merge_dim", "quiet"]
+__all__ += ["floor_div_value", "merge_dim", "quiet", "truncating_div"]
 
 FLOAT_TYPES = frozenset({DataType.FLOAT, DataType.HALF})
 NUMERIC_TYPES = FLOAT_TYPES | {DataType.INT8, DataType.INT32, DataType.INT64, DataType.UINT8}
@@ -151,8 +152,9 @@ class ElementwiseOperator(Operator):
             return [[operation(DimensionOperation.LESS, x, y) for x, y in zip(a, b)]]
         if self.op == "GREATER":
             return [[operation(DimensionOperation.LESS, y, x) for x, y in zip(a, b)]]
-        if self.op == "DIV" and all(v.is_constant() for v in a + b):
-            return [[_truncating_div(x, y) for x, y in zip(a, b)]]
+        if self.op == "DIV":
+            quotients = [truncating_div(x, y) for x, y in zip(a, b)]
+            return [None if any(q is None for q in quotients) else quotients]  # type: ignore[list-item]
         return [None]
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
@@ -175,9 +177,31 @@ def _int_divide(xp: Any, a: Any, b: Any, out: Any) -> None:
     out += rounded_down
 
 
-def _truncating_div(a: IDimensionExpr, b: IDimensionExpr) -> IDimensionExpr:
-    x, y = a.get_constant_value(), b.get_constant_value()
-    if y == 0:
-        raise ShapeError(f"elementwise DIV of shape values divides {x} by zero")
-    quotient = abs(x) // abs(y)
-    return constant(quotient if (x < 0) == (y < 0) else -quotient)
+def floor_div_value(a: IDimensionExpr, b: IDimensionExpr) -> IDimensionExpr | None:
+    """``a // b`` (rounded down) as an expression; None where ``b``'s sign is unknown (then 0 is possible too)."""
+    if not b.is_constant() and not nonnegative(b):
+        return None
+    return operation(DimensionOperation.FLOOR_DIV, a, b)
+
+
+def truncating_div(a: IDimensionExpr, b: IDimensionExpr) -> IDimensionExpr | None:
+    """``a / b`` rounded toward zero (integer DIV) as an expression; None where ``b``'s sign is unknown.
+
+    Dimensions are never negative, so a quotient of two of them is a floor
+    division. Otherwise, for ``b > 0``, ``trunc(a / b) = max(a // b, 0) + min(ceil(a / b), 0)``
+    (one term is zero for either sign of ``a``); a negative constant ``b`` flips the sign.
+    """
+    if b.is_constant():
+        divisor = b.get_constant_value()
+        if divisor == 0:
+            raise ShapeError(f"elementwise DIV of shape values divides {a} by zero")
+        if divisor < 0:
+            positive = truncating_div(a, constant(-divisor))
+            return None if positive is None else operation(DimensionOperation.SUB, constant(0), positive)
+    elif not nonnegative(b):
+        return None
+    if nonnegative(a):
+        return operation(DimensionOperation.FLOOR_DIV, a, b)
+    down = operation(DimensionOperation.MAX, operation(DimensionOperation.FLOOR_DIV, a, b), constant(0))
+    up = operation(DimensionOperation.MIN, operation(DimensionOperation.CEIL_DIV, a, b), constant(0))
+    return operation(DimensionOperation.SUM, down, up)

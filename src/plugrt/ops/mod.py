@@ -14,8 +14,9 @@ import numpy as np
 
 from ..core.errors import ShapeError, TypeMismatchError
 from ..core.types import DataType
+from ..shape import DimensionOperation, operation
 from .base import Operator, ShapeExprs, register_operator
-from .elementwise import NUMERIC_TYPES, broadcast_dim, expect_inputs, label
+from .elementwise import NUMERIC_TYPES, broadcast_dim, expect_inputs, floor_div_value, label, truncating_div
 
 __all__ = ["ModOperator", "broadcast_shapes"]
 
@@ -58,6 +59,24 @@ class ModOperator(Operator):
     ) -> list[ShapeExprs]:
         expect_inputs(self, len(input_shapes), 2)
         return [broadcast_shapes(self, input_shapes)]
+
+    def output_values(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs | None]:
+        """Shape values stay expressions: ``a - b * q``, ``q`` rounded down (or toward zero for fmod)."""
+        a, b = [*input_values, None, None][:2]
+        if a is None or b is None or (len(a) != len(b) and 1 not in (len(a), len(b))):
+            return [None]
+        n = max(len(a), len(b))
+        result = []
+        for x, y in zip(a * n if len(a) == 1 else a, b * n if len(b) == 1 else b):
+            if y.is_constant() and y.get_constant_value() == 0:
+                return [None]  # NumPy's 0 for a remainder by zero is left to the kernel
+            quotient = truncating_div(x, y) if self.fmod else floor_div_value(x, y)
+            if quotient is None:
+                return [None]
+            result.append(operation(DimensionOperation.SUB, x, operation(DimensionOperation.PROD, y, quotient)))
+        return [result]
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         a, b = inputs

@@ -6,7 +6,8 @@ from collections.abc import Iterable, Iterator
 from typing import SupportsIndex, overload
 
 from ..core.errors import ShapeError
-from .expr import _APPLY, DimensionOperation, IDimensionExpr
+from .expr import DimensionOperation, IDimensionExpr
+from .simplify import simplified
 
 __all__ = ["DimsExprs", "IExprBuilder", "constant", "operation", "symbol"]
 
@@ -22,52 +23,16 @@ def symbol(name: str) -> IDimensionExpr:
 
 
 def operation(op: DimensionOperation, a: IDimensionExpr, b: IDimensionExpr) -> IDimensionExpr:
-    """``op(a, b)``, folded when both are constants or the result is trivial."""
+    """``op(a, b)`` in canonical form: folded, like terms collected, common factors cancelled.
+
+    See :mod:`plugrt.shape.simplify` for the rewrites.
+    """
     op = DimensionOperation(op)
     if not isinstance(a, IDimensionExpr) or not isinstance(b, IDimensionExpr):
         raise ShapeError(
             f"DimensionOperation.{op.name} takes two IDimensionExpr, got {type(a).__name__} and {type(b).__name__}"
         )
-    if a.is_constant() and b.is_constant():
-        return constant(_APPLY[op](a.get_constant_value(), b.get_constant_value()))
-    simplified = _simplify(op, a, b)
-    if simplified is not None:
-        return simplified
-    if op in (
-        DimensionOperation.SUM,
-        DimensionOperation.PROD,
-        DimensionOperation.MAX,
-        DimensionOperation.MIN,
-        DimensionOperation.EQUAL,
-    ) and hash(b) < hash(a):
-        a, b = b, a  # canonical order for commutative operations
-    return IDimensionExpr("op", op=op, args=(a, b))
-
-
-def _simplify(op: DimensionOperation, a: IDimensionExpr, b: IDimensionExpr) -> IDimensionExpr | None:
-    a_const = a.get_constant_value() if a.is_constant() else None
-    b_const = b.get_constant_value() if b.is_constant() else None
-    if op == DimensionOperation.SUM:
-        if a_const == 0:
-            return b
-        if b_const == 0:
-            return a
-    elif op == DimensionOperation.PROD:
-        if a_const == 1:
-            return b
-        if b_const == 1:
-            return a
-    elif op in (DimensionOperation.FLOOR_DIV, DimensionOperation.CEIL_DIV) and b_const == 1:
-        return a
-    elif op == DimensionOperation.SUB and b_const == 0:
-        return a
-    elif op in (DimensionOperation.MAX, DimensionOperation.MIN) and a == b:
-        return a
-    elif op == DimensionOperation.EQUAL and a == b:
-        return constant(1)
-    elif op == DimensionOperation.SUB and a == b:
-        return constant(0)
-    return None
+    return simplified(op, a, b)
 
 
 class IExprBuilder:
