@@ -138,10 +138,15 @@ class IDimensionExpr:
             found |= arg.symbols()
         return found
 
-    def nodes(self) -> list[IDimensionExpr]:
-        """Every distinct sub-expression, children before parents (shared ones once)."""
+    def nodes(self, known: Mapping[IDimensionExpr, Any] | None = None) -> list[IDimensionExpr]:
+        """Every distinct sub-expression, children before parents (shared ones once).
+
+        Sub-expressions in ``known`` (and what is below them) are left out.
+        """
         order: list[IDimensionExpr] = []
         seen: set[int] = set()
+        if known is not None and self in known:
+            return order
         stack: list[tuple[IDimensionExpr, bool]] = [(self, False)]
         while stack:
             node, expanded = stack.pop()
@@ -152,7 +157,11 @@ class IDimensionExpr:
                 continue
             seen.add(id(node))
             stack.append((node, True))
-            stack.extend((arg, False) for arg in reversed(node._args) if id(arg) not in seen)
+            stack.extend(
+                (arg, False)
+                for arg in reversed(node._args)
+                if id(arg) not in seen and (known is None or arg not in known)
+            )
         return order
 
     def evaluate(self, env: Mapping[str, int]) -> int:
@@ -264,9 +273,7 @@ def refined_bounds(
         known = intervals.get(node)
         if known is not None:
             return known
-        for sub in node.nodes():
-            if sub in intervals:
-                continue
+        for sub in node.nodes(intervals):
             if sub._kind == "const":
                 intervals[sub] = (sub._value, sub._value)
             elif sub._kind == "sym":
