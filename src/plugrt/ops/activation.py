@@ -17,6 +17,7 @@ from ..core.errors import NetworkError, TypeMismatchError
 from ..core.types import DataType
 from .base import Operator, ShapeExprs, register_operator
 from .elementwise import FLOAT_TYPES, expect_inputs, label
+from .fast_math import gelu_erf_into
 from .unary import erf
 
 __all__ = ["ActivationOperator"]
@@ -76,6 +77,9 @@ def _thresholded_relu(xp: Any, x: Any, out: Any, alpha: float, beta: float) -> N
 
 
 def _gelu_erf(xp: Any, x: Any, out: Any, alpha: float, beta: float) -> None:
+    if xp is np and out.dtype in (np.float32, np.float16):
+        gelu_erf_into(x, out)
+        return
     cdf = xp.empty_like(x)
     erf(xp, x * math.sqrt(0.5), cdf)
     out[...] = 0.5 * x * (1.0 + cdf)

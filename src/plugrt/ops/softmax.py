@@ -25,6 +25,30 @@ from .reduce import axes_from_mask
 
 __all__ = ["SoftmaxOperator"]
 
+#: elements per block of rows: the five passes of a block run in the L2 cache, not memory
+_BLOCK = 32768
+#: rows whose maximum lies within +-_SAFE are exponentiated without subtracting it
+_SAFE = 60.0
+
+
+def _softmax_rows(x: np.ndarray, out: np.ndarray) -> None:
+    """Softmax of each row of 2-D ``x`` into ``out`` (may alias), a cache-sized block of rows at a time."""
+    rows, width = x.shape
+    step = max(1, _BLOCK // max(width, 1))
+    for start in range(0, rows, step):
+        block, target = x[start : start + step], out[start : start + step]
+        peak = block.max(axis=1, keepdims=True)
+        if -_SAFE < peak.min() and peak.max() < _SAFE:
+            # exp(x) / sum(exp(x)) is exp(x - max) / sum(exp(x - max)); with every row's maximum
+            # within +-60 neither overflows nor loses the row's largest terms, so skip the subtraction.
+            np.exp(block, out=target)
+        else:
+            np.subtract(block, peak, out=target)
+            np.exp(target, out=target)
+        total = target.sum(axis=1, keepdims=True, dtype=np.float32)
+        np.reciprocal(total, out=total)
+        np.multiply(target, total, out=target, casting="same_kind")
+
 
 @register_operator
 class SoftmaxOperator(Operator):
@@ -70,7 +94,9 @@ class SoftmaxOperator(Operator):
         self.axes_for(len(input_shapes[0]))
         if self.scaled:
             scale = input_shapes[1]
-            if len(scale) > len(input_shapes[0]) or not all(d.is_constant() and d.get_constant_value() == 1 for d in scale):
+            if len(scale) > len(input_shapes[0]) or not all(
+                d.is_constant() and d.get_constant_value() == 1 for d in scale
+            ):
                 raise ShapeError(f"{label(self)}: the scale must be a one-element tensor, got dims {scale}")
         return [list(input_shapes[0])]
 
@@ -87,6 +113,9 @@ class SoftmaxOperator(Operator):
         if self.scaled:
             xp.multiply(x, inputs[1], out=out)
             x = out
+        if xp is np and self._axes == (x.ndim - 1,) and x.flags.c_contiguous and out.flags.c_contiguous:
+            _softmax_rows(x.reshape(-1, x.shape[-1]), out.reshape(-1, x.shape[-1]))
+            return
         xp.subtract(x, x.max(axis=self._axes, keepdims=True), out=out)
         xp.exp(out, out=out)
         xp.divide(out, out.sum(axis=self._axes, keepdims=True, dtype=xp.float32), out=out)

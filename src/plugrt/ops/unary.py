@@ -16,6 +16,7 @@ from ..core.errors import NetworkError, TypeMismatchError
 from ..core.types import DataType
 from .base import Operator, ShapeExprs, register_operator
 from .elementwise import FLOAT_TYPES, NUMERIC_TYPES, expect_inputs, label
+from .fast_math import erf_into
 
 __all__ = ["UnaryOperator", "erf"]
 
@@ -93,9 +94,13 @@ class UnaryOperator(Operator):
 def erf(xp: Any, x: Any, out: Any) -> None:
     """Write the error function of ``x`` into ``out``.
 
-    Uses SciPy (NumPy arrays) or CuPy's ``cupyx.scipy.special`` when present, else
-    :func:`erf_fallback`.
+    float32 and float16 NumPy arrays use :func:`~plugrt.ops.fast_math.erf_into` (within
+    0.54 ulp, faster than SciPy's); other types SciPy (NumPy arrays) or CuPy's
+    ``cupyx.scipy.special`` when present, else :func:`erf_fallback`.
     """
+    if xp is np and out.dtype in (np.float32, np.float16):
+        erf_into(x, out)
+        return
     _erf_function(xp)(x, out=out)
 
 

@@ -143,6 +143,14 @@ def import_pow(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     if folded is not None:
         return folded
     if base_type in _FLOATS:
+        power = _small_integer(ctx, base, exponent)
+        if power is not None:  # x ** 2, 3, 4 as products: exact, and a fraction of power's time
+            if power == 1:
+                return [ctx.identity(base)]
+            square = ctx.elementwise(base, base, Ew.PROD)
+            if power == 2:
+                return [square]
+            return [ctx.elementwise(square, base if power == 3 else square, Ew.PROD)]
         return [ctx.elementwise(base, ctx.cast(exponent, base_type), Ew.POW)]
     if base_type in _INTS:
         if ctx.dtype_of(exponent) in _FLOATS:
@@ -151,6 +159,15 @@ def import_pow(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
             return [ctx.cast(real, base_type)]
         return [ctx.elementwise(base, ctx.cast(exponent, base_type), Ew.POW)]
     ctx.fail(f"Pow takes numbers, got {base_type.name}")
+
+
+def _small_integer(ctx: ImportContext, base: ITensor, exponent: ITensor) -> int | None:
+    """The exponent when it is a known one-element 1, 2, 3 or 4 that broadcasting adds no dimension for."""
+    value = ctx.value_of(exponent)
+    if value is None or value.size != 1 or value.ndim > ctx.rank_of(base):
+        return None
+    number = float(value.reshape(-1)[0])
+    return int(number) if number in (1.0, 2.0, 3.0, 4.0) else None
 
 
 @register_importer("Mod")

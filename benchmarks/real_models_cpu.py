@@ -1,0 +1,490 @@
+"""Real models on the CPU: plugrt against onnxruntime, interleaved in one process.
+
+Transformer, CNN and RNN architectures are exported with ``torch.onnx.export`` (torch's
+default exporter, opset 18) from configs with seeded random weights -- nothing is
+downloaded -- and the pretrained ONNX models that PyPI packages ship are loaded from
+the installed packages (rapidocr-onnxruntime's PP-OCR models, magika, silero-vad).
+Each model is built by plugrt with a dynamic profile (batch, sequence or H/W) and run
+at batch 1 and at a larger batch. Timing alternates blocks of runs of the two engines
+(same thread count; onnxruntime's thread spinning off, which otherwise distorts
+interleaved timing) and reports the fastest run of each, their ratio (plugrt /
+onnxruntime, lower is better), the geometric mean, and the largest output difference
+relative to the output's largest value.
+
+Needs: onnxruntime; torch and transformers for the exported models (skipped without
+them); ``pip install --no-deps rapidocr-onnxruntime magika silero-vad`` for the
+pretrained ones (skipped when absent). Exports are cached in ``--cache``.
+
+Usage: python benchmarks/real_models_cpu.py [--models bert gpt2 ...] [--threads 2] [--blocks 3] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def _parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="*", default=None, help="model names (default: all)")
+    parser.add_argument("--threads", type=int, default=2, help="threads of both engines")
+    parser.add_argument("--blocks", type=int, default=3, help="alternating timing blocks per engine")
+    parser.add_argument("--runs", type=int, default=3, help="runs per block")
+    parser.add_argument("--cache", default=os.path.expanduser("~/.cache/plugrt-real-models"), help="export cache")
+    parser.add_argument("--list", action="store_true", help="list the models and exit")
+    return parser.parse_args()
+
+
+ARGS = _parse() if __name__ == "__main__" else None
+if ARGS is not None:
+    for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[variable] = str(ARGS.threads)
+
+import glob  # noqa: E402
+import importlib.util  # noqa: E402
+import math  # noqa: E402
+import platform  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+
+Inputs = dict[str, np.ndarray]
+
+
+@dataclass
+class Model:
+    """A model: where its ONNX comes from, its profile, and inputs at batch 1 and the larger batch."""
+
+    name: str
+    source: Callable[[str], str]  # cache dir -> path of the .onnx
+    shapes: dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]
+    inputs: Callable[[int], Inputs]  # batch -> feeds
+    batch: int  # the larger batch
+
+
+# --- exported models ---------------------------------------------------------------------------------
+
+
+def _export(name: str, build: Callable[[], tuple[Any, tuple[Any, ...], list[str], Any]]) -> Callable[[str], str]:
+    def source(cache: str) -> str:
+        path = os.path.join(cache, f"{name}.onnx")
+        if os.path.exists(path):
+            return path
+        import torch
+
+        torch.manual_seed(0)
+        module, args, names, dynamic = build()
+        os.makedirs(cache, exist_ok=True)
+        with torch.no_grad():
+            torch.onnx.export(
+                module.eval(),
+                args,
+                path,
+                input_names=names,
+                dynamic_shapes=dynamic,
+                opset_version=18,
+                external_data=True,
+            )
+        return path
+
+    return source
+
+
+def _dim(name: str, low: int, high: int) -> Any:
+    import torch
+
+    return torch.export.Dim(name, min=low, max=high)
+
+
+def _text(
+    model_factory: Callable[[], Any], vocab: int = 1000
+) -> Callable[[], tuple[Any, tuple[Any, ...], list[str], Any]]:
+    def build() -> tuple[Any, tuple[Any, ...], list[str], Any]:
+        import torch
+
+        ids = torch.randint(0, vocab, (1, 16))
+        return model_factory(), (ids,), ["input_ids"], ({0: _dim("batch", 1, 16), 1: _dim("seq", 2, 512)},)
+
+    return build
+
+
+def _images(
+    model_factory: Callable[[], Any], size: int = 224
+) -> Callable[[], tuple[Any, tuple[Any, ...], list[str], Any]]:
+    def build() -> tuple[Any, tuple[Any, ...], list[str], Any]:
+        import torch
+
+        return model_factory(), (torch.randn(2, 3, size, size),), ["pixel_values"], ({0: _dim("batch", 1, 16)},)
+
+    return build
+
+
+def _transformers(cls: str, config: str, **kwargs: Any) -> Callable[[], Any]:
+    def make() -> Any:
+        import transformers
+
+        model = getattr(transformers, cls)(getattr(transformers, config)(**kwargs))
+        return model
+
+    return make
+
+
+def _t5_encoder() -> Any:
+    import transformers
+
+    return transformers.T5EncoderModel(transformers.T5Config())  # t5-small's sizes
+
+
+def _whisper_encoder() -> Any:
+    import transformers
+
+    config = transformers.WhisperConfig(
+        d_model=384,
+        encoder_layers=4,
+        decoder_layers=4,
+        encoder_attention_heads=6,
+        decoder_attention_heads=6,
+        encoder_ffn_dim=1536,
+        decoder_ffn_dim=1536,
+        num_mel_bins=80,
+    )  # whisper-tiny's sizes
+    return transformers.WhisperModel(config).get_encoder()
+
+
+def _bilstm() -> Any:
+    import torch
+
+    class BiLSTM(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = torch.nn.Embedding(10000, 128)
+            self.lstm = torch.nn.LSTM(128, 256, num_layers=2, bidirectional=True, batch_first=True)
+            self.head = torch.nn.Linear(512, 16)
+
+        def forward(self, ids: Any) -> Any:
+            return self.head(self.lstm(self.embed(ids))[0])
+
+    return BiLSTM()
+
+
+def _crnn() -> Any:
+    from torch import nn
+
+    class CRNN(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.cnn = nn.Sequential(
+                nn.Conv2d(1, 32, 3, padding=1),
+                nn.ReLU(),
+                nn.MaxPool2d(2),
+                nn.Conv2d(32, 64, 3, padding=1),
+                nn.ReLU(),
+                nn.MaxPool2d(2),
+                nn.Conv2d(64, 128, 3, padding=1),
+                nn.BatchNorm2d(128),
+                nn.ReLU(),
+                nn.MaxPool2d((2, 1)),
+            )
+            self.rnn = nn.LSTM(128 * 4, 128, bidirectional=True, batch_first=True)
+            self.fc = nn.Linear(256, 40)
+
+        def forward(self, x: Any) -> Any:
+            f = self.cnn(x)
+            b, c, h, w = f.shape
+            return self.fc(self.rnn(f.permute(0, 3, 1, 2).reshape(b, w, c * h))[0])
+
+    return CRNN()
+
+
+def _ids(batch: int, seq: int = 128) -> Inputs:
+    return {"input_ids": np.random.default_rng(batch).integers(0, 1000, (batch, seq)).astype(np.int64)}
+
+
+def _pixels(batch: int, size: int = 224) -> Inputs:
+    return {"pixel_values": np.random.default_rng(batch).standard_normal((batch, 3, size, size)).astype(np.float32)}
+
+
+def _exported_models() -> list[Model]:
+    text = {"input_ids": ((1, 2), (1, 128), (16, 512))}
+    image = {"pixel_values": ((1, 3, 224, 224), (1, 3, 224, 224), (16, 3, 224, 224))}
+    models = [
+        Model("bert", _export("bert", _text(_transformers("BertModel", "BertConfig"))), text, _ids, 4),
+        Model(
+            "distilbert",
+            _export("distilbert", _text(_transformers("DistilBertModel", "DistilBertConfig"))),
+            text,
+            _ids,
+            4,
+        ),
+        Model("gpt2", _export("gpt2", _text(_transformers("GPT2Model", "GPT2Config"))), text, _ids, 4),
+        Model("t5-encoder", _export("t5-encoder", _text(_t5_encoder)), text, _ids, 4),
+        Model("vit", _export("vit", _images(_transformers("ViTModel", "ViTConfig"))), image, _pixels, 4),
+        Model(
+            "resnet18",
+            _export(
+                "resnet18",
+                _images(
+                    _transformers(
+                        "ResNetModel",
+                        "ResNetConfig",
+                        depths=[2, 2, 2, 2],
+                        hidden_sizes=[64, 128, 256, 512],
+                        layer_type="basic",
+                    )
+                ),
+            ),
+            image,
+            _pixels,
+            8,
+        ),
+        Model(
+            "mobilenetv2",
+            _export("mobilenetv2", _images(_transformers("MobileNetV2Model", "MobileNetV2Config"))),
+            image,
+            _pixels,
+            8,
+        ),
+    ]
+
+    def whisper() -> tuple[Any, tuple[Any, ...], list[str], Any]:
+        import torch
+
+        return _whisper_encoder(), (torch.randn(2, 80, 3000),), ["input_features"], ({0: _dim("batch", 1, 8)},)
+
+    def wav2vec2() -> tuple[Any, tuple[Any, ...], list[str], Any]:
+        import torch
+
+        model = _transformers("Wav2Vec2Model", "Wav2Vec2Config")()
+        return model, (torch.randn(1, 16000),), ["audio"], ({0: _dim("batch", 1, 8), 1: _dim("samples", 1000, 64000)},)
+
+    def bilstm() -> tuple[Any, tuple[Any, ...], list[str], Any]:
+        import torch
+
+        return (
+            _bilstm(),
+            (torch.randint(0, 10000, (2, 64)),),
+            ["input_ids"],
+            ({0: _dim("batch", 1, 32), 1: _dim("seq", 2, 256)},),
+        )
+
+    def crnn() -> tuple[Any, tuple[Any, ...], list[str], Any]:
+        import torch
+
+        return _crnn(), (torch.randn(1, 1, 32, 128),), ["x"], ({3: _dim("width", 32, 1024)},)
+
+    rng = np.random.default_rng(0)
+    models += [
+        Model(
+            "whisper-encoder",
+            _export("whisper-encoder", whisper),
+            {"input_features": ((1, 80, 3000),) * 2 + ((8, 80, 3000),)},
+            lambda b: {"input_features": rng.standard_normal((b, 80, 3000)).astype(np.float32)},
+            2,
+        ),
+        Model(
+            "wav2vec2",
+            _export("wav2vec2", wav2vec2),
+            {"audio": ((1, 1000), (1, 16000), (8, 64000))},
+            lambda b: {"audio": rng.standard_normal((b, 16000)).astype(np.float32)},
+            4,
+        ),
+        Model(
+            "bilstm",
+            _export("bilstm", bilstm),
+            {"input_ids": ((1, 2), (1, 64), (32, 256))},
+            lambda b: {"input_ids": rng.integers(0, 10000, (b, 64)).astype(np.int64)},
+            16,
+        ),
+        Model(
+            "crnn",
+            _export("crnn", crnn),
+            {"x": ((1, 1, 32, 32), (1, 1, 32, 128), (1, 1, 32, 1024))},
+            lambda b: {"x": rng.standard_normal((1, 1, 32, 128 * b)).astype(np.float32)},
+            4,
+        ),
+    ]
+    return models
+
+
+# --- pretrained models shipped in PyPI packages --------------------------------------------------------
+
+
+def _packaged(package: str, pattern: str) -> Callable[[str], str]:
+    def source(cache: str) -> str:
+        spec = importlib.util.find_spec(package)
+        if spec is None or spec.origin is None:
+            raise FileNotFoundError(f"pip install --no-deps {package.replace('_', '-')}")
+        found = sorted(glob.glob(os.path.join(os.path.dirname(spec.origin), pattern), recursive=True))
+        if not found:
+            raise FileNotFoundError(f"{package} holds no {pattern}")
+        return found[0]
+
+    return source
+
+
+def _packaged_models() -> list[Model]:
+    rng = np.random.default_rng(1)
+
+    def image(h: int, w: int) -> Callable[[int], Inputs]:
+        return lambda b: {"x": rng.random((b, 3, h, w), dtype=np.float32)}
+
+    return [
+        Model(
+            "ppocr-det",
+            _packaged("rapidocr_onnxruntime", "models/*det*.onnx"),
+            {"x": ((1, 3, 32, 32), (1, 3, 480, 480), (4, 3, 960, 960))},
+            image(480, 480),
+            2,
+        ),
+        Model(
+            "ppocr-rec",
+            _packaged("rapidocr_onnxruntime", "models/*rec*.onnx"),
+            {"x": ((1, 3, 48, 32), (1, 3, 48, 320), (16, 3, 48, 1280))},
+            image(48, 320),
+            8,
+        ),
+        Model(
+            "ppocr-cls",
+            _packaged("rapidocr_onnxruntime", "models/*cls*.onnx"),
+            {"x": ((1, 3, 48, 48), (1, 3, 48, 192), (32, 3, 48, 640))},
+            image(48, 192),
+            16,
+        ),
+        Model("magika", _packaged("magika", "models/**/model.onnx"), {}, lambda b: {}, 8),
+        Model("silero-vad", _packaged("silero_vad", "data/silero_vad.onnx"), {}, lambda b: {}, 1),
+    ]
+
+
+# --- running -------------------------------------------------------------------------------------------------
+
+
+def _feeds_for(model: Model, path: str, batch: int) -> Inputs:
+    feeds = model.inputs(batch)
+    if feeds:
+        return feeds
+    # packaged models with their own input names: random data of the declared shape, batch where dynamic
+    proto = onnx.load(path, load_external_data=False)
+    initializers = {t.name for t in proto.graph.initializer}
+    rng = np.random.default_rng(batch)
+    made: Inputs = {}
+    for value in proto.graph.input:
+        if value.name in initializers:
+            continue
+        tensor = value.type.tensor_type
+        dims = [d.dim_value if d.dim_value > 0 else (batch if k == 0 else 1) for k, d in enumerate(tensor.shape.dim)]
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type)
+        made[value.name] = (rng.random(dims) * 2 - 1).astype(dtype) if dtype.kind == "f" else np.zeros(dims, dtype)
+    return made
+
+
+def _fastest(run: Callable[[], Any], runs: int) -> float:
+    best = math.inf
+    for _ in range(runs):
+        start = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def measure(model: Model, cache: str, threads: int, blocks: int, runs: int) -> dict[str, Any]:
+    """Import, build and time one model at batch 1 and its larger batch."""
+    import onnxruntime as ort
+
+    from plugrt.onnx.compile import compile as compile_model
+
+    row: dict[str, Any] = {"model": model.name}
+    path = model.source(cache)
+    row["nodes"] = len(onnx.load(path, load_external_data=False).graph.node)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    start = time.perf_counter()
+    try:
+        compiled = compile_model(path, shapes=model.shapes or None)
+    except Exception as exc:  # the point of the table: what does not import, and why
+        row["imports"] = f"no: {type(exc).__name__}: {str(exc).splitlines()[-1][:90]}"
+        return row
+    row["imports"] = "yes"
+    row["build_s"] = time.perf_counter() - start
+    for label, batch in (("b1", 1), ("bN", model.batch)):
+        feeds = _feeds_for(model, path, batch)
+        try:
+            ours = compiled(**feeds)
+        except Exception as exc:
+            row[label] = f"run failed: {type(exc).__name__}: {str(exc)[:80]}"
+            continue
+        theirs = session.run(None, feeds)
+        first = next(iter(ours.values())) if isinstance(ours, dict) else ours
+        scale = max(float(np.abs(theirs[0]).max()), 1e-30)
+        row[f"{label}_diff"] = float(np.abs(np.asarray(first, np.float64) - theirs[0]).max()) / scale
+        plugrt_best = ort_best = math.inf
+        for _ in range(blocks):
+            plugrt_best = min(plugrt_best, _fastest(lambda f=feeds: compiled(**f), runs))
+            ort_best = min(ort_best, _fastest(lambda f=feeds: session.run(None, f), runs))
+        row[label] = (plugrt_best * 1e3, ort_best * 1e3)
+    return row
+
+
+def _cell(row: dict[str, Any], label: str) -> str:
+    value = row.get(label)
+    if not isinstance(value, tuple):
+        return str(value or "-")
+    ours, theirs = value
+    return f"{ours:.1f} / {theirs:.1f} ms = {ours / theirs:.2f}x"
+
+
+def main() -> None:
+    assert ARGS is not None
+    models = _exported_models() + _packaged_models()
+    if ARGS.list:
+        print(" ".join(m.name for m in models))
+        return
+    chosen = [m for m in models if ARGS.models is None or m.name in ARGS.models]
+    print(
+        f"# {platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"threads {ARGS.threads}, load {os.getloadavg()[0]:.2f}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+    )
+    rows = []
+    for model in chosen:
+        try:
+            row = measure(model, ARGS.cache, ARGS.threads, ARGS.blocks, ARGS.runs)
+        except Exception as exc:
+            row = {"model": model.name, "imports": f"skipped: {type(exc).__name__}: {str(exc)[:80]}"}
+            if not isinstance(exc, (ImportError, FileNotFoundError)):
+                traceback.print_exc(limit=2)
+        rows.append(row)
+        print(
+            f"  {model.name}: {row.get('imports')} {_cell(row, 'b1')} {_cell(row, 'bN')}", file=sys.stderr, flush=True
+        )
+    print("| model | nodes | imports | build s | batch 1: plugrt / ORT | larger batch | max rel. diff |")
+    print("|---|---|---|---|---|---|---|")
+    ratios: dict[str, list[float]] = {"b1": [], "bN": []}
+    for row in rows:
+        for label in ratios:
+            if isinstance(row.get(label), tuple):
+                ratios[label].append(row[label][0] / row[label][1])
+        diffs = [row[k] for k in ("b1_diff", "bN_diff") if k in row]
+        build = f"{row['build_s']:.1f}" if "build_s" in row else "-"
+        print(
+            f"| {row['model']} | {row.get('nodes', '-')} | {row['imports']} | {build} | {_cell(row, 'b1')} | "
+            f"{_cell(row, 'bN')} | {max(diffs):.1e} |"
+            if diffs
+            else f"| {row['model']} | {row.get('nodes', '-')} | {row['imports']} | {build} | {_cell(row, 'b1')} | "
+            f"{_cell(row, 'bN')} | - |"
+        )
+    for label, values in ratios.items():
+        if values:
+            mean = math.exp(sum(math.log(v) for v in values) / len(values))
+            print(f"geometric mean {label}: {mean:.2f}x over {len(values)} models")
+
+
+if __name__ == "__main__":
+    main()
