@@ -26,6 +26,7 @@ from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..shape import constant
 from .base import Operator, ShapeExprs, register_operator
+from .blas_threads import blas_threads_for
 from .elementwise import FLOAT_TYPES, label
 from .spatial import Window, tap_slices
 
@@ -180,7 +181,11 @@ class ConvolutionOperator(Operator):
         if out.dtype != np.float32:
             target = self.scratch("acc", out.shape, np.float32, xp)
         grouped = target.reshape(n, self.group, self.maps // self.group, -1)
-        matmul_into(xp, kernel, cols, grouped)
+        if xp is np:
+            with blas_threads_for(2.0 * kernel.size * cols.shape[-1] * n):
+                matmul_into(xp, kernel, cols, grouped)
+        else:
+            matmul_into(xp, kernel, cols, grouped)
         if self.uniform:
             grouped[:, :, 1:] = grouped[:, :, :1]
         if self.has_bias:

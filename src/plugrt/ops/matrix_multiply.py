@@ -19,6 +19,7 @@ from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..shape import IDimensionExpr
 from .base import Operator, ShapeExprs, register_operator
+from .blas_threads import blas_threads_for
 from .elementwise import FLOAT_TYPES, broadcast_dim, expect_inputs, label, merge_dim
 
 __all__ = ["MatrixMultiplyOperator"]
@@ -104,7 +105,11 @@ class MatrixMultiplyOperator(Operator):
         if len(self._out_view) != a.ndim:
             self.prepare([a.shape, b.shape], [out.shape])
         bias = inputs[2].reshape(-1) if self.bias else None
-        matmul_into(xp, a, b, out.reshape(self._out_view), bias)
+        if xp is np:
+            with blas_threads_for(2.0 * out.size * a.shape[-1]):
+                matmul_into(xp, a, b, out.reshape(self._out_view), bias)
+        else:
+            matmul_into(xp, a, b, out.reshape(self._out_view), bias)
 
 
 def _operand(x: Any, op: str, first: bool) -> Any:

@@ -12,6 +12,7 @@ Gate orders follow ONNX: LSTM ``i o f c``, GRU ``z r h``.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +22,7 @@ from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..shape import IDimensionExpr, constant
 from .base import Operator, ShapeExprs, register_operator
+from .blas_threads import blas_threads_for
 from .elementwise import FLOAT_TYPES, label
 from .rnn_activations import activation_functions
 
@@ -155,22 +157,26 @@ class RecurrentOperator(Operator):
         self, given: dict[str, Any], d: int, x: Any, lengths: Any, state: list[Any], work: Any, xp: Any
     ) -> tuple[Any, list[Any]]:
         gates = _GATES[self.cell]
-        w, r = given["W"][d].astype(work), given["R"][d].astype(work)
+        w, r = given["W"][d].astype(work, copy=False), given["R"][d].astype(work, copy=False)
         hidden = r.shape[1]
         bias = given.get("B")
         b = xp.zeros(2 * gates * hidden, dtype=work) if bias is None else bias[d].astype(work)
         wb, rb = b[: gates * hidden], b[gates * hidden :]
-        projected = x @ w.T + wb
+        # every step's input projection in one product
+        with blas_threads_for(2.0 * x.shape[0] * x.shape[1] * w.size) if xp is np else contextlib.nullcontext():
+            projected = x @ w.T + wb
         step_fn = {"LSTM": self._lstm_step, "GRU": self._gru_step, "RNN": self._rnn_step}[self.cell]
         functions = self.functions[d]
         peep = given.get("P")
         extra = {"r": r, "rb": rb, "functions": functions, "p": None if peep is None else peep[d].astype(work)}
         out = xp.zeros((x.shape[0], x.shape[1], hidden), dtype=work)
-        for t in range(x.shape[0]):
-            new_state = step_fn(projected[t], state, extra, xp)
-            active = (t < lengths).reshape(-1, 1)
-            state = [xp.where(active, new, old) for new, old in zip(new_state, state)]
-            out[t] = xp.where(active, new_state[0], 0)
+        # each step's product is small: one BLAS thread (see ops/blas_threads.py)
+        with blas_threads_for(2.0 * x.shape[1] * r.size) if xp is np else contextlib.nullcontext():
+            for t in range(x.shape[0]):
+                new_state = step_fn(projected[t], state, extra, xp)
+                active = (t < lengths).reshape(-1, 1)
+                state = [xp.where(active, new, old) for new, old in zip(new_state, state)]
+                out[t] = xp.where(active, new_state[0], 0)
         return out, state
 
     def _clip(self, value: Any, xp: Any) -> Any:
