@@ -82,15 +82,15 @@ def _export(name: str, build: Callable[[], tuple[Any, tuple[Any, ...], list[str]
         module, args, names, dynamic = build()
         os.makedirs(cache, exist_ok=True)
         with torch.no_grad():
-            torch.onnx.export(
-                module.eval(),
-                args,
-                path,
-                input_names=names,
-                dynamic_shapes=dynamic,
-                opset_version=18,
-                external_data=True,
-            )
+            try:
+                torch.onnx.export(
+                    module.eval(), args, path, input_names=names, dynamic_shapes=dynamic, opset_version=18
+                )
+            except Exception as exc:  # some exports refuse a dynamic dimension: fall back to the example's shapes
+                print(
+                    f"  {name}: dynamic export failed ({type(exc).__name__}); exporting static shapes", file=sys.stderr
+                )
+                torch.onnx.export(module.eval(), args, path, input_names=names, opset_version=18)
         return path
 
     return source

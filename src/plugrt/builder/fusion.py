@@ -10,6 +10,8 @@ disappears from the engine:
   one kernel on the GPU.
 - **matrix bias** — ``MatrixMultiply(a, b)`` then ``ElementWise SUM`` with a FLOAT bias of
   dims ``[1, ..., 1, N]``: the bias is added in the product's epilogue on the GPU.
+- **convolution activation** — ``Convolution`` then a FLOAT ``RELU`` or ``CLIP`` activation
+  (MobileNet's ReLU6): applied in place to the convolution's result, one memory pass fewer.
 
 Results are those of the unfused layers (the same float operations in the same order on
 the CPU). The tensor between the two layers must feed nothing else and must not be an
@@ -62,8 +64,10 @@ def _matrix_bias(first: LayerPlan, second: LayerPlan, link: int, tensors: list[T
     if bias_index == link or out.dtype != DataType.FLOAT or tensors[bias_index].dtype != DataType.FLOAT:
         return None
     bias = tensors[bias_index].shape
-    if not bias or len(bias) > len(out.shape) or not all(
-        d.is_constant() and d.get_constant_value() == 1 for d in bias[:-1]
+    if (
+        not bias
+        or len(bias) > len(out.shape)
+        or not all(d.is_constant() and d.get_constant_value() == 1 for d in bias[:-1])
     ):
         return None
     if not (bias[-1].is_constant() and out.shape[-1].is_constant() and bias[-1] == out.shape[-1]):
@@ -77,7 +81,31 @@ def _matrix_bias(first: LayerPlan, second: LayerPlan, link: int, tensors: list[T
     )
 
 
-RULES: tuple[Rule, ...] = (_scaled_softmax, _matrix_bias)
+#: activations a convolution applies to its result in place (after the bias), as one layer
+_CONV_ACTIVATIONS = ("RELU", "CLIP")
+
+
+def _conv_activation(first: LayerPlan, second: LayerPlan, link: int, tensors: list[TensorPlan]) -> LayerPlan | None:
+    if first.op_kind != "convolution" or first.params.get("activation") or second.op_kind != "activation":
+        return None
+    if second.params.get("type") not in _CONV_ACTIVATIONS or tensors[link].dtype != DataType.FLOAT:
+        return None
+    return LayerPlan(
+        f"{first.name} + {second.name}",
+        list(first.inputs),
+        list(second.outputs),
+        op_kind="convolution",
+        params={
+            **first.params,
+            "activation": second.params["type"],
+            "activation_alpha": float(second.params.get("alpha", 0.0)),
+            "activation_beta": float(second.params.get("beta", 0.0)),
+        },
+        weights=dict(first.weights),
+    )
+
+
+RULES: tuple[Rule, ...] = (_scaled_softmax, _matrix_bias, _conv_activation)
 
 
 def fuse_layers(
@@ -97,12 +125,14 @@ def fuse_layers(
         if first_step in merged or first_step in dropped or second_step in merged or second_step in dropped:
             continue
         first, second = layers[first_step], layers[second_step]
-        if not first.op_kind or not second.op_kind or first.weights or second.weights or len(first.outputs) != 1:
+        if not first.op_kind or not second.op_kind or second.weights or len(first.outputs) != 1:
             continue
         if first.size_outputs or second.size_outputs or second.shape_inputs or first_step > second_step:
             continue
         for rule in RULES:
             fused = rule(first, second, link, tensors)
+            if fused is not None and fused.weights != first.weights:
+                fused = None  # a rule that does not carry the producer's weights over cannot take it
             if fused is not None:  # placed where the consumer was: every input is ready there
                 merged[second_step] = fused
                 dropped.add(first_step)

@@ -66,6 +66,14 @@ class ConvolutionOperator(Operator):
             )
         self.has_bias = bool(self.params.get("has_bias", "bias" in self.weights))
         self.uniform = bool(self.params.get("uniform_kernel", False))
+        #: an activation fused in by the builder (see builder/fusion.py): "", "RELU" or "CLIP"
+        self.activation = str(self.params.get("activation", ""))
+        if self.activation not in ("", "RELU", "CLIP"):
+            raise NetworkError(f"convolution: unknown fused activation {self.activation!r}; valid: RELU, CLIP")
+        self.activation_range = (
+            float(self.params.get("activation_alpha", 0.0)),
+            float(self.params.get("activation_beta", 0.0)),
+        )
         self._inputs = 1 + ("kernel" not in self.weights) + (self.has_bias and "bias" not in self.weights)
         self._shapes: tuple[tuple[int, ...], tuple[int, ...]] | None = None
         #: (index into the column buffer, index into the input) per kernel tap that reads inside the input
@@ -195,5 +203,10 @@ class ConvolutionOperator(Operator):
                 bias = inputs[-1].astype(np.float32).reshape(-1, 1)
             flat = target.reshape(n, self.maps, -1)
             xp.add(flat, bias, out=flat)
+        if self.activation == "RELU":
+            xp.maximum(target, 0, out=target)
+        elif self.activation == "CLIP":  # as the activation layer: max(alpha, min(beta, x))
+            xp.minimum(target, self.activation_range[1], out=target)
+            xp.maximum(target, self.activation_range[0], out=target)
         if target is not out:
             xp.copyto(out, target, casting="unsafe")
