@@ -1,0 +1,57 @@
+"""INT8 engines (implicit INT8 with dynamic ranges) on the GPU, against the same plan on the CPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import plugrt as trt
+
+from gpu_helpers import run_plan
+
+pytestmark = pytest.mark.gpu
+LOGGER = trt.Logger(trt.Logger.ERROR)
+
+
+def _int8_plan(batch: int, channels: int) -> bytes:
+    """Conv 3x3 -> Conv 3x3 (INT8 between them) -> Relu -> Flatten -> Gemm, every tensor ranged +-4."""
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((channels, 3, 3, 3)).astype(np.float32) * 0.3, "w1"),
+        numpy_helper.from_array(rng.standard_normal((channels, channels, 3, 3)).astype(np.float32) * 0.1, "w2"),
+        numpy_helper.from_array(rng.standard_normal((channels * 64, 10)).astype(np.float32) * 0.05, "wf"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["c1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c2"], ["r"]),
+        helper.make_node("Flatten", ["r"], ["f"]),
+        helper.make_node("Gemm", ["f", "wf"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "int8_gpu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 10])], inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    builder = trt.Builder(LOGGER)
+    network = builder.create_network(0)
+    assert trt.OnnxParser(network, LOGGER).parse(model)
+    for i in range(network.num_inputs):
+        network.get_input(i).set_dynamic_range(-4, 4)
+    for i in range(network.num_layers):
+        network.get_layer(i).get_output(0).set_dynamic_range(-4, 4)
+    config = builder.create_builder_config()
+    config.set_flag(trt.BuilderFlag.INT8)
+    return bytes(builder.build_serialized_network(network, config))
+
+
+@pytest.mark.parametrize(("batch", "channels"), [(2, 8), (16, 160)])  # 160 x 9 = 1440: blocked exact sums
+@pytest.mark.parametrize("graph", [False, True])
+def test_int8_engine_on_the_gpu_matches_the_cpu(batch: int, channels: int, graph: bool) -> None:
+    plan = _int8_plan(batch, channels)
+    x = np.random.default_rng(1).standard_normal((batch, 3, 8, 8)).astype(np.float32)
+    cpu = run_plan(plan, "cpu", {"x": x})["y"]
+    gpu = run_plan(plan, "cuda", {"x": x}, graph=graph)["y"]
+    # integer sums are exact on both; an activation on a rounding tie may land one INT8 step apart
+    np.testing.assert_allclose(gpu, cpu, rtol=1e-3, atol=0.05 * np.abs(cpu).max())
