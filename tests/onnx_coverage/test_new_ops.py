@@ -69,3 +69,32 @@ def test_eye_like_offset_and_rank_check():
     node = helper.make_node("EyeLike", ["x"], ["y"])
     with pytest.raises(OnnxImportError, match="EyeLike needs a 2-D input, got rank 3"):
         plugrt.compile(one_node(node, [vi("x", F, [1, 2, 2])], [vi("y", F, [1, 2, 2])]))
+
+
+def _unique_model(sorted_: int, axis: int | None = None, shape=(6,)):
+    attrs = {"sorted": sorted_} if axis is None else {"sorted": sorted_, "axis": axis}
+    node = helper.make_node("Unique", ["x"], ["y", "first", "inverse", "counts"], **attrs)
+    outs = [vi("y", F, None)] + [vi(n, TensorProto.INT64, None) for n in ("first", "inverse", "counts")]
+    return one_node(node, [vi("x", F, list(shape))], outs, opset=17)
+
+
+def test_unique_in_order_of_first_occurrence_across_calls():
+    compiled = plugrt.compile(_unique_model(0))
+    got = compiled({"x": np.array([3, 1, 3, 2, 1, 3], np.float32)})
+    assert got["y"].tolist() == [3, 1, 2]
+    assert got["first"].tolist() == [0, 1, 3]
+    assert got["inverse"].tolist() == [0, 1, 0, 2, 1, 0]
+    assert got["counts"].tolist() == [3, 2, 1]
+    again = compiled({"x": np.array([5, 5, 5, 5, 4, 5], np.float32)})  # another count of distinct values
+    assert again["y"].tolist() == [5, 4] and again["counts"].tolist() == [5, 1]
+
+
+def test_unique_rows_sorted():
+    compiled = plugrt.compile(_unique_model(1, axis=0, shape=(3, 2)))
+    got = compiled({"x": np.array([[2, 1], [0, 5], [2, 1]], np.float32)})
+    assert got["y"].tolist() == [[0, 5], [2, 1]] and got["inverse"].tolist() == [1, 0, 1]
+
+
+def test_unique_axis_out_of_range_is_rejected():
+    with pytest.raises(OnnxImportError, match="axis 3 is out of range for a tensor of rank 2"):
+        plugrt.compile(_unique_model(1, axis=3, shape=(3, 2)))

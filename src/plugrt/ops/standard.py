@@ -47,5 +47,6 @@ from . import (  # noqa: F401  (imported for registration)
     topk,
     trilu,
     unary,
+    unique,
     where,
 )

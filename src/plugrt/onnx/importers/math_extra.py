@@ -1,4 +1,4 @@
-"""ONNX importers: LpNormalization, BitCast, EyeLike."""
+"""ONNX importers: LpNormalization, BitCast, EyeLike, Unique."""
 
 from __future__ import annotations
 
@@ -66,3 +66,13 @@ def import_eye_like(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
             ctx.fail(f"dtype {onnx_type_name(int(ctx.attr('dtype')))} is not supported")
         dtype = found
     return ctx.op("eye_like", [x], {"to_type": dtype.name, "k": int(ctx.attr("k", 0))})
+
+
+@register_importer("Unique")
+def import_unique(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
+    """Unique values (sorted by default) with first indices, inverse indices and counts (data-dependent sizes)."""
+    x = _input(ctx, inputs)
+    params: dict[str, Any] = {"sorted": bool(ctx.attr("sorted", 1))}
+    if ctx.has_attr("axis"):
+        params["axis"] = ctx.axis(int(ctx.attr("axis")), ctx.rank_of(x))
+    return ctx.op("unique", [x], params, num_outputs=5)[:4]
