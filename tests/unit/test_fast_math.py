@@ -104,6 +104,23 @@ def test_last_axis_softmax_matches_float64_with_and_without_the_subtraction(shif
     np.testing.assert_array_equal(x, out)
 
 
+@pytest.mark.parametrize("shift", [0.0, 8.0, 30.0, -12.0])
+def test_half_softmax_is_finite_where_its_exp_would_overflow(shift: float) -> None:
+    """HALF rows always subtract their maximum: exp overflows HALF past 11 and underflows below -17."""
+    from plugrt.ops.softmax import SoftmaxOperator
+
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal((4, 64)) * 3 + shift).astype(np.float16)
+    op = SoftmaxOperator({"axes": 1 << 1})
+    op.prepare([x.shape], [x.shape])
+    out = np.empty_like(x)
+    op.run([x], [out])
+    assert np.isfinite(out).all()
+    x64 = x.astype(np.float64)
+    e = np.exp(x64 - x64.max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(out.astype(np.float64), e / e.sum(axis=-1, keepdims=True), rtol=2e-3, atol=2e-4)
+
+
 def test_pow_by_small_integers_imports_as_products() -> None:
     import onnx
     from onnx import TensorProto, helper, numpy_helper

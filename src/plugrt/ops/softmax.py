@@ -38,9 +38,10 @@ def _softmax_rows(x: np.ndarray, out: np.ndarray) -> None:
     for start in range(0, rows, step):
         block, target = x[start : start + step], out[start : start + step]
         peak = block.max(axis=1, keepdims=True)
-        if -_SAFE < peak.min() and peak.max() < _SAFE:
+        if block.dtype == np.float32 and -_SAFE < peak.min() and peak.max() < _SAFE:
             # exp(x) / sum(exp(x)) is exp(x - max) / sum(exp(x - max)); with every row's maximum
-            # within +-60 neither overflows nor loses the row's largest terms, so skip the subtraction.
+            # within +-60 neither overflows nor loses the row's largest terms in FLOAT, so skip the
+            # subtraction (not in HALF, whose exp overflows past 11 and loses precision below -9).
             np.exp(block, out=target)
         else:
             np.subtract(block, peak, out=target)

@@ -361,6 +361,9 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3One
             self._resolved = self._kernel().resolve([list(d.dims) for d in inputs], f"QDP plugin {self.plugin_id!r}")
 
     def _kernel(self) -> AOTKernel:
+        """The AOT kernel of the current tactic; a build instance compiles its kernels on first use."""
+        if not self.kernels:
+            self.kernels = self._compile_kernels()
         kernel = self.kernels.get(self.tactic)
         if kernel is None:
             raise PluginError(
@@ -419,8 +422,6 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3One
         given buffers and stream in a GPU build (``Builder(device="cuda")``); in a CPU build the host
         buffers are copied to the GPU, where CuPy sees one."""
         if active_device() == "cuda":
-            if not self.kernels:
-                self.kernels = self._compile_kernels()
             kernel = self._kernel()
             kernel.launch_on(
                 kernel.resolve([list(d.dims) for d in input_desc], self.plugin_id), inputs, outputs, stream
@@ -437,8 +438,6 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3One
                 f"QDP plugin {self.plugin_id!r}: its AOT kernels can be timed only on a GPU ({exc}); on this machine "
                 "give its AutoTuneCombinations no custom tactics (aot_impl is then called with tactic 0)"
             ) from None
-        if not self.kernels:
-            self.kernels = self._compile_kernels()
         kernel = self._kernel()
         on_device_in = [cp.asarray(as_array(p, d)) for p, d in zip(inputs, input_desc)]
         on_device_out = [cp.asarray(as_array(p, d)) for p, d in zip(outputs, output_desc)]
