@@ -20,7 +20,7 @@ from ..core.logger import ILogger, Severity
 from ..core.types import DataType, TensorFormat
 from ..engine.plan import EnginePlan, LayerPlan, ProfilePlan, TensorPlan, tensor_max_bytes
 from ..engine.plan_format import PluginRecord
-from ..engine.shape_checks import broadcast_checks, check_broadcasts, profile_points
+from ..engine.shape_checks import broadcast_checks, check_at_points, plugin_output_checks, profile_points
 from ..interfaces.adapters import PluginAdapter, adapter_for_plugin
 from ..interfaces.adapters.base import BuildRequest, Port
 from ..network.definition import INetworkDefinition
@@ -263,7 +263,7 @@ class _Build:
             raise
         except Exception as exc:
             raise BuildError(f"layer {layer.name!r} ({op.kind}): {type(exc).__name__}: {exc}") from exc
-        check_broadcasts(broadcast_checks(op, layer.name), profile_points(self.profiles))
+        check_at_points(broadcast_checks(op, layer.name), profile_points(self.profiles))
         # A layer computed only from constants is constant too: it runs once per context, not per inference
         # (standard operators are deterministic; data-dependent sizes are left to the run).
         derived = bool(inputs) and all(self.tensors[i].role == "constant" for i in inputs) and not op.size_exprs
@@ -315,6 +315,7 @@ class _Build:
             opt_expr = expr.size_bounds[0]
             for profile in self.profiles:
                 profile.opt[expr.symbol] = opt_expr.evaluate(profile.opt)
+        check_at_points(plugin_output_checks(adapter.describe_shapes(), shapes), profile_points(self.profiles))
         outputs = [
             Port(s, [self.ranges(s, p) for p in range(len(self.profiles))], t, scale=self.output_scale(layer, k))
             for k, (s, t) in enumerate(zip(shapes, types))

@@ -19,7 +19,7 @@ from ..ops.elementwise import quiet
 from .executor import Executor
 from .output_allocator import IOutputAllocator
 from .profiler import IProfiler
-from .shape_checks import check_broadcasts
+from .shape_checks import check_at_points
 
 __all__ = ["IExecutionContext"]
 
@@ -151,7 +151,7 @@ class IExecutionContext(DeprecatedContextManager):
 
     def _infer(self) -> None:
         self._executor.infer(self._input_shapes)
-        check_broadcasts(self.engine.broadcast_checks, [("the input", self._executor.env)], ShapeError)
+        check_at_points(self.engine.shape_checks, [("the input", self._executor.env)], ShapeError)
 
     def infer_shapes(self) -> list[str]:
         """Names of inputs whose shape is still missing (empty when all are set)."""

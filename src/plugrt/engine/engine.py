@@ -18,6 +18,7 @@ from ..interfaces.v3 import IPluginResourceContext
 from ..network.tensor import TensorIOMode, TensorLocation
 from .host_memory import IHostMemory
 from .plan import EnginePlan, profile_envs
+from .shape_checks import ShapeCheck, plugin_output_checks
 from .validate import validate_plan
 
 __all__ = ["ICudaEngine"]
@@ -44,8 +45,9 @@ class ICudaEngine(DeprecatedContextManager):
         self._contexts: weakref.WeakSet[Any] = weakref.WeakSet()
         self.adapters: dict[int, PluginAdapter] = {}
         self.plugins: dict[int, Any] = {}
-        #: broadcasts the shape rules could not decide at build: checked by each context at shape change
-        self.broadcast_checks = validate_plan(plan)
+        #: what the shape rules could not decide at build (broadcasts, plugin output sizes): checked by each
+        #: context at shape change
+        self.shape_checks: list[ShapeCheck] = list(validate_plan(plan))
         try:
             for index, layer in enumerate(plan.layers):
                 if not layer.is_plugin:
@@ -60,6 +62,8 @@ class ICudaEngine(DeprecatedContextManager):
                 self.plugins[index] = adapter.revive(
                     record.name, record.version, record.namespace, record.payload, registry, layer.tactic
                 )
+                outputs = [plan.tensors[i].shape for i in layer.outputs]
+                self.shape_checks += plugin_output_checks(adapter.describe_shapes(self.plugins[index]), outputs)
         except BaseException:
             self._release_plugins()
             raise

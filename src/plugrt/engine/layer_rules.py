@@ -18,7 +18,7 @@ from ..core.errors import PlanFormatError, PlugrtError
 from ..ops.base import Operator, create_operator
 from ..shape.expr import IDimensionExpr
 from .plan import EnginePlan, LayerPlan, profile_envs
-from .shape_checks import BroadcastCheck, broadcast_checks, check_broadcasts, profile_points
+from .shape_checks import BroadcastCheck, broadcast_checks, check_at_points, profile_points
 
 __all__ = ["check_layer_rules", "revive_operator"]
 
@@ -68,7 +68,7 @@ def check_layer_rules(plan: EnginePlan) -> list[BroadcastCheck]:
         except Exception as exc:
             raise _fail(f"{label} does not accept its inputs: {type(exc).__name__}: {exc}") from None
         layer_checks = broadcast_checks(op, layer.name)
-        check_broadcasts(layer_checks, points, PlanFormatError)
+        check_at_points(layer_checks, points, PlanFormatError)
         checks += layer_checks
         if len(shapes) != len(layer.outputs) or len(types) != len(layer.outputs):
             raise _fail(f"{label} has {len(layer.outputs)} outputs; its operator makes {len(shapes)}")

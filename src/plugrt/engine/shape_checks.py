@@ -7,18 +7,40 @@ the pair is checked with concrete values: by the builder at every profile's
 min, opt and max, by the runtime when it loads a plan, and by the execution
 context whenever input shapes change. Each failure names the layer, the axis
 and both sizes, instead of a NumPy broadcasting error in the middle of a run.
+
+Plugin output checks work the same way: the dimensions a plugin's shape hook
+returned are expressions, and each must be >= 0 at every profile's min, opt and
+max (the builder, and the runtime on load) and at every shape change (the
+context), failing with the layer, the plugin, the output index and the value
+rather than sizing a buffer from a negative number.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ..core.errors import BuildError, PlugrtError
 from ..shape.expr import IDimensionExpr
 
-__all__ = ["BroadcastCheck", "broadcast_checks", "check_broadcasts", "profile_points"]
+__all__ = [
+    "BroadcastCheck",
+    "PluginOutputCheck",
+    "ShapeCheck",
+    "broadcast_checks",
+    "check_at_points",
+    "plugin_output_checks",
+    "profile_points",
+]
+
+
+class ShapeCheck(Protocol):
+    """A rule on symbol values: :meth:`problem` says what is wrong, or None."""
+
+    def problem(self, env: Mapping[str, int]) -> str | None:
+        """What is wrong for symbol values ``env`` (None when nothing is, or not known yet)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -43,6 +65,36 @@ class BroadcastCheck:
         )
 
 
+@dataclass(frozen=True)
+class PluginOutputCheck:
+    """Output ``output`` of a plugin layer: every dimension its shape hook gave must be >= 0.
+
+    ``where`` names the layer, the plugin and the hook (``PluginCaller.describe``).
+    """
+
+    where: str
+    output: int
+    shape: tuple[IDimensionExpr, ...]
+
+    def problem(self, env: Mapping[str, int]) -> str | None:
+        """What is wrong for symbol values ``env`` (None when every dimension is >= 0 or not known yet)."""
+        if any(d.symbols() - set(env) for d in self.shape):
+            return None
+        for axis, dim in enumerate(self.shape):
+            value = dim.evaluate(env)
+            if value < 0:
+                return (
+                    f"{self.where}: output {self.output} dimension {axis} is {value} ({dim}); "
+                    "dimensions must be >= 0"
+                )
+        return None
+
+
+def plugin_output_checks(where: str, shapes: Sequence[Sequence[IDimensionExpr]]) -> list[PluginOutputCheck]:
+    """One check per output of a plugin layer whose shape hook gave ``shapes``."""
+    return [PluginOutputCheck(where, k, tuple(shape)) for k, shape in enumerate(shapes)]
+
+
 def broadcast_checks(op: Any, layer: str) -> list[BroadcastCheck]:
     """The checks ``op``'s last shape rule recorded, for layer ``layer``."""
     return [BroadcastCheck(layer, axis, a, b) for axis, a, b in getattr(op, "broadcast_pairs", ())]
@@ -58,8 +110,8 @@ def profile_points(profiles: Sequence[Any]) -> list[tuple[str, Mapping[str, int]
     return points
 
 
-def check_broadcasts(
-    checks: Sequence[BroadcastCheck],
+def check_at_points(
+    checks: Sequence[ShapeCheck],
     points: Sequence[tuple[str, Mapping[str, int]]],
     error: type[PlugrtError] = BuildError,
 ) -> None:

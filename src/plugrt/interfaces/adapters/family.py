@@ -38,6 +38,8 @@ class PluginAdapter(ABC):
     family: ClassVar[str] = ""
     #: The record's interface tag in the plan ("v2" or "v3").
     interface: ClassVar[str] = ""
+    #: The plugin's output-shape hook, for messages about the shapes it gave.
+    shape_hook: ClassVar[str] = ""
 
     def __init__(self, layer: str, logger: ILogger | None) -> None:
         self.layer = layer
@@ -57,6 +59,13 @@ class PluginAdapter(ABC):
         from .base import plugin_label
 
         return PluginCaller(plugin, self.layer, plugin_label(*self.identity(plugin)), self.logger)
+
+    def describe_shapes(self, plugin: Any = None) -> str:
+        """Names the layer, the plugin and its output-shape hook: the build instance's, or ``plugin``'s."""
+        caller = self.build_caller if plugin is None else self.caller(plugin)
+        if caller is None:
+            raise RuntimeError(f"layer {self.layer!r}: no plugin to describe before begin_build")
+        return caller.describe(self.shape_hook)
 
     # --- build --------------------------------------------------------------------
     @abstractmethod

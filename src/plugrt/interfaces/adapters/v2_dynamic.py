@@ -28,6 +28,7 @@ class V2DynamicAdapter(V2Common):
     terminate/destroy (engine's plugin)."""
 
     family = "v2_dynamic"
+    shape_hook = "get_output_dimensions"
 
     def output_types(self, input_types: list[DataType]) -> list[DataType]:
         caller = self._build()

@@ -31,6 +31,7 @@ class V2StaticAdapter(V2Common):
     initialize; then the V2 serialize/teardown order. Run: execute_async."""
 
     family = "v2_static"
+    shape_hook = "get_output_shape"
     expected_class = IPluginV2
     required_hooks = ("clone", "get_output_shape", "execute_async")
 

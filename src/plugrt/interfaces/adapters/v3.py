@@ -53,6 +53,7 @@ class V3Adapter(PluginAdapter):
 
     family = "v3"
     interface = "v3"
+    shape_hook = "get_output_shapes"
 
     def __init__(self, layer: str, logger: Any) -> None:
         super().__init__(layer, logger)
