@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     with recorder_scope as recorder:
         if args.onnx:
             plan, build_s = build_from_onnx(args, logger, shapes)
-            print(f"[I] Engine built in {build_s:.3f} s ({len(plan)} bytes)")
+            print(f"[I] Engine built in {build_s * 1e3:.1f} ms ({len(plan)} bytes)")  # as the builder logs it
             if args.saveEngine:
                 with open(args.saveEngine, "wb") as f:
                     f.write(plan)

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from ..interfaces.creator import IPluginCreator, IPluginCreatorV3One
+from ..interfaces.creator import interface_family
 from ..interfaces.registry import get_plugin_registry
 from .libraries import load_libraries
 
@@ -35,12 +35,7 @@ def describe_creators() -> list[dict[str, Any]]:
     """Every registered creator as a dict, sorted by namespace, name and version."""
     rows = []
     for creator in get_plugin_registry().all_creators:
-        if isinstance(creator, IPluginCreatorV3One):
-            interface = "IPluginV3"
-        elif isinstance(creator, IPluginCreator):
-            interface = "IPluginV2"
-        else:
-            interface = type(creator).__name__
+        interface = interface_family(creator, probe=True)
         fields = [
             {"name": f.name, "type": f.type.name, "default": f.data.tolist() if f.size else None}
             for f in getattr(creator, "field_names", [])

@@ -14,9 +14,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..core.errors import FieldError, PluginDefinitionError
-from ..interfaces.creator import IPluginCreatorInterface, IPluginCreatorV3One
+from ..interfaces.creator import IPluginCreatorInterface, interface_family
 from ..interfaces.fields import PluginFieldCollection
-from ..interfaces.v2 import IPluginV2Ext
 from .checks import CHECK_IDS, CHECKS
 from .context import CheckContext, InputMaker
 from .fields import make_fields
@@ -53,16 +52,14 @@ def _label(identity: Sequence[Any]) -> str:
 
 
 def _family(ctx: CheckContext) -> str:
-    if ctx.driver.family == "IPluginV2Ext" and not isinstance(ctx.first, IPluginV2Ext):
-        return "IPluginV2"
-    return ctx.driver.family
+    return interface_family(ctx.first)
 
 
 def _unbuildable(source: Any, selected: list[str], exc: HookError) -> CheckReport:
     """The report when not even one plugin could be created."""
     if isinstance(source, IPluginCreatorInterface):
         label = _label((source.name, source.plugin_version, source.plugin_namespace))
-        family = "IPluginV3" if isinstance(source, IPluginCreatorV3One) else "IPluginV2"
+        family = interface_family(source)
     else:
         label, family = type(source).__name__, "unknown"
     hint = hint_for(exc.hook)
