@@ -7,13 +7,14 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from ...core.dims import Dims
+from ...core.errors import TypeMismatchError
 from ...core.logger import ILogger
 from ...core.types import DataType
 from ...shape.builder import IExprBuilder
 from ...shape.expr import IDimensionExpr
 from ..descriptors import PluginTensorDesc
-from ..recorder import PluginCaller
-from .base import BuildRequest, IOChoice, Port
+from ..recorder import Phase, PluginCaller
+from .base import BuildRequest, IOChoice, Port, candidate_list, negotiate_combination
 
 __all__ = ["BuildResult", "PluginAdapter"]
 
@@ -53,6 +54,39 @@ class PluginAdapter(ABC):
     def identity(plugin: Any) -> tuple[str, str, str]:
         """(name, version, namespace) of a plugin of this family."""
         raise NotImplementedError
+
+    @staticmethod
+    def checked_identity(plugin: Any, source: Any, labels: tuple[str, str, str]) -> tuple[str, str, str]:
+        """The (name, version, namespace) attributes ``labels`` of ``source``, each checked to be a str."""
+        values = tuple(getattr(source, label, "") for label in labels)
+        for label, value in zip(labels, values):
+            if not isinstance(value, str):
+                raise TypeMismatchError(f"{type(plugin).__name__}.{label} must be a str, got {value!r}")
+        return values  # type: ignore[return-value]
+
+    def _build(self) -> PluginCaller:
+        assert self.build_caller is not None, "begin_build was not called"
+        return self.build_caller
+
+    def _negotiate_formats(
+        self, request: BuildRequest, outputs: list[Port], preferred: list[IOChoice | None], make_desc: Any
+    ) -> list[IOChoice]:
+        """Incremental ``supports_format_combination`` over every position; ``make_desc(port, type,
+        format)`` is the descriptor the plugin family is asked with."""
+        caller = self._build()
+        ports = request.inputs + outputs
+        candidates = [candidate_list(pref, len(port.shape), request.fp16) for pref, port in zip(preferred, ports)]
+
+        def ask(pos: int, descs: list[Any], num_inputs: int) -> Any:
+            return caller(Phase.BUILD, "supports_format_combination", pos, descs, num_inputs)
+
+        return negotiate_combination(
+            ask,
+            candidates,
+            lambda pos, c: make_desc(ports[pos], *c),
+            len(request.inputs),
+            caller.describe("supports_format_combination"),
+        )
 
     def caller(self, plugin: Any) -> PluginCaller:
         """A caller recording hook calls of ``plugin`` in this layer."""

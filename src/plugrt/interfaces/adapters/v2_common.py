@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ...core.errors import BuildError, MissingHookError, PluginError, SerializationError, TypeMismatchError
+from ...core.errors import BuildError, MissingHookError, PluginError, SerializationError
 from ..recorder import Phase, PluginCaller
 from ..v2 import IPluginV2, serialized_bytes
 from .base import check_status, require_hooks
@@ -29,19 +29,7 @@ class V2Common(PluginAdapter):
 
     @staticmethod
     def identity(plugin: Any) -> tuple[str, str, str]:
-        values = (
-            getattr(plugin, "plugin_type", ""),
-            getattr(plugin, "plugin_version", ""),
-            getattr(plugin, "plugin_namespace", ""),
-        )
-        for label, value in zip(("plugin_type", "plugin_version", "plugin_namespace"), values):
-            if not isinstance(value, str):
-                raise TypeMismatchError(f"{type(plugin).__name__}.{label} must be a str, got {value!r}")
-        return values
-
-    def _build(self) -> PluginCaller:
-        assert self.build_caller is not None, "begin_build was not called"
-        return self.build_caller
+        return PluginAdapter.checked_identity(plugin, plugin, ("plugin_type", "plugin_version", "plugin_namespace"))
 
     def _check_instance(self, plugin: Any, where: str, caller: PluginCaller) -> Any:
         if not isinstance(plugin, self.expected_class):

@@ -13,7 +13,7 @@ from ...shape.expr import IDimensionExpr
 from ..descriptors import DynamicPluginTensorDesc, PluginTensorDesc
 from ..recorder import Phase
 from ..v2 import IPluginV2DynamicExt
-from .base import BuildRequest, IOChoice, Port, candidate_list, check_status, checked_enqueue, negotiate_combination
+from .base import BuildRequest, IOChoice, Port, check_status, checked_enqueue
 from .v2_common import V2Common
 
 __all__ = ["V2DynamicAdapter"]
@@ -52,20 +52,7 @@ class V2DynamicAdapter(V2Common):
     def choose_formats(
         self, request: BuildRequest, outputs: list[Port], preferred: list[IOChoice | None]
     ) -> list[IOChoice]:
-        caller = self._build()
-        ports = request.inputs + outputs
-        candidates = [candidate_list(pref, len(port.shape), request.fp16) for pref, port in zip(preferred, ports)]
-
-        def ask(pos: int, descs: list[Any], num_inputs: int) -> Any:
-            return caller(Phase.BUILD, "supports_format_combination", pos, descs, num_inputs)
-
-        return negotiate_combination(
-            ask,
-            candidates,
-            lambda pos, c: ports[pos].desc(*c),
-            len(request.inputs),
-            caller.describe("supports_format_combination"),
-        )
+        return self._negotiate_formats(request, outputs, preferred, lambda port, *c: port.desc(*c))
 
     def configure(self, request: BuildRequest, outputs: list[Port], num_profiles: int) -> int:
         caller = self._build()

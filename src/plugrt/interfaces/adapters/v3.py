@@ -25,10 +25,8 @@ from .base import (
     BuildRequest,
     IOChoice,
     Port,
-    candidate_list,
     check_status,
     checked_enqueue,
-    negotiate_combination,
     require_hooks,
 )
 from .family import BuildResult, PluginAdapter
@@ -71,19 +69,7 @@ class V3Adapter(PluginAdapter):
             else None
         )
         source = core if core is not None else plugin
-        values = (
-            getattr(source, "plugin_name", ""),
-            getattr(source, "plugin_version", ""),
-            getattr(source, "plugin_namespace", ""),
-        )
-        for label, value in zip(("plugin_name", "plugin_version", "plugin_namespace"), values):
-            if not isinstance(value, str):
-                raise TypeMismatchError(f"{type(plugin).__name__}.{label} must be a str, got {value!r}")
-        return values
-
-    def _build(self) -> PluginCaller:
-        assert self.build_caller is not None, "begin_build was not called"
-        return self.build_caller
+        return PluginAdapter.checked_identity(plugin, source, ("plugin_name", "plugin_version", "plugin_namespace"))
 
     def begin_build(self, plugin: Any) -> None:
         require_hooks(
@@ -145,20 +131,7 @@ class V3Adapter(PluginAdapter):
     def choose_formats(
         self, request: BuildRequest, outputs: list[Port], preferred: list[IOChoice | None]
     ) -> list[IOChoice]:
-        caller = self._build()
-        ports = request.inputs + outputs
-        candidates = [candidate_list(pref, len(port.shape), request.fp16) for pref, port in zip(preferred, ports)]
-
-        def ask(pos: int, descs: list[Any], num_inputs: int) -> Any:
-            return caller(Phase.BUILD, "supports_format_combination", pos, descs, num_inputs)
-
-        return negotiate_combination(
-            ask,
-            candidates,
-            lambda pos, c: ports[pos].dynamic_desc(0, *c),
-            len(request.inputs),
-            caller.describe("supports_format_combination"),
-        )
+        return self._negotiate_formats(request, outputs, preferred, lambda port, *c: port.dynamic_desc(0, *c))
 
     def offers_aliasing(self) -> bool:
         build = self._build().plugin
