@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -465,3 +466,65 @@ def test_float_out_of_range_for_f32() -> None:
 def test_writer_rejects_arrays_the_reader_cannot_read(array: np.ndarray) -> None:
     with pytest.raises(SerializationError, match=r"array"):
         SerializationWriter().write_array(array)
+
+
+# ---------------------------------------------------------------------------
+# The lower-level pieces other formats are built from (the plan file uses them)
+# ---------------------------------------------------------------------------
+
+
+def test_struct_raw_and_chunks_round_trip() -> None:
+    data = np.arange(4, dtype=np.uint8)
+    writer = SerializationWriter()
+    writer.write_struct("<BQ", 3, 2**40, what="header")
+    writer.write_raw(b"tag!")
+    writer.write_raw(data.data)
+    data[0] = 9  # a memoryview is kept, not copied, until to_bytes
+    assert len(writer) == 9 + 4 + 4
+    assert b"".join(writer.chunks()) == writer.to_bytes()
+    reader = SerializationReader(writer.to_bytes())
+    assert reader.read_struct("<BQ", "header") == (3, 2**40)
+    assert bytes(reader.read_raw(4, "tag")) == b"tag!"
+    assert reader.offset == 13
+    reader.seek(14)
+    assert bytes(reader.read_raw(3)) == b"\x01\x02\x03"
+    reader.finish()
+
+
+def test_struct_write_errors_name_what_was_written() -> None:
+    with pytest.raises(SerializationError, match=r"cannot write 256, 1 as header: "):
+        SerializationWriter().write_struct("<BB", 256, 1, what="header")
+    with pytest.raises(SerializationError, match=r"cannot write -1 as <Q: "):
+        SerializationWriter().write_struct("<Q", -1)
+
+
+def test_named_reads_report_their_name() -> None:
+    writer = SerializationWriter()
+    writer.write_bytes(b"\xff\xfe", "name")
+    data = writer.to_bytes()
+    with pytest.raises(SerializationError, match=r"reading name length needs 4 bytes at offset 0, but only 2 remain"):
+        SerializationReader(data[:2]).read_bytes("name")
+    with pytest.raises(SerializationError, match=r"reading name needs 2 bytes at offset 4, but only 1 remain"):
+        SerializationReader(data[:5]).read_str("name")
+    with pytest.raises(SerializationError, match=r"name is not valid UTF-8 \(invalid start byte at byte 0\)"):
+        SerializationReader(data).read_str("name")
+    with pytest.raises(SerializationError, match=r"reading tag needs 4 bytes at offset 0, but only 0 remain"):
+        SerializationReader(b"").read_raw(4, "tag")
+    with pytest.raises(SerializationError, match=r"cannot seek to negative offset -1"):
+        SerializationReader(b"").seek(-1)
+
+
+@pytest.mark.parametrize(
+    ("write", "fragment"),
+    [
+        (lambda w: w.write_str(5, "plugin name"), "plugin name must be str, got int"),
+        (lambda w: w.write_str("\udc80", "plugin name"), "plugin name is not valid UTF-8"),
+        (lambda w: w.write_bytes("text", "payload"), "payload must be bytes, got str"),
+        (lambda w: w.write_str(b"raw"), "string must be str, got bytes"),
+    ],
+)
+def test_length_prefixed_writes_check_their_value(write: Callable[[SerializationWriter], None], fragment: str) -> None:
+    writer = SerializationWriter()
+    with pytest.raises(SerializationError, match=fragment):
+        write(writer)
+    assert writer.to_bytes() == b""

@@ -13,6 +13,8 @@ offset, u64 byte length; then the little-endian data of each array at a 64-byte
 aligned offset from the payload start, zero padded. PLUG is a u32 count, then
 per record: str namespace, name, version, interface, then a u32-prefixed payload.
 
+The bytes are written and read with the plugins' codec,
+:class:`~plugrt.interfaces.serialization.SerializationWriter` and ``SerializationReader``.
 Decoding checks every declared size against the bytes present before slicing
 or allocating; anything malformed raises :class:`PlanFormatError`.
 """
@@ -22,7 +24,6 @@ from __future__ import annotations
 import collections
 import json
 import math
-import struct
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from plugrt.core.errors import PlanFormatError, SerializationError, TypeMismatchError
+from plugrt.interfaces.serialization import SerializationReader, SerializationWriter
 
 __all__ = [
     "PLAN_FORMAT_VERSION",
@@ -55,7 +57,6 @@ _ALIGN = 64
 _MAX_DEPTH = 256  # nesting levels allowed in the header (containers + dimension expressions)
 _MAX_INT_BITS = 1024  # header integers; bounds the cost of parsing long literals
 _MAX_NDIM = 32
-_U32_MAX = 2**32 - 1
 _MIN_SIZE = {"weight": 4 + 4 + 1 + 16, "plugin record": 5 * 4}  # bytes of an all-empty entry
 _PLUGIN_FIELDS = ("namespace", "name", "version", "interface")
 _JSON_TYPES = {dict: "object", list: "array", str: "string", int: "number", float: "number"}
@@ -127,23 +128,6 @@ def _check_json(value: object, root: str, error: type[SerializationError]) -> No
             raise error(f"{root}{''.join(reversed(keys))} {problem}")
 
 
-def _sized(value: object, what: str, text: bool = False) -> bytes:
-    """Length-prefix ``value``: a str (UTF-8 encoded) if ``text``, else bytes-like."""
-    if text and isinstance(value, str):
-        try:
-            data = value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise SerializationError(f"{what} is not valid UTF-8: {exc.reason}") from None
-    elif not text and isinstance(value, (bytes, bytearray, memoryview)):
-        data = bytes(value)
-    else:
-        kind = "str" if text else "bytes"
-        raise SerializationError(f"{what} must be {kind}, got {type(value).__name__}")
-    if len(data) > _U32_MAX:
-        raise SerializationError(f"{what} is {len(data)} bytes; at most {_U32_MAX} allowed")
-    return struct.pack("<I", len(data)) + data
-
-
 def _encode_header(header: object) -> bytes:
     if type(header) is not dict:
         raise SerializationError(f"plan header must be a dict, got {type(header).__name__}")
@@ -154,8 +138,8 @@ def _encode_header(header: object) -> bytes:
         raise SerializationError(f"plan header is not JSON-serialisable: {exc}") from None
 
 
-def _encode_weights(weights: dict[str, npt.NDArray[Any]]) -> list[bytes | memoryview]:
-    """The weights section as chunks (index, then padding and array data), so the data is copied once, at join."""
+def _encode_weights(weights: dict[str, npt.NDArray[Any]]) -> SerializationWriter:
+    """The weights section; its array data is written as views, copied once, when the plan is joined."""
     items = []
     for name, arr in weights.items():
         if not isinstance(arr, np.ndarray):
@@ -165,40 +149,50 @@ def _encode_weights(weights: dict[str, npt.NDArray[Any]]) -> list[bytes | memory
                 f"weight {name!r} has dtype {arr.dtype.name!r} and {arr.ndim} dims; allowed "
                 f"dtypes are {', '.join(WEIGHT_DTYPES)}, with at most {_MAX_NDIM} dims"
             )
-        name_b = _sized(name, f"weight name {name!r}", text=True)
+        entry = SerializationWriter()
+        entry.write_str(name, f"weight name {name!r}")
+        entry.write_str(arr.dtype.name, "dtype")
+        entry.write_struct(f"<B{arr.ndim}q", arr.ndim, *arr.shape)
         little = np.ascontiguousarray(arr, dtype)
         if dtype.kind == "b":  # a bool array viewed from other bytes may hold values above 1
             little = np.minimum(little.view(np.uint8), 1)
-        dtype_b = _sized(arr.dtype.name, "dtype", text=True)
-        items.append((name_b, dtype_b, arr.shape, little.reshape(-1).view(np.uint8)))  # no copy of the data
-    items.sort(key=lambda item: item[0][4:])  # UTF-8 byte order is code point order
-    out = bytearray(struct.pack("<I", len(items)))
-    end = 4 + sum(len(n) + len(d) + 17 + 8 * len(s) for n, d, s, _ in items)
-    for name_b, dtype_b, shape, data in items:
-        offset = _align(end)
-        dims = struct.pack(f"<B{len(shape)}q", len(shape), *shape)
-        out += name_b + dtype_b + dims + struct.pack("<QQ", offset, data.nbytes)
-        end = offset + data.nbytes
-    chunks: list[bytes | memoryview] = [bytes(out)]
-    size = len(out)
+        items.append((name, entry, little.reshape(-1).view(np.uint8)))  # no copy of the data
+    items.sort(key=lambda item: item[0])  # code point order is UTF-8 byte order
+    out = SerializationWriter()
+    out.write_u32(len(items))
+    index_end = end = 4 + sum(len(entry) + 16 for _, entry, _ in items)
+    for _, entry, data in items:
+        out.write_raw(entry.to_bytes())
+        out.write_struct("<QQ", _align(end), data.nbytes)
+        end = _align(end) + data.nbytes
+    end = index_end
     for *_, data in items:
-        padding = _align(size) - size
-        chunks += [bytes(padding), data.data]
-        size += padding + data.nbytes
-    return chunks
+        out.write_raw(bytes(_align(end) - end))
+        out.write_raw(data.data)
+        end = _align(end) + data.nbytes
+    return out
 
 
-def _encode_plugins(plugins: list[PluginRecord]) -> bytes:
-    out = [struct.pack("<I", len(plugins))]
+def _encode_plugins(plugins: list[PluginRecord]) -> SerializationWriter:
+    out = SerializationWriter()
+    out.write_u32(len(plugins))
     for i, rec in enumerate(plugins):
         if not isinstance(rec, PluginRecord):
             raise SerializationError(f"plugin record {i} must be a PluginRecord, got {type(rec).__name__}")
         if rec.interface not in _INTERFACES:
             got = f"{rec.name!r} has interface {rec.interface!r}"
             raise SerializationError(f"plugin record {i} {got}; expected 'v2' or 'v3'")
-        out += [_sized(getattr(rec, f), f"plugin record {i} {f}", True) for f in _PLUGIN_FIELDS]
-        out.append(_sized(rec.payload, f"plugin record {i} payload"))
-    return b"".join(out)
+        for field in _PLUGIN_FIELDS:
+            out.write_str(getattr(rec, field), f"plugin record {i} {field}")
+        out.write_bytes(rec.payload, f"plugin record {i} payload")
+    return out
+
+
+def _crc(chunks: list[bytes | memoryview]) -> int:
+    crc = 0
+    for chunk in chunks:
+        crc = zlib.crc32(chunk, crc)
+    return crc
 
 
 def encode_plan(contents: PlanContents) -> bytes:
@@ -213,60 +207,43 @@ def encode_plan(contents: PlanContents) -> bytes:
     for field, kind in (("weights", dict), ("plugins", list)):
         if not isinstance(value := getattr(contents, field), kind):
             raise SerializationError(f"plan {field} must be a {kind.__name__}, got {type(value).__name__}")
-    sections: list[list[bytes | memoryview]] = [
-        [_encode_header(contents.header)],
-        _encode_weights(contents.weights),
-        [_encode_plugins(contents.plugins)],
-    ]
-    chunks: list[bytes | memoryview] = [PLAN_MAGIC + struct.pack("<II", PLAN_FORMAT_VERSION, len(_SECTIONS))]
-    for tag, parts in zip(_SECTIONS, sections):
-        crc = 0
-        for part in parts:
-            crc = zlib.crc32(part, crc)
-        chunks.append(tag + struct.pack("<QI", sum(len(part) for part in parts), crc))
-        chunks += parts
-    body_crc, body_size = 0, 0
-    for chunk in chunks:
-        body_crc, body_size = zlib.crc32(chunk, body_crc), body_size + len(chunk)
-    chunks.append(_END + struct.pack("<QI", body_size, body_crc))
-    return b"".join(chunks)  # the only copy of the weight data
+    header = SerializationWriter()
+    header.write_raw(_encode_header(contents.header))
+    sections = [header, _encode_weights(contents.weights), _encode_plugins(contents.plugins)]
+    plan = SerializationWriter()
+    plan.write_raw(PLAN_MAGIC)
+    plan.write_struct("<II", PLAN_FORMAT_VERSION, len(_SECTIONS))
+    for tag, section in zip(_SECTIONS, sections):
+        plan.write_raw(tag)
+        plan.write_struct("<QI", len(section), _crc(section.chunks()))
+        for chunk in section.chunks():
+            plan.write_raw(chunk)
+    size, crc = len(plan), _crc(plan.chunks())
+    plan.write_raw(_END)
+    plan.write_struct("<QI", size, crc)
+    return plan.to_bytes()  # the only copy of the weight data
 
 
-class _Reader:
-    """A cursor that checks the bytes remaining before every read."""
+class _Reader(SerializationReader):
+    """A plan reader: errors are :class:`PlanFormatError` prefixed with where the reading happens."""
 
-    def __init__(self, data: memoryview, prefix: str, pos: int = 0) -> None:
-        self.data, self.prefix, self.pos = data, prefix, pos
+    def __init__(self, data: memoryview, prefix: str) -> None:
+        super().__init__(data)
+        self.prefix = prefix
 
     def error(self, message: str) -> PlanFormatError:
         return PlanFormatError(f"{self.prefix}: {message}")
 
-    def take(self, n: int, what: str, verb: str = "needs") -> memoryview:
-        if n > (left := max(0, len(self.data) - self.pos)):
-            raise self.error(f"{what} {verb} {n} bytes but only {left} remain")
-        self.pos += n
-        return self.data[self.pos - n : self.pos]
-
-    def unpack(self, fmt: str, what: str) -> tuple[Any, ...]:
-        return struct.unpack(fmt, self.take(struct.calcsize(fmt), what))
+    def shortfall(self, what: str, count: int, verb: str) -> PlanFormatError:
+        return self.error(f"{what} {verb} {count} bytes but only {self.remaining} remain")
 
     def count(self, what: str) -> int:
         """Read an item count, rejecting one the remaining bytes cannot hold."""
-        (n,) = self.unpack("<I", f"{what} count")
-        left, least = len(self.data) - self.pos, _MIN_SIZE[what]
+        (n,) = self.read_struct("<I", f"{what} count")
+        left, least = self.remaining, _MIN_SIZE[what]
         if n * least > left:
             raise self.error(f"declares {n} {what}s but only {left} bytes remain (each needs {least}+)")
         return int(n)
-
-    def blob(self, what: str) -> bytes:
-        (n,) = self.unpack("<I", f"{what} length")
-        return bytes(self.take(n, what, "declares"))
-
-    def text(self, what: str, raw: bytes | None = None) -> str:
-        try:
-            return (self.blob(what) if raw is None else raw).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise self.error(f"{what} is not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -285,7 +262,10 @@ def _parse_int(literal: str) -> int:
 def _decode_header(payload: memoryview) -> dict[str, Any]:
     r = _Reader(payload, "section 'HEAD' is malformed")
     try:
-        value = json.loads(r.text("header", bytes(payload)), object_pairs_hook=_unique_keys, parse_int=_parse_int)
+        text = str(payload, "utf-8")
+        value = json.loads(text, object_pairs_hook=_unique_keys, parse_int=_parse_int)
+    except UnicodeDecodeError as exc:
+        raise r.error(f"header is not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
     except RecursionError:
         raise r.error("header JSON is nested too deeply to parse") from None
     except ValueError as exc:
@@ -300,24 +280,24 @@ def _decode_header(payload: memoryview) -> dict[str, Any]:
 def _decode_weights(payload: memoryview) -> dict[str, npt.NDArray[Any]]:
     r = _Reader(payload, "section 'WGTS' is malformed")
     entries: list[tuple[str, np.dtype[Any], tuple[int, ...], int, int]] = []
-    names: list[bytes] = []
+    names: list[str] = []
     for i in range(r.count("weight")):
-        name = r.text(f"weight {i} name", raw := r.blob(f"weight {i} name"))
-        if names and raw <= names[-1]:
-            problem = "duplicate" if raw in names else "unsorted (out-of-order)"
+        name = r.read_str(f"weight {i} name")
+        if names and name <= names[-1]:  # code point order is UTF-8 byte order
+            problem = "duplicate" if name in names else "unsorted (out-of-order)"
             raise r.error(f"{problem} weight name {name!r}")
-        names.append(raw)
-        dtype_name = r.blob(f"weight {name!r} dtype").decode("utf-8", "replace")
+        names.append(name)
+        dtype_name = r.read_bytes(f"weight {name!r} dtype").decode("utf-8", "replace")
         if (dtype := _DTYPES.get(dtype_name)) is None:
             allowed = ", ".join(WEIGHT_DTYPES)
             raise r.error(f"weight {name!r} has unknown dtype {dtype_name!r} (allowed: {allowed})")
-        (ndim,) = r.unpack("<B", f"weight {name!r} ndim")
+        (ndim,) = r.read_struct("<B", f"weight {name!r} ndim")
         if ndim > _MAX_NDIM:
             raise r.error(f"weight {name!r} has {ndim} dims; at most {_MAX_NDIM} allowed")
-        shape: tuple[int, ...] = r.unpack(f"<{ndim}q", f"weight {name!r} shape")
+        shape: tuple[int, ...] = r.read_struct(f"<{ndim}q", f"weight {name!r} shape")
         if any(d < 0 for d in shape):
             raise r.error(f"weight {name!r} has a negative dim in shape {list(shape)}")
-        offset, nbytes = r.unpack("<QQ", f"weight {name!r} offset and length")
+        offset, nbytes = r.read_struct("<QQ", f"weight {name!r} offset and length")
         if (needed := math.prod(shape) * dtype.itemsize) != nbytes:  # exact: Python ints
             raise r.error(
                 f"weight {name!r} of shape {list(shape)} and dtype {dtype_name} needs "
@@ -326,10 +306,10 @@ def _decode_weights(payload: memoryview) -> dict[str, npt.NDArray[Any]]:
         entries.append((name, dtype, shape, offset, nbytes))
     weights: dict[str, npt.NDArray[Any]] = {}
     for name, dtype, shape, offset, nbytes in entries:
-        if offset != _align(r.pos) or any(payload[r.pos : offset]):
-            raise r.error(f"weight {name!r} data is at offset {offset} (expected {_align(r.pos)}, zero padded)")
-        r.pos = offset
-        data = r.take(nbytes, f"weight {name!r} data", "declares")
+        if offset != _align(r.offset) or any(payload[r.offset : offset]):
+            raise r.error(f"weight {name!r} data is at offset {offset} (expected {_align(r.offset)}, zero padded)")
+        r.seek(offset)
+        data = r.read_raw(nbytes, f"weight {name!r} data", "declares")
         if dtype.kind == "b" and bytes(data).translate(None, b"\x00\x01"):
             raise r.error(f"weight {name!r} is bool but holds bytes other than 0 and 1")
         try:
@@ -337,7 +317,7 @@ def _decode_weights(payload: memoryview) -> dict[str, npt.NDArray[Any]]:
             weights[name] = flat.reshape(shape).astype(dtype.newbyteorder("="))
         except (ValueError, MemoryError) as exc:
             raise r.error(f"weight {name!r} of shape {list(shape)} is unusable: {exc}") from None
-    if extra := len(payload) - r.pos:
+    if extra := r.remaining:
         raise r.error(f"{extra} unexpected bytes after the last array")
     return weights
 
@@ -346,12 +326,12 @@ def _decode_plugins(payload: memoryview) -> list[PluginRecord]:
     r = _Reader(payload, "section 'PLUG' is malformed")
     records = []
     for i in range(r.count("plugin record")):
-        namespace, name, version, interface = (r.text(f"plugin record {i} {field}") for field in _PLUGIN_FIELDS)
+        namespace, name, version, interface = (r.read_str(f"plugin record {i} {field}") for field in _PLUGIN_FIELDS)
         if interface not in _INTERFACES:
             raise r.error(f"plugin record {i} interface is {interface!r} (expected 'v2' or 'v3')")
-        blob = r.blob(f"plugin record {i} payload")
+        blob = r.read_bytes(f"plugin record {i} payload")
         records.append(PluginRecord(namespace, name, version, interface, blob))
-    if extra := len(payload) - r.pos:
+    if extra := r.remaining:
         raise r.error(f"{extra} unexpected bytes after the last plugin record")
     return records
 
@@ -375,33 +355,34 @@ def decode_plan(data: bytes | bytearray | memoryview) -> PlanContents:
         raise PlanFormatError(f"plan is truncated: {len(buf)} bytes, shorter than the magic")
     if (magic := buf[: len(PLAN_MAGIC)]) != PLAN_MAGIC:
         raise PlanFormatError(f"not a plugrt plan: magic bytes {magic!r} (expected {PLAN_MAGIC!r})")
-    r = _Reader(memoryview(buf), "plan is truncated", len(PLAN_MAGIC))
-    if (version := r.unpack("<I", "format version")[0]) != PLAN_FORMAT_VERSION:
+    r = _Reader(memoryview(buf), "plan is truncated")
+    r.seek(len(PLAN_MAGIC))
+    if (version := r.read_struct("<I", "format version")[0]) != PLAN_FORMAT_VERSION:
         raise PlanFormatError(
             f"plan format version {version} is not supported; this plugrt reads version {PLAN_FORMAT_VERSION}"
         )
-    if (count := r.unpack("<I", "section count")[0]) > len(_SECTIONS):
+    if (count := r.read_struct("<I", "section count")[0]) > len(_SECTIONS):
         raise PlanFormatError(f"plan declares {count} sections; expected 3 ({_ORDER})")
     payloads: dict[bytes, memoryview] = {}
     for i in range(count):
-        tag = bytes(r.take(4, f"section {i} tag"))
+        tag = bytes(r.read_raw(4, f"section {i} tag"))
         last = _SECTIONS.index([*payloads][-1]) if payloads else -1
         if tag not in _SECTIONS or tag in payloads or _SECTIONS.index(tag) < last:
             kind = "duplicate" if tag in payloads else "misplaced" if tag in _SECTIONS else "unknown"
-            raise PlanFormatError(f"plan has {kind} section tag {tag!r} at byte {r.pos - 4} ({_ORDER})")
+            raise PlanFormatError(f"plan has {kind} section tag {tag!r} at byte {r.offset - 4} ({_ORDER})")
         name = tag.decode("ascii")
-        length, stored = r.unpack("<QI", f"section '{name}' length and checksum")
-        payloads[tag] = r.take(length, f"section '{name}'", "declares")
+        length, stored = r.read_struct("<QI", f"section '{name}' length and checksum")
+        payloads[tag] = r.read_raw(length, f"section '{name}'", "declares")
         _check_crc(payloads[tag], stored, f"section '{name}'")
     if missing := [t.decode() for t in _SECTIONS if t not in payloads]:
         raise PlanFormatError(f"plan is missing section(s) {', '.join(missing)}")
-    body_end = r.pos
-    tag, size, stored = r.unpack("<4sQI", "end marker")
+    body_end = r.offset
+    tag, size, stored = r.read_struct("<4sQI", "end marker")
     if tag != _END or size != body_end:
         got, want = f"{tag!r} recording {size} bytes", f"{_END!r} recording {body_end}"
         raise PlanFormatError(f"plan end marker is {got} before it (expected {want})")
-    _check_crc(r.data[:body_end], stored, "the end marker")
-    if extra := len(buf) - r.pos:
+    _check_crc(memoryview(buf)[:body_end], stored, "the end marker")
+    if extra := r.remaining:
         raise PlanFormatError(f"plan has {extra} unexpected trailing bytes after its end marker")
     return PlanContents(
         _decode_header(payloads[b"HEAD"]),

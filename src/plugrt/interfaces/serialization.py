@@ -19,6 +19,7 @@ from ..core.errors import SerializationError
 
 __all__ = ["SerializationReader", "SerializationWriter"]
 
+_U32_MAX = 2**32 - 1
 _SCALARS = {"i8": "<b", "u8": "<B", "i32": "<i", "u32": "<I", "i64": "<q", "f32": "<f", "f64": "<d", "bool": "<?"}
 
 
@@ -26,7 +27,7 @@ class SerializationWriter:
     """Appends little-endian values to a buffer; optional magic number and version header."""
 
     def __init__(self, magic: int | None = None, version: int | None = None) -> None:
-        self._parts: list[bytes] = []
+        self._parts: list[bytes | memoryview] = []
         if magic is not None:
             self.write_u32(magic)
         if version is not None:
@@ -36,10 +37,15 @@ class SerializationWriter:
         """Write one scalar of ``kind`` ('i8', 'u8', 'i32', 'u32', 'i64', 'f32', 'f64', 'bool')."""
         if kind not in _SCALARS:
             raise SerializationError(f"unknown scalar kind {kind!r}; choose from {sorted(_SCALARS)}")
+        self.write_struct(_SCALARS[kind], value, what=kind)
+
+    def write_struct(self, fmt: str, *values: Any, what: str = "") -> None:
+        """Write ``values`` packed by the :mod:`struct` format ``fmt`` (start it with ``<``)."""
         try:
-            self._parts.append(struct.pack(_SCALARS[kind], value))
+            self._parts.append(struct.pack(fmt, *values))
         except (struct.error, OverflowError) as exc:
-            raise SerializationError(f"cannot write {value!r} as {kind}: {exc}") from None
+            shown = ", ".join(map(repr, values))
+            raise SerializationError(f"cannot write {shown} as {what or fmt}: {exc}") from None
 
     def write_i32(self, value: int) -> None:
         """Write a signed 32-bit integer."""
@@ -65,14 +71,28 @@ class SerializationWriter:
         """Write a bool as one byte."""
         self.write("bool", bool(value))
 
-    def write_bytes(self, data: bytes) -> None:
-        """Write a length-prefixed byte string."""
+    def write_raw(self, data: bytes | memoryview) -> None:
+        """Append ``data`` as it is, without a length; a memoryview is kept, not copied, until :meth:`to_bytes`."""
+        self._parts.append(data if isinstance(data, memoryview) else bytes(data))
+
+    def write_bytes(self, data: bytes, what: str = "bytes") -> None:
+        """Write a length-prefixed (u32) byte string; ``what`` names it in errors."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise SerializationError(f"{what} must be bytes, got {type(data).__name__}")
+        if len(data) > _U32_MAX:
+            raise SerializationError(f"{what} is {len(data)} bytes; at most {_U32_MAX} allowed")
         self.write_u32(len(data))
         self._parts.append(bytes(data))
 
-    def write_str(self, text: str) -> None:
-        """Write a length-prefixed UTF-8 string."""
-        self.write_bytes(text.encode("utf-8"))
+    def write_str(self, text: str, what: str = "string") -> None:
+        """Write a length-prefixed UTF-8 string; ``what`` names it in errors."""
+        if not isinstance(text, str):
+            raise SerializationError(f"{what} must be str, got {type(text).__name__}")
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise SerializationError(f"{what} is not valid UTF-8: {exc.reason}") from None
+        self.write_bytes(data, what)
 
     def write_array(self, array: np.ndarray) -> None:
         """Write a 1-d or n-d array: dtype string, shape, then the raw little-endian data."""
@@ -95,6 +115,10 @@ class SerializationWriter:
         """Everything written so far."""
         return b"".join(self._parts)
 
+    def chunks(self) -> list[bytes | memoryview]:
+        """The pieces written so far, in order and not joined (no copy of :meth:`write_raw` data)."""
+        return list(self._parts)
+
     def __len__(self) -> int:
         return sum(len(p) for p in self._parts)
 
@@ -103,12 +127,17 @@ _ARRAY_DTYPES = {"|b1", "|i1", "|u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8", 
 
 
 class SerializationReader:
-    """Reads what :class:`SerializationWriter` wrote; checks magic, version and length."""
+    """Reads what :class:`SerializationWriter` wrote; checks magic, version and length.
+
+    Every read checks the bytes remaining first and raises (advancing nothing) when
+    they are too few; a subclass words its errors by overriding :meth:`error` and
+    :meth:`shortfall`.
+    """
 
     def __init__(
         self, data: bytes | bytearray | memoryview, magic: int | None = None, version: int | None = None
     ) -> None:
-        self._data = bytes(data)
+        self._data = memoryview(data if isinstance(data, bytes) else bytes(data))
         self._pos = 0
         if magic is not None:
             found = self._read_header_u32("magic number")
@@ -121,27 +150,38 @@ class SerializationReader:
             if found != version:
                 raise SerializationError(f"serialized version {found} is not supported; expected version {version}")
 
+    def error(self, message: str) -> SerializationError:
+        """The exception for malformed data described by ``message``."""
+        return SerializationError(message)
+
+    def shortfall(self, what: str, count: int, verb: str) -> SerializationError:
+        """The exception for reading ``what`` of ``count`` bytes past the end (``verb``: 'needs' or 'declares')."""
+        return self.error(
+            f"reading {what} needs {count} bytes at offset {self._pos}, but only "
+            f"{self.remaining} remain (data is truncated or was written differently)"
+        )
+
     def _read_header_u32(self, what: str) -> int:
         if len(self._data) < self._pos + 4:
             raise SerializationError(f"serialized data too short for its {what}: {len(self._data)} bytes")
         return int(self.read("u32"))
 
-    def _take(self, count: int, what: str) -> bytes:
-        if count < 0 or self._pos + count > len(self._data):
-            raise SerializationError(
-                f"reading {what} needs {count} bytes at offset {self._pos}, but only "
-                f"{len(self._data) - self._pos} remain (data is truncated or was written differently)"
-            )
-        chunk = self._data[self._pos : self._pos + count]
+    def read_raw(self, count: int, what: str = "bytes", verb: str = "needs") -> memoryview:
+        """The next ``count`` bytes, a view of the data (no copy)."""
+        if count < 0 or count > self.remaining:
+            raise self.shortfall(what, count, verb)
         self._pos += count
-        return chunk
+        return self._data[self._pos - count : self._pos]
+
+    def read_struct(self, fmt: str, what: str) -> tuple[Any, ...]:
+        """Values unpacked by the :mod:`struct` format ``fmt``; ``what`` names them in errors."""
+        return struct.unpack(fmt, self.read_raw(struct.calcsize(fmt), what))
 
     def read(self, kind: str) -> Any:
         """Read one scalar of ``kind`` (see :meth:`SerializationWriter.write`)."""
         if kind not in _SCALARS:
             raise SerializationError(f"unknown scalar kind {kind!r}; choose from {sorted(_SCALARS)}")
-        fmt = _SCALARS[kind]
-        return struct.unpack(fmt, self._take(struct.calcsize(fmt), kind))[0]
+        return self.read_struct(_SCALARS[kind], kind)[0]
 
     def read_i32(self) -> int:
         """Read a signed 32-bit integer."""
@@ -167,17 +207,19 @@ class SerializationReader:
         """Read a one-byte bool."""
         return bool(self.read("bool"))
 
-    def read_bytes(self) -> bytes:
-        """Read a length-prefixed byte string."""
-        return self._take(self.read_u32(), "bytes")
+    def read_bytes(self, what: str | None = None) -> bytes:
+        """Read a length-prefixed byte string; ``what`` names it in errors (else 'bytes', its length 'u32')."""
+        (count,) = self.read_struct("<I", f"{what} length" if what else "u32")
+        return bytes(self.read_raw(count, what or "bytes", "declares"))
 
-    def read_str(self) -> str:
-        """Read a length-prefixed UTF-8 string."""
-        raw = self.read_bytes()
+    def read_str(self, what: str | None = None) -> str:
+        """Read a length-prefixed UTF-8 string; ``what`` names it in errors."""
+        raw = self.read_bytes(what)
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise SerializationError(f"serialized string is not valid UTF-8: {exc}") from None
+            where = f"({exc.reason} at byte {exc.start})"
+            raise self.error(f"{what or 'serialized string'} is not valid UTF-8 {where}") from None
 
     def read_array(self) -> np.ndarray:
         """Read an array written by :meth:`SerializationWriter.write_array`."""
@@ -194,13 +236,24 @@ class SerializationReader:
         count = 1
         for dim in shape:
             count *= dim
-        raw = self._take(count * dtype.itemsize, f"array data of shape {shape}")
+        raw = self.read_raw(count * dtype.itemsize, f"array data of shape {shape}")
         return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
 
     @property
     def remaining(self) -> int:
         """Bytes not read yet."""
-        return len(self._data) - self._pos
+        return max(0, len(self._data) - self._pos)
+
+    @property
+    def offset(self) -> int:
+        """Bytes read (or skipped) so far."""
+        return self._pos
+
+    def seek(self, offset: int) -> None:
+        """Continue reading at ``offset`` (past the end, every later read fails)."""
+        if offset < 0:
+            raise self.error(f"cannot seek to negative offset {offset}")
+        self._pos = offset
 
     def finish(self) -> None:
         """Raise if bytes are left over (the reader and writer disagree)."""
