@@ -12,6 +12,7 @@ import pytest
 
 import plugrt as trt
 from plugrt.cli.main import main
+from plugrt.cli.plan_summary import summarize_plan
 from plugrt.examples import circ_pad_v2
 
 from testing_plugins import build, fields
@@ -54,6 +55,19 @@ def test_inspect_text_and_json(plan_file: Path, capsys: pytest.CaptureFixture[st
     assert summary["layers"][0]["plugin"]["name"] == "CircPadPlugin"
     assert summary["profiles"][0]["shapes"]["x"] == {"min": [1, 4], "opt": [2, 4], "max": [8, 4]}
     assert summary["profiles"][0]["arena_bytes"] > 0
+
+
+def test_inspect_and_the_engine_inspector_describe_layers_alike(plan_file: Path) -> None:
+    summary = summarize_plan(plan_file.read_bytes())
+    engine = trt.Runtime(trt.Logger(trt.Logger.ERROR)).deserialize_cuda_engine(plan_file.read_bytes())
+    inspector = engine.create_engine_inspector()
+    pad, relu = summary["layers"]
+    assert pad["plugin"].pop("payload_hex")  # the summary adds what the plugin's bytes hold
+    assert summary["layers"] == [inspector.layer_info(i) for i in range(engine.num_layers)]
+    assert pad["plugin"]["family"] == "v2_dynamic" and pad["workspace"] == 0 and pad["tactic"] == 0
+    assert relu["kind"] == "activation" and relu["inputs"][0]["role"] == "internal"
+    with pytest.raises(trt.ExecutionError, match=r"layer index 2 is out of range; the engine has 2 layers"):
+        inspector.layer_info(2)
 
 
 def test_inspect_html_is_a_wellformed_page_with_the_graph(plan_file: Path, tmp_path: Path) -> None:

@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         if layer["kind"] == "plugin":
             rec = layer["plugin"]
             ns = f" ns {rec['namespace']!r}" if rec["namespace"] else ""
-            kind = f"plugin {rec['name']} v{rec['version']}{ns} ({layer['family']}, tactic {layer['tactic']}, workspace {layer['workspace_bytes']})"
+            kind = f"plugin {rec['name']} v{rec['version']}{ns} ({rec['family']}, tactic {layer['tactic']}, workspace {layer['workspace']})"
         else:
             kind = layer["kind"]
         print(f"  [{layer['index']}] {layer['name']}: {kind}\n      ({ins}) -> ({outs})")

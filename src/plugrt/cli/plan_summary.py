@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..engine.inspector import describe_layer, describe_tensor
 from ..engine.plan import EnginePlan
 from ..engine.validate import validate_plan
 from ..interfaces.field_codec import decode_fields
@@ -11,26 +12,10 @@ from ..interfaces.field_codec import decode_fields
 __all__ = ["summarize_plan"]
 
 
-def _tensor(plan: EnginePlan, index: int) -> dict[str, Any]:
-    t = plan.tensors[index]
-    return {
-        "name": t.name,
-        "dtype": t.dtype.name,
-        "format": t.format.name,
-        "shape": [str(d) for d in t.shape],
-        "role": t.role,
-    }
-
-
-def _plugin_record(plan: EnginePlan, index: int) -> dict[str, Any]:
+def _payload_detail(plan: EnginePlan, index: int) -> dict[str, Any]:
+    """What a plugin record's bytes hold: a V3 plugin's fields, else the first 64 bytes as hex."""
     record = plan.plugins[index]
-    info: dict[str, Any] = {
-        "name": record.name,
-        "version": record.version,
-        "namespace": record.namespace,
-        "interface": record.interface,
-        "payload_bytes": len(record.payload),
-    }
+    info: dict[str, Any] = {}
     if record.interface == "v3":
         try:
             info["fields"] = {
@@ -47,27 +32,10 @@ def summarize_plan(data: bytes) -> dict[str, Any]:
     """Layers, tensors, IO, profiles, plugin records and the memory plan of a plan (no plugins needed)."""
     plan = EnginePlan.from_bytes(data)
     validate_plan(plan)
-    layers = []
-    for step, layer in enumerate(plan.layers):
-        entry: dict[str, Any] = {
-            "index": step,
-            "name": layer.name,
-            "kind": "plugin" if layer.is_plugin else layer.op_kind,
-            "inputs": [_tensor(plan, i) for i in layer.inputs],
-            "outputs": [_tensor(plan, i) for i in layer.outputs],
-        }
+    layers = [describe_layer(plan, i) for i in range(len(plan.layers))]
+    for entry, layer in zip(layers, plan.layers):
         if layer.is_plugin:
-            entry["plugin"] = _plugin_record(plan, layer.plugin)
-            entry["family"] = layer.family
-            entry["tactic"] = layer.tactic
-            entry["workspace_bytes"] = layer.workspace
-        else:
-            entry["params"] = layer.params
-            entry["weights"] = {
-                k: {"shape": list(plan.weights[v].shape), "dtype": str(plan.weights[v].dtype)}
-                for k, v in layer.weights.items()
-            }
-        layers.append(entry)
+            entry["plugin"].update(_payload_detail(plan, layer.plugin))
     profiles = []
     for p in plan.profiles:
         profiles.append(
@@ -84,7 +52,9 @@ def summarize_plan(data: bytes) -> dict[str, Any]:
     return {
         "name": plan.name,
         "bytes": len(data),
-        "io": [dict(_tensor(plan, i), declared_shape=list(plan.io_shapes[plan.tensors[i].name])) for i in plan.io],
+        "io": [
+            dict(describe_tensor(plan, i), declared_shape=list(plan.io_shapes[plan.tensors[i].name])) for i in plan.io
+        ],
         "layers": layers,
         "profiles": profiles,
         "weights_bytes": int(sum(w.nbytes for w in plan.weights.values())),

@@ -7,8 +7,9 @@ from typing import Any
 
 from ..core.enums import TrtEnum
 from ..core.errors import ExecutionError
+from .plan import EnginePlan
 
-__all__ = ["EngineInspector", "LayerInformationFormat"]
+__all__ = ["EngineInspector", "LayerInformationFormat", "describe_layer", "describe_tensor"]
 
 
 class LayerInformationFormat(TrtEnum):
@@ -16,6 +17,56 @@ class LayerInformationFormat(TrtEnum):
 
     ONELINE = 0
     JSON = 1
+
+
+def describe_tensor(plan: EnginePlan, index: int) -> dict[str, Any]:
+    """Tensor ``index`` of ``plan`` as plain data: name, dtype, format, shape (expressions as text), role."""
+    t = plan.tensors[index]
+    return {
+        "name": t.name,
+        "dtype": t.dtype.name,
+        "format": t.format.name,
+        "shape": [str(d) for d in t.shape],
+        "role": t.role,
+    }
+
+
+def describe_layer(plan: EnginePlan, index: int) -> dict[str, Any]:
+    """Layer ``index`` of ``plan`` as plain data.
+
+    Every layer: index, name, kind ('plugin' or the operator kind), inputs and
+    outputs (:func:`describe_tensor`). A plugin layer adds its plugin record
+    (name, version, namespace, interface, family, payload_bytes), workspace and
+    tactic; an operator its params and weights (shape and dtype of each).
+    Raises :class:`ExecutionError` for an index outside the plan's layers.
+    """
+    if not isinstance(index, int) or not 0 <= index < len(plan.layers):
+        raise ExecutionError(f"layer index {index!r} is out of range; the engine has {len(plan.layers)} layers")
+    layer = plan.layers[index]
+    info: dict[str, Any] = {
+        "index": index,
+        "name": layer.name,
+        "kind": "plugin" if layer.is_plugin else layer.op_kind,
+        "inputs": [describe_tensor(plan, i) for i in layer.inputs],
+        "outputs": [describe_tensor(plan, i) for i in layer.outputs],
+    }
+    if layer.is_plugin:
+        record = plan.plugins[layer.plugin]
+        info["plugin"] = {
+            "name": record.name,
+            "version": record.version,
+            "namespace": record.namespace,
+            "interface": record.interface,
+            "family": layer.family,
+            "payload_bytes": len(record.payload),
+        }
+        info["workspace"] = layer.workspace
+        info["tactic"] = layer.tactic
+    else:
+        info["params"] = layer.params
+        weights = {name: plan.weights[key] for name, key in layer.weights.items()}
+        info["weights"] = {name: {"shape": list(w.shape), "dtype": str(w.dtype)} for name, w in weights.items()}
+    return info
 
 
 class EngineInspector:
@@ -26,38 +77,8 @@ class EngineInspector:
         self.execution_context: Any = None
 
     def layer_info(self, layer_index: int) -> dict[str, Any]:
-        """A layer as a dict: name, kind, inputs, outputs, plugin record, workspace, tactic."""
-        plan = self.engine.plan
-        if not isinstance(layer_index, int) or not 0 <= layer_index < len(plan.layers):
-            raise ExecutionError(
-                f"layer index {layer_index!r} is out of range; the engine has {len(plan.layers)} layers"
-            )
-        layer = plan.layers[layer_index]
-
-        def tensor(i: int) -> dict[str, Any]:
-            t = plan.tensors[i]
-            return {"name": t.name, "dtype": t.dtype.name, "format": t.format.name, "shape": [str(d) for d in t.shape]}
-
-        info: dict[str, Any] = {
-            "name": layer.name,
-            "kind": "plugin" if layer.is_plugin else layer.op_kind,
-            "inputs": [tensor(i) for i in layer.inputs],
-            "outputs": [tensor(i) for i in layer.outputs],
-        }
-        if layer.is_plugin:
-            record = plan.plugins[layer.plugin]
-            info["plugin"] = {
-                "name": record.name,
-                "version": record.version,
-                "namespace": record.namespace,
-                "family": layer.family,
-                "payload_bytes": len(record.payload),
-            }
-            info["workspace"] = layer.workspace
-            info["tactic"] = layer.tactic
-        else:
-            info["params"] = layer.params
-        return info
+        """A layer as a dict (see :func:`describe_layer`)."""
+        return describe_layer(self.engine.plan, layer_index)
 
     def get_layer_information(
         self,
