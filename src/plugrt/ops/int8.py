@@ -11,9 +11,11 @@ set and the scales are known. Values are symmetric INT8 (``real = q * scale``, z
   epilogue then either dequantizes (``acc * in_scale * weight_scale + bias`` in FLOAT) or also
   requantizes to INT8 with the output tensor's scale, when the next layer reads INT8.
 
-On the CPU the integer products go through float32 BLAS: a float32 sum of up to 1024 products
-of INT8 values is exact (``1024 * 128 * 128 = 2**24``), so longer reductions are split into
-blocks of 1024 whose exact partial sums are added in INT32.
+On the CPU the integer products go through float32 BLAS: a float32 sum of integers stays exact
+while every partial sum is below ``2**24``, so a sum of up to 1024 products of INT8 values is
+exact (``1024 * 128 * 128 = 2**24``); longer reductions are split into blocks of 1024 whose
+exact partial sums are added in INT32 (:func:`exact_product`, which also serves ONNX's integer
+operators in :mod:`plugrt.ops.integer_linear`, with a block for their larger operands).
 """
 
 from __future__ import annotations
@@ -35,16 +37,23 @@ from .matrix_multiply import MatrixMultiplyOperator, _operand
 
 __all__ = [
     "EXACT_BLOCK",
+    "INT8_PRODUCT",
     "Int8ConvolutionOperator",
     "Int8GemmOperator",
     "Int8MatrixMultiplyOperator",
+    "conv_columns",
     "dequantize_into",
+    "exact_product",
     "quantize_into",
     "quantize_weights",
 ]
 
+#: The largest magnitude of a product of two symmetric INT8 values.
+INT8_PRODUCT = 128 * 128
+#: Integers up to this magnitude are exact in float32.
+_EXACT_FLOAT32 = 2**24
 #: The longest reduction whose float32 sum of INT8 products is exact.
-EXACT_BLOCK = 1024
+EXACT_BLOCK = _EXACT_FLOAT32 // INT8_PRODUCT
 
 
 def quantize_into(xp: Any, x: Any, scale: float, out: Any) -> None:
@@ -74,20 +83,44 @@ def quantize_weights(weights: np.ndarray, axis: int) -> tuple[np.ndarray, np.nda
     return q, scales
 
 
-def _exact_product(op: Operator, xp: Any, a: Any, b: Any, out: Any) -> None:
-    """``out = a @ b`` for float32 arrays of INT8 values, exactly (see the module note)."""
+def exact_product(op: Operator, xp: Any, a: Any, b: Any, out: Any, magnitude: int = INT8_PRODUCT) -> None:
+    """``out = a @ b`` for float32 arrays of integers, exactly (see the module note).
+
+    ``magnitude`` bounds ``|a[i, k] * b[k, j]|``; reductions are summed in float32 blocks short
+    enough to be exact, and the blocks' sums added in INT32. ``out`` is float32 or INT32 (C-contiguous).
+    """
     k = a.shape[-1]
-    if k <= EXACT_BLOCK:
+    block = max(1, _EXACT_FLOAT32 // max(1, int(magnitude)))
+    if k <= block and out.dtype == np.float32:
         matmul_into(xp, a, b, out)
         return
-    total = op.scratch("int32", out.shape, np.int32, xp)
     part = op.scratch("part", out.shape, np.float32, xp)
+    if k <= block:
+        matmul_into(xp, a, b, part)
+        out[...] = part
+        return
+    total = out if out.dtype == np.int32 else op.scratch("int32", out.shape, np.int32, xp)
     total[...] = 0
-    for start in range(0, k, EXACT_BLOCK):
-        stop = min(start + EXACT_BLOCK, k)
+    for start in range(0, k, block):
+        stop = min(start + block, k)
         matmul_into(xp, xp.ascontiguousarray(a[..., start:stop]), xp.ascontiguousarray(b[..., start:stop, :]), part)
         xp.add(total, part.astype(np.int32), out=total)
-    out[...] = total
+    if total is not out:
+        out[...] = total
+
+
+def conv_columns(op: ConvolutionOperator, xp: Any, x: Any) -> Any:
+    """The im2col columns ``[N, group, rows, positions]`` of ``x`` for ``op`` (prepared for ``x``'s shape),
+    as float32: ``x`` itself reshaped for a pointwise kernel, else the operator's column buffer."""
+    n = x.shape[0]
+    if op._cols_shape is None:
+        return x.reshape(n, op.group, -1, int(np.prod(x.shape[2:]))).astype(np.float32, copy=False)
+    bound = op._bound
+    if bound is None or bound[0] is not xp:
+        bound = op._bind(xp)
+    for dst, src in bound[2]:
+        xp.copyto(dst, x[src])
+    return bound[1]
 
 
 def _epilogue(xp: Any, acc: Any, out: Any, output_scale: float) -> None:
@@ -146,18 +179,10 @@ class Int8ConvolutionOperator(ConvolutionOperator):
         if self._shapes is None or self._shapes != (x.shape, out.shape):
             self.prepare([x.shape], [out.shape])
         n = x.shape[0]
-        if self._cols_shape is None:
-            cols = x.reshape(n, self.group, -1, int(np.prod(x.shape[2:]))).astype(np.float32)
-        else:
-            bound = self._bound
-            if bound is None or bound[0] is not xp:
-                bound = self._bind(xp)
-            cols = bound[1]
-            for dst, src in bound[2]:
-                xp.copyto(dst, x[src])
+        cols = conv_columns(self, xp, x)
         acc = out if out.dtype == np.float32 else self.scratch("acc", out.shape, np.float32, xp)
         grouped = acc.reshape(n, self.group, self.maps // self.group, -1)
-        _exact_product(self, xp, self.on_device("kernel", self._kernel, xp), cols, grouped)
+        exact_product(self, xp, self.on_device("kernel", self._kernel, xp), cols, grouped)
         flat = acc.reshape(n, self.maps, -1)
         xp.multiply(flat, self.on_device("multiplier", self._multiplier, xp), out=flat)
         if self._bias is not None:
@@ -196,7 +221,7 @@ class Int8GemmOperator(GemmOperator):
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         a, out = inputs[0].astype(np.float32), outputs[0]
         acc = out if out.dtype == np.float32 else self.scratch("acc", out.shape, np.float32, xp)
-        _exact_product(self, xp, a, self.on_device("b", self._b, xp), acc)
+        exact_product(self, xp, a, self.on_device("b", self._b, xp), acc)
         xp.multiply(acc, self.on_device("multiplier", self._multiplier, xp), out=acc)
         if self.has_c:
             xp.add(acc, self.weight("c", xp), out=acc)
@@ -229,6 +254,6 @@ class Int8MatrixMultiplyOperator(MatrixMultiplyOperator):
             self.prepare([a.shape, b.shape], [out.shape])
         acc = out if out.dtype == np.float32 else self.scratch("acc", out.shape, np.float32, xp)
         view = acc.reshape(self._out_view)
-        _exact_product(self, xp, a, b, view)
+        exact_product(self, xp, a, b, view)
         xp.multiply(acc, np.float32(self.input_scale * self.other_scale), out=acc)
         _epilogue(xp, acc, out, self.output_scale)

@@ -5,6 +5,9 @@ to even) and ``dequantize`` computes ``x * scale``. The scale is one value (per 
 per index of ``axis`` (per channel), or, with ``block_size``, one value per block of that many
 elements along ``axis``. The quantized type is a :data:`QUANTIZED` name: the integer types are held
 in INT8, UINT8 or INT32, the FP8/FP4 ones in FLOAT (see :mod:`plugrt.ops.storage_cast`).
+
+``dynamic_quantize`` (ONNX DynamicQuantizeLinear) is the asymmetric UINT8 quantization whose
+scale and zero point come from the data, computed on the device (no value leaves it).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from .base import Operator, ShapeExprs, register_operator
 from .elementwise import expect_inputs, label
 from .storage_cast import round_to_narrow
 
-__all__ = ["QUANTIZED", "DequantizeOperator", "QuantizeOperator"]
+__all__ = ["QUANTIZED", "DequantizeOperator", "DynamicQuantizeOperator", "QuantizeOperator"]
 
 #: quantized type -> (plugrt type holding it, lowest, highest; None for the float types)
 QUANTIZED: dict[str, tuple[DataType, int | None, int | None]] = {
@@ -128,3 +131,45 @@ class DequantizeOperator(Operator):
         x, scale = inputs
         expanded = _scale_for(self, xp, scale.astype(np.float32), tuple(x.shape))
         outputs[0][...] = (x.astype(np.float32) * expanded).astype(outputs[0].dtype)
+
+
+@register_operator
+class DynamicQuantizeOperator(Operator):
+    """ONNX DynamicQuantizeLinear: input ``x`` (FLOAT); outputs ``y`` (UINT8), ``y_scale`` (FLOAT, 0-d)
+    and ``y_zero_point`` (UINT8, 0-d).
+
+    With ``low = min(0, min(x))`` and ``high = max(0, max(x))``: ``y_scale = (high - low) / 255``
+    (1 when ``high == low``, where ONNX's formula divides by zero: as onnxruntime does), ``y_zero_point =
+    rint(clip(-low / y_scale, 0, 255))`` and ``y = clip(rint(x / y_scale) + y_zero_point, 0, 255)``,
+    float32 arithmetic rounded half to even.
+    """
+
+    kind = "dynamic_quantize"
+
+    @property
+    def num_outputs(self) -> int:
+        return 3
+
+    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
+        expect_inputs(self, len(input_types), 1)
+        if input_types[0] != DataType.FLOAT:
+            raise TypeMismatchError(f"{label(self)}: DynamicQuantizeLinear takes FLOAT, got {input_types[0].name}")
+        return [DataType.UINT8, DataType.FLOAT, DataType.UINT8]
+
+    def output_shapes(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs]:
+        expect_inputs(self, len(input_shapes), 1)
+        return [list(input_shapes[0]), [], []]
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        x = inputs[0]
+        f32 = np.float32
+        zero = xp.zeros((), dtype=f32)
+        high = xp.maximum(x.max(), zero) if x.size else zero
+        low = xp.minimum(x.min(), zero) if x.size else zero
+        scale = xp.where(high == low, f32(255), high - low).astype(f32) / f32(255)
+        zero_point = xp.rint(xp.clip(f32(0) - low / scale, 0, 255))
+        outputs[0][...] = xp.clip(xp.rint(x / scale) + zero_point, 0, 255).astype(np.uint8)
+        outputs[1][...] = scale
+        outputs[2][...] = zero_point.astype(np.uint8)

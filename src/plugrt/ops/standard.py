@@ -20,6 +20,7 @@ from . import (  # noqa: F401  (imported for registration)
     hardmax,
     identity,
     int8,
+    integer_linear,
     lrn,
     matrix_multiply,
     mod,

@@ -227,18 +227,23 @@ def import_matmul(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
 
 def _matmul(ctx: ImportContext, a: ITensor, b: ITensor) -> ITensor:
     """``numpy.matmul`` on TensorRT's matrix multiply: 1-D operands as vectors, batch dims broadcast."""
+    a, op_a, b, op_b = matmul_operands(ctx, a, b)
+    layer = ctx.named(ctx.network.add_matrix_multiply(a, op_a, b, op_b), "matmul")
+    return layer.get_output(0)
+
+
+def matmul_operands(ctx: ImportContext, a: ITensor, b: ITensor) -> tuple[ITensor, MatrixOperation, ITensor, MatrixOperation]:
+    """The operands of ``numpy.matmul(a, b)`` as TensorRT's matrix multiply takes them: a 1-D operand
+    is a VECTOR, the other gets leading dimensions of 1 until both have equally many batch dims."""
     rank_a, rank_b = ctx.rank_of(a), ctx.rank_of(b)
     if rank_a == 0 or rank_b == 0:
-        ctx.fail("MatMul inputs must have rank >= 1")
+        ctx.fail(f"{ctx.node.op_type} inputs must have rank >= 1")
     op_a = MatrixOperation.VECTOR if rank_a == 1 else MatrixOperation.NONE
     op_b = MatrixOperation.VECTOR if rank_b == 1 else MatrixOperation.NONE
     batch_a = rank_a - (1 if rank_a == 1 else 2)
     batch_b = rank_b - (1 if rank_b == 1 else 2)
     batch = max(batch_a, batch_b)
-    a = ctx.unsqueeze_to(a, rank_a + batch - batch_a)
-    b = ctx.unsqueeze_to(b, rank_b + batch - batch_b)
-    layer = ctx.named(ctx.network.add_matrix_multiply(a, op_a, b, op_b), "matmul")
-    return layer.get_output(0)
+    return ctx.unsqueeze_to(a, rank_a + batch - batch_a), op_a, ctx.unsqueeze_to(b, rank_b + batch - batch_b), op_b
 
 
 _FLOAT_MAX = float(np.finfo(np.float32).max)
