@@ -8,6 +8,7 @@ from typing import Any
 from ..backends.registry import get_backend
 from ..core.context_manager import DeprecatedContextManager
 from ..core.errors import BuildError, PlugrtError, TypeMismatchError
+from ..core.finalizers import run_pending
 from ..core.logger import ILogger, Logger, Severity
 from ..engine.host_memory import IHostMemory
 from ..engine.limits import check_plan_allocations
@@ -108,6 +109,7 @@ class Builder(DeprecatedContextManager):
         :class:`~plugrt.PlugrtError` naming the layer and the problem (the
         message is logged at ERROR too).
         """
+        run_pending()
         if not isinstance(network, INetworkDefinition):
             raise TypeMismatchError(
                 f"build_serialized_network takes an INetworkDefinition, got {type(network).__name__}"

@@ -13,6 +13,7 @@ from ..backends.memory import using_device
 from ..core.context_manager import DeprecatedContextManager
 from ..core.dims import Dims
 from ..core.errors import ExecutionError, PlugrtError, ShapeError, TypeMismatchError
+from ..core.finalizers import release_when_safe, run_pending
 from ..core.logger import Severity
 from ..network.tensor import TensorIOMode
 from ..ops.elementwise import quiet
@@ -233,6 +234,7 @@ class IExecutionContext(DeprecatedContextManager):
         Errors raise :class:`~plugrt.ExecutionError` naming the layer (and plugin);
         the context stays usable.
         """
+        run_pending()
         if not isinstance(stream_handle, (int, np.integer)):
             raise TypeMismatchError(
                 f"execute_async_v3: stream_handle must be an int, got {type(stream_handle).__name__}"
@@ -331,8 +333,8 @@ class IExecutionContext(DeprecatedContextManager):
             allocator.notify_shape(name, Dims(shape))
 
     def __del__(self) -> None:
-        try:
-            with using_device(self.engine.backend.name):
-                self._executor.release()
-        except Exception:
-            pass
+        release_when_safe(self._release)
+
+    def _release(self) -> None:
+        with using_device(self.engine.backend.name):
+            self._executor.release()

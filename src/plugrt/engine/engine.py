@@ -10,6 +10,7 @@ from ..backends.memory import using_device
 from ..core.context_manager import DeprecatedContextManager
 from ..core.dims import Dims
 from ..core.errors import ExecutionError, PlanFormatError, PlugrtError
+from ..core.finalizers import release_when_safe, run_pending
 from ..core.logger import ILogger
 from ..core.types import DataType, TensorFormat
 from ..interfaces.adapters import PluginAdapter, adapter_for_family
@@ -163,6 +164,7 @@ class ICudaEngine(DeprecatedContextManager):
         """A new context with its own memory and plugin clones."""
         from .context import IExecutionContext
 
+        run_pending()
         try:
             with using_device(self.backend.name):
                 context = IExecutionContext(self)
@@ -208,10 +210,7 @@ class ICudaEngine(DeprecatedContextManager):
         self.plugins.clear()
 
     def __del__(self) -> None:
-        try:
-            self._release_plugins()
-        except Exception:
-            pass
+        release_when_safe(self._release_plugins)
 
 
 def _opt_value(expr: Any, opt: dict[str, int]) -> int:

@@ -7,6 +7,7 @@ from typing import Any
 from ..backends.memory import using_device
 from ..core.context_manager import DeprecatedContextManager
 from ..core.errors import PlanFormatError, PlugrtError, TypeMismatchError
+from ..core.finalizers import run_pending
 from ..core.logger import ILogger, Logger, Severity
 from ..interfaces.registry import IPluginRegistry, get_plugin_registry
 from .engine import ICudaEngine
@@ -43,6 +44,7 @@ class Runtime(DeprecatedContextManager):
         :class:`~plugrt.PlanFormatError`, an unregistered plugin
         :class:`~plugrt.CreatorNotFoundError` naming it and what is registered.
         """
+        run_pending()
         if not isinstance(serialized_engine, (bytes, bytearray, memoryview)):
             raise TypeMismatchError(f"deserialize_cuda_engine takes bytes, got {type(serialized_engine).__name__}")
         try:
