@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cnn_harness import check, node_model, onnxruntime, plugrt_run, random
+from cnn_harness import check, node_model, onnxruntime, plugrt_run, random, reference
 
+from ort_support import ORT_IS_OLD
 from plugrt.onnx.compile import compile as compile_model
 from plugrt.onnx.importers.base import OnnxImportError
 
@@ -154,7 +155,8 @@ def test_pad_modes(mode: str, pads: list[int]) -> None:
         pytest.skip("reflect padding wider than the axis: onnxruntime refuses it")
     inputs = {"x": x, "pads": np.array(pads, np.int64), "value": np.array(1.5, np.float32)}
     model, feeds = node_model("Pad", inputs, initializers=("pads", "value"), mode=mode, opset=19)
-    check(model, feeds, oracle=onnxruntime)
+    old_wrap = ORT_IS_OLD and mode == "wrap" and pads == PADS[2]  # old onnxruntime wraps wide pads wrongly
+    check(model, feeds, oracle=reference if old_wrap else onnxruntime)
 
 
 def test_pad_reflect_wider_than_the_axis_repeats_like_numpy() -> None:

@@ -13,6 +13,7 @@ from onnx import helper
 from tensor_harness import Compiled, make_model, reference
 
 import plugrt as trt
+from ort_support import ORT_IS_OLD, ORT_VERSION
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 T, B, IN, H = 5, 3, 4, 6
@@ -108,6 +109,8 @@ def test_cells_match_onnxruntime(cell: str, direction: str, variant: str) -> Non
     ],
 )
 def test_cell_attributes_match_onnxruntime(cell: str, direction: str, options: dict[str, Any]) -> None:
+    if ORT_IS_OLD and direction == "bidirectional" and len(options.get("activations", ())) > 1:
+        pytest.skip(f"onnxruntime {ORT_VERSION} applies per-direction RNN activations differently from ONNX")
     model, feeds = cell_model(cell, direction, **options)
     assert_close(Compiled(model)(feeds), onnxruntime_outputs(model, feeds))
 
