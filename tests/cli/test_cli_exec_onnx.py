@@ -11,6 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+import plugrt as trt
 from plugrt.cli.exec_build import BarMonitor
 from plugrt.cli.main import main
 
@@ -84,3 +85,30 @@ def test_progress_bar(monkeypatch: pytest.MonkeyPatch) -> None:
     bar.phase_finish("Building engine")
     text = stream.getvalue()
     assert "[" + "=" * 30 + "] Building engine 4/4" in text and text.endswith("\n")
+
+
+def test_progress_lines_in_the_verbose_log() -> None:
+    """Without a terminal, --verbose still shows the build advancing: each tenth of the layers, and the total."""
+    seen: list[str] = []
+
+    class Collect(trt.ILogger):
+        def log(self, severity: trt.ILogger.Severity, msg: str) -> None:
+            seen.append(msg)
+
+    bar = BarMonitor(enabled=False, logger=Collect(trt.ILogger.Severity.VERBOSE))
+    bar.phase_start("Building engine", None, 25)
+    for step in range(25):
+        bar.step_complete("Building engine", step)
+    bar.phase_finish("Building engine")
+    progress = [m for m in seen if "layers after" in m]
+    assert seen[0] == "Building engine: 25 layers"
+    assert len(progress) == 10 and progress[-1].startswith("Building engine: 25/25 layers after")
+    assert seen[-1].startswith("Building engine: finished in ")
+
+
+def test_verbose_exec_logs_import_and_build_progress(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = _write_model(tmp_path / "m.onnx")
+    assert main(["exec", f"--onnx={model}", "--shapes=x:1x4", "--verbose", *FAST]) == 0
+    err = capsys.readouterr().err
+    assert "imported" in err and "layers in" in err
+    assert "Building engine: finished in" in err

@@ -3,38 +3,58 @@
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any
 
 from ..builder.builder import Builder
 from ..builder.config import BuilderFlag, IProgressMonitor
 from ..core.errors import BuildError
-from ..core.logger import ILogger
+from ..core.logger import ILogger, Severity
 from .errors import UsageError
 
 __all__ = ["BarMonitor", "build_from_onnx"]
 
 
 class BarMonitor(IProgressMonitor):
-    """A one-line progress bar on stderr while the engine builds (only on a terminal)."""
+    """Build progress: a one-line bar on stderr on a terminal, and with a logger, VERBOSE log lines.
 
-    def __init__(self, enabled: bool) -> None:
+    The log lines (shown by ``--verbose``) say each tenth of the layers built and how long the
+    phase took, so a long build is never silent in a log file either.
+    """
+
+    def __init__(self, enabled: bool, logger: ILogger | None = None) -> None:
         super().__init__()
         self.enabled = enabled
+        self.logger = logger
         self.total = 0
+        self.started = 0.0
+        self.next_report = 0
 
     def phase_start(self, phase_name: str, parent_phase: str | None, num_steps: int) -> None:
         self.total = num_steps
+        self.started = time.perf_counter()
+        self.next_report = 1
+        self._log(f"{phase_name}: {num_steps} layers")
 
     def step_complete(self, phase_name: str, step: int) -> bool:
         if self.enabled and self.total:
             done = int(30 * (step + 1) / self.total)
             sys.stderr.write(f"\r[{'=' * done}{' ' * (30 - done)}] {phase_name} {step + 1}/{self.total}")
             sys.stderr.flush()
+        if self.total and (step + 1) * 10 >= self.next_report * self.total:
+            self.next_report = (step + 1) * 10 // self.total + 1
+            elapsed = time.perf_counter() - self.started
+            self._log(f"{phase_name}: {step + 1}/{self.total} layers after {elapsed:.1f} s")
         return True
 
     def phase_finish(self, phase_name: str) -> None:
         if self.enabled and self.total:
             sys.stderr.write("\n")
+        self._log(f"{phase_name}: finished in {time.perf_counter() - self.started:.1f} s")
+
+    def _log(self, message: str) -> None:
+        if self.logger is not None:
+            self.logger.emit(Severity.VERBOSE, message)
 
 
 def build_from_onnx(args: Any, logger: ILogger, shapes: dict[str, dict[str, tuple[int, ...]]]) -> tuple[bytes, float]:
@@ -46,9 +66,14 @@ def build_from_onnx(args: Any, logger: ILogger, shapes: dict[str, dict[str, tupl
     builder = Builder(logger, getattr(args, "device", "cpu"))
     network = builder.create_network(0)
     parser = OnnxParser(network, logger)
+    started = time.perf_counter()
     if not parser.parse_from_file(args.onnx):
         errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
         raise BuildError(f"cannot import {args.onnx!r}: {errors}")
+    logger.emit(
+        Severity.VERBOSE,
+        f"imported {args.onnx!r}: {network.num_layers} layers in {time.perf_counter() - started:.1f} s",
+    )
     ranks_of = {network.get_input(i).name: tuple(network.get_input(i).shape) for i in range(network.num_inputs)}
     for flag, given in shapes.items():  # names and ranks: usage errors, before the build
         option = "--shapes" if flag == "shapes" else f"--{flag}Shapes"
@@ -68,7 +93,7 @@ def build_from_onnx(args: Any, logger: ILogger, shapes: dict[str, dict[str, tupl
         config.set_flag(BuilderFlag.FP16)
     if args.int8:
         config.set_flag(BuilderFlag.INT8)
-    config.progress_monitor = BarMonitor(sys.stderr.isatty())
+    config.progress_monitor = BarMonitor(sys.stderr.isatty(), logger)
     dynamic = {network.get_input(i).name: tuple(network.get_input(i).shape) for i in range(network.num_inputs)}
     dynamic = {name: shape for name, shape in dynamic.items() if any(d < 0 for d in shape)}
     if dynamic:
