@@ -342,3 +342,45 @@ def test_a_registered_plugin_takes_precedence_over_a_local_function() -> None:
     proto.functions.append(body)
     x = np.float32([[1, 2]])
     np.testing.assert_array_equal(compile_model(proto)({"x": x})["y"], [[2, 1, 2, 1]])
+
+
+def test_import_asks_the_networks_plugins_for_shapes_through_their_adapters_unrecorded() -> None:
+    # The Mul after the plugins needs their output ranks: the V2 and V3 adapters ask the network's
+    # plugins (no build clone), and the questions are not build-phase calls.
+    with trt.trace_plugin_calls() as trace:
+        ok, parser, network = parse(_pad_model())
+    assert ok, errors(parser)
+    assert trace.calls == []
+    assert "elementwise" in [network.get_layer(i).to_operator().kind for i in range(network.num_layers - 2, network.num_layers)]
+
+
+class _PadTwiceCalled(circ_pad_v3.CircPadPluginV3):
+    """Pads by 3 and counts clones; the second shape question fails."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pads, self.asked, self.clones = [1, 2], 0, 0
+
+    def clone(self) -> circ_pad_v3.CircPadPluginV3:
+        self.clones += 1
+        return super().clone()
+
+    def get_output_shapes(self, inputs: Any, shape_inputs: Any, exprBuilder: Any) -> Any:
+        self.asked += 1
+        if self.asked > 1:
+            raise ValueError("asked twice")
+        return super().get_output_shapes(inputs, shape_inputs, exprBuilder)
+
+
+def test_network_outputs_asks_the_plugin_itself_and_names_it_when_it_fails() -> None:
+    from plugrt.interfaces.adapters import adapter_for_plugin
+    from plugrt.shape import constant, symbol
+
+    plugin = _PadTwiceCalled()
+    adapter = adapter_for_plugin(plugin, "pad", None)
+    ((dtype, shape),) = adapter.network_outputs(plugin, [(trt.float32, [constant(2), symbol("x[1]")])], [])
+    assert dtype == trt.float32 and shape[0] == constant(2)
+    assert shape[1].evaluate({"x[1]": 4}) == 7
+    assert plugin.clones == 0
+    with pytest.raises(trt.PluginError, match=r"layer 'pad', plugin CircPadPluginV3 v1, get_output_shapes\(\).*asked twice"):
+        adapter.network_outputs(plugin, [(trt.float32, [constant(2)])], [])

@@ -216,6 +216,28 @@ class INetworkDefinition(StandardLayers, DeprecatedContextManager):
         layer = IOperatorLayer(self, tensors, kind, params or {}, weights or {}, num_outputs)
         return self._add_layer(layer)
 
+    def discard_layers_from(self, index: int) -> list[ILayer]:
+        """Remove the layers from ``index`` on, with their output tensors (plugrt extension); returns them.
+
+        The ONNX importer uses it when it has computed a node's layers at import
+        (constant folding). None of their outputs may be a network output; the
+        caller makes sure no layer that stays reads them (layers made before them
+        can only through ``set_input``).
+        """
+        if not isinstance(index, int) or not 0 <= index <= len(self._layers):
+            raise NetworkError(f"the network has {len(self._layers)} layers; cannot discard from {index!r}")
+        removed = self._layers[index:]
+        outputs = {id(t) for layer in removed for t in layer._outputs}
+        marked = [t.name for t in self._outputs if id(t) in outputs]
+        if marked:
+            raise NetworkError(f"cannot discard layers from {index}: their outputs {marked} are network outputs")
+        del self._layers[index:]
+        for layer in removed:
+            for tensor in layer._outputs:
+                if self._tensors.get(tensor.name) is tensor:
+                    del self._tensors[tensor.name]
+        return removed
+
     # --- shared mechanism ---------------------------------------------------------
     def _add_layer(self, layer: Any) -> Any:
         index = len(self._layers)

@@ -18,6 +18,7 @@ from ..core.dims import Dims
 from ..core.errors import ShapeError, TypeMismatchError
 from ..core.types import DataType, nptype
 from ..ops.base import Operator, create_operator
+from ..ops.rules import TensorInfo, output_info
 from ..shape import constant, symbol
 from .layer import ILayer
 from .layer_enums import Weights
@@ -84,10 +85,11 @@ class StandardLayer(ILayer):
             return
         operator = self.to_operator()
         operator.name = self._made_by
+        if not self.shapes_checked_at_add:
+            operator.output_types([t.dtype for t in tensors])
+            return
         shapes = [[constant(d) if d >= 0 else symbol(f"{t.name}[{i}]") for i, d in enumerate(t.shape)] for t in tensors]
-        operator.output_types([t.dtype for t in tensors])
-        if self.shapes_checked_at_add:
-            operator.output_shapes(shapes, [None] * len(tensors))
+        output_info(operator, [TensorInfo(t.dtype, shape) for t, shape in zip(tensors, shapes)])
 
     def _lower(self, kind: str, params: dict[str, Any], weights: dict[str, np.ndarray] | None = None) -> Operator:
         """The registered operator ``kind`` for these params, named after the layer."""

@@ -3,64 +3,26 @@
 TensorRT answers ``tensor.shape`` during network construction; importers need
 the same (ranks for broadcasting, negative axes, static sizes for folding). This
 runs each layer's rules -- the very rules the builder runs later -- on symbolic
-shapes, lazily and once per tensor. Network inputs get the builder's symbols
+shapes, lazily and once per tensor: a standard layer's operator through
+:func:`plugrt.ops.rules.output_info`, a plugin layer through its family's
+adapter (the network's plugin is asked, as TensorRT asks it; these calls are
+not recorded as build-phase calls). Network inputs get the builder's symbols
 (``"name[axis]"``), so an expression seen here means the same at build time.
-
-Plugin layers are asked through their shape hooks directly (as TensorRT asks the
-network's plugin object); these calls are not recorded as build-phase calls.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from ..builder.profiles import symbol_name
-from ..core.dims import Dims
-from ..core.errors import PlugrtError, ShapeError
-from ..core.types import DataType, nptype
-from ..interfaces.v2 import IPluginV2DynamicExt, IPluginV2Ext
-from ..interfaces.v3 import PluginCapabilityType
+from ..core.errors import ShapeError
+from ..interfaces.adapters import adapter_for_plugin
 from ..network.layer import IPluginV2Layer, IPluginV3Layer
 from ..network.tensor import ITensor
-from ..shape.builder import DimsExprs, IExprBuilder, constant, symbol
-from ..shape.expr import IDimensionExpr
+from ..ops.rules import TensorInfo, output_info
+from ..shape.builder import constant, symbol
 
 __all__ = ["NetworkShapes", "TensorInfo"]
-
-
-@dataclass(frozen=True)
-class TensorInfo:
-    """What is known about a tensor before building: type, shape and (for shape tensors) values."""
-
-    dtype: DataType
-    shape: list[IDimensionExpr]
-    values: list[IDimensionExpr] | None = None
-
-    @property
-    def rank(self) -> int:
-        """Number of dimensions."""
-        return len(self.shape)
-
-    @property
-    def dims(self) -> list[int]:
-        """The shape with -1 where a dimension is not a build-time constant."""
-        return [d.get_constant_value() if d.is_constant() else -1 for d in self.shape]
-
-    def constant_value(self) -> np.ndarray | None:
-        """The tensor's value when every element is a known constant (small int shape tensors)."""
-        if self.values is None or self.rank > 1 or not all(v.is_constant() for v in self.values):
-            return None
-        if not all(d.is_constant() for d in self.shape):
-            return None
-        try:
-            dtype = nptype(self.dtype)
-        except PlugrtError:
-            return None
-        data = np.array([v.get_constant_value() for v in self.values], dtype=dtype)
-        return data.reshape(self.dims) if self.rank == 1 else data.reshape(())
 
 
 class NetworkShapes:
@@ -101,22 +63,20 @@ class NetworkShapes:
         self._info.pop(id(tensor), None)
 
     def _infer_layer(self, layer: Any) -> None:
-        inputs = [t for t in layer._inputs]
-        if any(t is None for t in inputs):
+        if any(t is None for t in layer._inputs):
             raise ShapeError(f"layer {layer.name!r} has an unset input")
-        infos = [self._info[id(t)] for t in inputs]
-        if isinstance(layer, IPluginV2Layer):
-            results = _plugin_v2_rules(layer, infos)
-        elif isinstance(layer, IPluginV3Layer):
-            shape_infos = [self._info[id(t)] for t in layer.shape_inputs]
-            results = _plugin_v3_rules(layer, infos, shape_infos)
+        infos = [self._info[id(t)] for t in layer._inputs]
+        if isinstance(layer, (IPluginV2Layer, IPluginV3Layer)):
+            shape_inputs = [self._info[id(t)] for t in getattr(layer, "shape_inputs", [])]
+            adapter = adapter_for_plugin(layer.plugin, layer.name, None)
+            outputs = adapter.network_outputs(
+                layer.plugin, [(i.dtype, i.shape) for i in infos], [i.values for i in shape_inputs]
+            )
+            results = [TensorInfo(dtype, shape) for dtype, shape in outputs]
         else:
             op = layer.to_operator()
             op.name = layer.name
-            types = op.output_types([i.dtype for i in infos])
-            shapes = op.output_shapes([i.shape for i in infos], [i.values for i in infos])
-            values = op.output_values([i.shape for i in infos], [i.values for i in infos])
-            results = [TensorInfo(t, list(s), None if v is None else list(v)) for t, s, v in zip(types, shapes, values)]
+            results = output_info(op, infos)
         if len(results) != layer.num_outputs:
             raise ShapeError(
                 f"layer {layer.name!r}: rules describe {len(results)} outputs, the layer has {layer.num_outputs}"
@@ -132,43 +92,3 @@ def _layer_inputs(layer: Any) -> list[ITensor | None]:
 def _input_info(tensor: ITensor) -> TensorInfo:
     shape = [constant(d) if d >= 0 else symbol(symbol_name(tensor.name, k)) for k, d in enumerate(tensor.shape)]
     return TensorInfo(tensor.dtype, shape, None)
-
-
-def _plugin_v2_rules(layer: IPluginV2Layer, infos: list[TensorInfo]) -> list[TensorInfo]:
-    plugin = layer.plugin
-    types = [i.dtype for i in infos]
-    count = plugin.num_outputs
-    if isinstance(plugin, IPluginV2DynamicExt):
-        builder = IExprBuilder(owner=layer.name)
-        shapes = [
-            list(plugin.get_output_dimensions(k, [DimsExprs(i.shape) for i in infos], builder)) for k in range(count)
-        ]
-        out_types = [plugin.get_output_datatype(k, types) for k in range(count)]
-        return [TensorInfo(t, s) for t, s in zip(out_types, shapes)]
-    if not infos or not infos[0].shape:
-        raise ShapeError(f"plugin layer {layer.name!r}: an IPluginV2 input needs a batch dimension")
-    batch = infos[0].shape[0]
-    static = [Dims(i.dims[1:]) for i in infos]
-    out_types = (
-        [plugin.get_output_data_type(k, types) for k in range(count)]
-        if isinstance(plugin, IPluginV2Ext)
-        else [types[0] if types else DataType.FLOAT] * count
-    )
-    results = []
-    for k in range(count):
-        dims = Dims(plugin.get_output_shape(k, static))
-        results.append(TensorInfo(out_types[k], [batch] + [constant(d) for d in dims]))
-    return results
-
-
-def _plugin_v3_rules(layer: IPluginV3Layer, infos: list[TensorInfo], shape_infos: list[TensorInfo]) -> list[TensorInfo]:
-    build = layer.plugin.get_capability_interface(PluginCapabilityType.BUILD)
-    types = list(build.get_output_data_types([i.dtype for i in infos]))
-    values = []
-    for k, info in enumerate(shape_infos):
-        if info.values is None:
-            raise ShapeError(f"plugin layer {layer.name!r}: shape input {k} has no values known before the build")
-        values.append(DimsExprs(info.values))
-    builder = IExprBuilder(owner=layer.name)
-    shapes = build.get_output_shapes([DimsExprs(i.shape) for i in infos], values, builder)
-    return [TensorInfo(t, list(s)) for t, s in zip(types, shapes)]

@@ -14,7 +14,7 @@ from ...shape.builder import IExprBuilder
 from ...shape.expr import IDimensionExpr
 from ..descriptors import PluginTensorDesc
 from ..recorder import Phase, PluginCaller
-from .base import BuildRequest, IOChoice, Port, candidate_list, negotiate_combination
+from .base import BuildRequest, IOChoice, Port, candidate_list, negotiate_combination, plugin_label
 
 __all__ = ["BuildResult", "PluginAdapter"]
 
@@ -90,8 +90,6 @@ class PluginAdapter(ABC):
 
     def caller(self, plugin: Any) -> PluginCaller:
         """A caller recording hook calls of ``plugin`` in this layer."""
-        from .base import plugin_label
-
         return PluginCaller(plugin, self.layer, plugin_label(*self.identity(plugin)), self.logger)
 
     def describe_shapes(self, plugin: Any = None) -> str:
@@ -100,6 +98,31 @@ class PluginAdapter(ABC):
         if caller is None:
             raise RuntimeError(f"layer {self.layer!r}: no plugin to describe before begin_build")
         return caller.describe(self.shape_hook)
+
+    # --- network construction ----------------------------------------------------------
+    def network_outputs(
+        self, plugin: Any, inputs: Sequence[tuple[DataType, list[IDimensionExpr]]], shape_values: Sequence[Any]
+    ) -> list[tuple[DataType, list[IDimensionExpr]]]:
+        """(type, shape) of each output ``plugin`` gives for ``inputs`` (type, shape) and the values of its
+        shape inputs (None where unknown), as TensorRT answers ``ITensor.shape`` while a network is made.
+
+        The network's plugin itself is asked (not a build clone), through this
+        family's type and shape hooks and their checks; the calls are not recorded.
+        """
+        label = plugin_label(*self.identity(plugin))
+        self.build_caller = _UnrecordedCaller(self.build_interface(plugin), self.layer, label, self.logger)
+        try:
+            types = self.output_types([dtype for dtype, _ in inputs])
+            request = BuildRequest(self.layer, [Port(list(shape), [], dtype) for dtype, shape in inputs])
+            shape_ports = [Port([], [], values=None if v is None else list(v)) for v in shape_values]
+            shapes = self.output_shapes(request, shape_ports, IExprBuilder(owner=self.layer))
+        finally:
+            self.build_caller = None
+        return list(zip(types, shapes))
+
+    def build_interface(self, plugin: Any) -> Any:
+        """The object answering ``plugin``'s build-time hooks (the plugin itself; V3: its BUILD capability)."""
+        return plugin
 
     # --- build --------------------------------------------------------------------
     @abstractmethod
@@ -183,3 +206,10 @@ class PluginAdapter(ABC):
 
     def release(self, engine_plugin: Any) -> None:
         """Release the engine's plugin."""
+
+
+class _UnrecordedCaller(PluginCaller):
+    """A caller whose calls are neither recorded nor logged (questions asked while a network is made)."""
+
+    def note(self, phase: str, method: str) -> None:
+        """Record nothing."""

@@ -94,6 +94,9 @@ class V3Adapter(PluginAdapter):
         self.build_caller = _capability(root, Phase.BUILD, PluginCapabilityType.BUILD)
         self._root = root
 
+    def build_interface(self, plugin: Any) -> Any:
+        return plugin.get_capability_interface(PluginCapabilityType.BUILD)
+
     def output_types(self, input_types: list[DataType]) -> list[DataType]:
         caller = self._build()
         result = caller(Phase.BUILD, "get_output_data_types", list(input_types))

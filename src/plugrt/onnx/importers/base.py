@@ -113,6 +113,8 @@ class ImportContext:
         self._constants = constants
         self._attrs = {a.name: a for a in node.attribute}
         self.shapes = shapes if shapes is not None else NetworkShapes()
+        #: the number of layers before this node's: the node's layers come after (constant folding)
+        self.first_layer = network.num_layers
         #: the import of the graph this node is in (set by the parser): ``tensor(name)`` resolves the
         #: outer-scope names a subgraph reads, ``dispatch(node, opset, depth)`` imports a node into it
         self.graph_import: Any = None
@@ -183,6 +185,15 @@ class ImportContext:
     def remember(self, tensor: Any, value: np.ndarray) -> None:
         """Record that ``tensor`` always holds ``value`` (constant folding in importers)."""
         self._constants[id(tensor)] = np.asarray(value)
+
+    def remembered(self, tensor: Any) -> np.ndarray | None:
+        """The value recorded for ``tensor`` (an initializer, a constant, a folded value), else None."""
+        return self._constants.get(id(tensor))
+
+    def forget(self, tensor: Any) -> None:
+        """Drop all that is known about ``tensor`` (its layer left the network)."""
+        self._constants.pop(id(tensor), None)
+        self.shapes.forget(tensor)
 
     def info(self, tensor: Any) -> TensorInfo:
         """Type, symbolic shape and shape-tensor values of ``tensor`` (rule errors name this node)."""
@@ -299,15 +310,13 @@ class ImportContext:
         extra = rank - own
         if extra <= 0:
             return tensor
-        value = self.value_of(tensor)
-        if value is not None:
-            return self.constant(value.reshape((1,) * extra + value.shape))
         # Append the ones (0 copies each existing dimension), then move them to the front:
         # a reshape that needs no shape tensor, so it also works for dynamic dimensions.
+        start = self.network.num_layers
         layer = self.named(self.network.add_shuffle(tensor), "unsqueeze")
         layer.reshape_dims = [0] * own + [1] * extra
         layer.second_transpose = list(range(own, rank)) + list(range(own))
-        return layer.get_output(0)
+        return self.folded([layer.get_output(0)], since=start)[0]
 
     def broadcast(self, *tensors: Any) -> list[Any]:
         """The tensors brought to one rank for multidirectional broadcasting."""
@@ -318,10 +327,8 @@ class ImportContext:
         """``tensor`` converted to ``dtype`` (itself when it already has that type)."""
         if self.dtype_of(tensor) == dtype:
             return tensor
-        value = self.value_of(tensor)
-        if value is not None:
-            return self.constant(value.astype(dtype.nptype()))
-        return self.named(self.network.add_cast(tensor, dtype)).get_output(0)
+        start = self.network.num_layers
+        return self.folded([self.named(self.network.add_cast(tensor, dtype)).get_output(0)], since=start)[0]
 
     def elementwise(self, a: Any, b: Any, op: ElementWiseOperation) -> Any:
         """``op(a, b)`` with NumPy broadcasting (ranks aligned first)."""
@@ -343,23 +350,15 @@ class ImportContext:
         dtype = self.dtype_of(like).nptype()
         return self.constant(np.full((1,) * self.rank_of(like), value, dtype=dtype))
 
-    def fold(self, inputs: Sequence[Any], compute: Callable[..., Any]) -> list[Any] | None:
-        """Constant folding: when every input's value is known, ``compute`` them with NumPy.
+    def folded(self, outputs: Sequence[Any], limit: int | None = None, since: int | None = None) -> list[Any]:
+        """``outputs`` as constants when the layers added for them compute them from known values, else as given.
 
-        ``compute`` gets the input values and returns one array or a tuple of
-        them; the results become constants. None when a value is unknown (or
-        the computation fails, leaving the layers to report it).
+        The layers added since layer index ``since`` (default: since this node's
+        import began) are run now by their operators' kernels; when each can run
+        (every value it reads known, at most ``limit`` known elements read from
+        outside them), they leave the network (see :mod:`.folding`).
         """
-        values = [self.value_of(t) for t in inputs]
-        if any(v is None for v in values):
-            return None
-        try:
-            with np.errstate(all="ignore"):
-                result = compute(*values)
-        except Exception:
-            return None
-        results = list(result) if isinstance(result, tuple) else [result]
-        arrays = [np.asarray(r) for r in results]
-        if any(to_supported_array(a) is None for a in arrays):
-            return None
-        return [self.constant(a) for a in arrays]
+        from .folding import fold_layers
+
+        folded = fold_layers(self, self.first_layer if since is None else since, outputs, limit)
+        return list(outputs) if folded is None else folded

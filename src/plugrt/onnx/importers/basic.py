@@ -16,7 +16,6 @@ from onnx import numpy_helper
 from ...core.logger import Severity
 from ...core.types import DataType
 from ...network.tensor import ITensor
-from ...ops.storage_cast import round_to_narrow
 from ..types import NARROW, WIDENED, onnx_type_name, to_datatype
 from . import basic_math, basic_reduce, basic_unary  # noqa: F401  (imported for registration)
 from .base import ImportContext, register_importer
@@ -91,15 +90,9 @@ def _cast(ctx: ImportContext, x: ITensor, dtype: DataType, elem_type: int | None
     narrow = NARROW.get(elem_type) if elem_type is not None else None
     if narrow is not None:  # held in a wider type: the values are rounded to the narrow type's
         saturate = bool(ctx.attr("saturate", 1))
-        folded = ctx.fold([x], lambda v: round_to_narrow(v, narrow, saturate).astype(dtype.nptype()))
-        if folded is not None:
-            return folded
-        return ctx.op("storage_cast", [x], {"narrow": narrow, "saturate": saturate})
-    folded = ctx.fold([x], lambda v: v.astype(dtype.nptype()))
-    if folded is not None:
-        return folded
+        return ctx.folded(ctx.op("storage_cast", [x], {"narrow": narrow, "saturate": saturate}))
     if ctx.dtype_of(x) == dtype:
-        return [ctx.identity(x)]
+        return ctx.folded([ctx.identity(x)])
     return [ctx.cast(x, dtype)]
 
 
@@ -128,22 +121,13 @@ def import_reshape(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     value = ctx.value_of(shape)
     if value is not None:
         dims = [int(d) for d in np.asarray(value).reshape(-1)]
-        folded = ctx.fold([data], lambda v: v.reshape(_resolve_zeros(dims, v.shape, allow_zero)))
-        if folded is not None:
-            return folded
-        return [ctx.reshape(data, dims, zero_is_placeholder=not allow_zero)]
+        return ctx.folded([ctx.reshape(data, dims, zero_is_placeholder=not allow_zero)])
     if ctx.values_of(shape) is None:
         ctx.fail(
             "the shape input is computed at run time from data; plugrt needs Reshape's shape known when the "
             "network is built (a constant, or computed from input shapes)"
         )
     return [ctx.reshape(data, shape, zero_is_placeholder=not allow_zero)]
-
-
-def _resolve_zeros(dims: list[int], shape: tuple[int, ...], allow_zero: bool) -> list[int]:
-    if allow_zero:
-        return dims
-    return [shape[i] if d == 0 else d for i, d in enumerate(dims)]
 
 
 @register_importer("Transpose")
@@ -154,10 +138,7 @@ def import_transpose(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     if sorted(ctx.axis(p, rank, "perm entry") for p in perm) != list(range(rank)):
         ctx.fail(f"perm {perm} is not a permutation of the {rank} axes")
     perm = [ctx.axis(p, rank) for p in perm]
-    folded = ctx.fold([x], lambda v: np.transpose(v, perm))
-    if folded is not None:
-        return folded
-    return [ctx.transpose(x, perm)]
+    return ctx.folded([ctx.transpose(x, perm)])
 
 
 @register_importer("Concat")
@@ -169,15 +150,12 @@ def import_concat(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     if rank == 0:
         ctx.fail("Concat inputs must have rank >= 1")
     axis = ctx.axis(ctx.required_attr("axis"), rank)
-    folded = ctx.fold(tensors, lambda *v: np.concatenate(v, axis=axis))
-    if folded is not None:
-        return folded
     types = {ctx.dtype_of(t) for t in tensors}
     if len(types) != 1:
         ctx.fail(f"Concat inputs must have one type, got {', '.join(sorted(t.name for t in types))}")
     layer = ctx.named(ctx.network.add_concatenation(tensors), "concat")
     layer.axis = axis
-    return [layer.get_output(0)]
+    return ctx.folded([layer.get_output(0)])
 
 
 @register_importer("Dropout")

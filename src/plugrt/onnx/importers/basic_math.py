@@ -2,7 +2,7 @@
 
 Every binary op broadcasts as NumPy does: the lower-rank input gets leading
 size-1 dimensions first (TensorRT's elementwise layer needs equal ranks).
-Inputs whose values are known are folded with NumPy instead of adding layers.
+Nodes whose inputs are all known fold to constants (their layers run at import).
 """
 
 from __future__ import annotations
@@ -42,122 +42,90 @@ def _same_type(ctx: ImportContext, tensors: list[ITensor]) -> DataType:
     return types[0]
 
 
-def truncating_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """NumPy division with TensorRT's integer rule (rounds toward zero)."""
-    if np.result_type(a, b).kind in "iu":
-        quotient = np.floor_divide(a, b)
-        rounded_down = (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))
-        return quotient + rounded_down.astype(quotient.dtype)
-    return np.divide(a, b)
-
-
-def _binary(op: Ew, compute: Callable[..., Any], numeric: bool = True) -> Callable[..., list[Any]]:
+def _binary(op: Ew, numeric: bool = True) -> Callable[..., list[Any]]:
     def importer(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
         a, b = _present(ctx, inputs, 2)
-        folded = ctx.fold([a, b], compute)
-        if folded is not None:
-            return folded
         dtype = _same_type(ctx, [a, b])
         if numeric and dtype == DataType.BOOL:
             ctx.fail(f"{ctx.node.op_type} takes numbers, got BOOL")
-        return [ctx.elementwise(a, b, op)]
+        return ctx.folded([ctx.elementwise(a, b, op)])
 
     return importer
 
 
-_BINARY: list[tuple[str, Ew, Callable[..., Any]]] = [
-    ("Add", Ew.SUM, np.add),
-    ("Sub", Ew.SUB, np.subtract),
-    ("Mul", Ew.PROD, np.multiply),
-    ("Div", Ew.DIV, truncating_divide),
-    ("Greater", Ew.GREATER, np.greater),
-    ("Less", Ew.LESS, np.less),
-]
-_ANY_TYPE_BINARY: list[tuple[str, Ew, Callable[..., Any]]] = [
-    ("Equal", Ew.EQUAL, np.equal),
-    ("And", Ew.AND, np.logical_and),
-    ("Or", Ew.OR, np.logical_or),
-    ("Xor", Ew.XOR, np.logical_xor),
-]
-for _op_type, _ew, _compute in _BINARY:
-    register_importer(_op_type)(_binary(_ew, _compute))
-for _op_type, _ew, _compute in _ANY_TYPE_BINARY:
-    register_importer(_op_type)(_binary(_ew, _compute, numeric=False))
+_BINARY = {"Add": Ew.SUM, "Sub": Ew.SUB, "Mul": Ew.PROD, "Div": Ew.DIV, "Greater": Ew.GREATER, "Less": Ew.LESS}
+_ANY_TYPE_BINARY = {"Equal": Ew.EQUAL, "And": Ew.AND, "Or": Ew.OR, "Xor": Ew.XOR}
+for _op_type, _ew in _BINARY.items():
+    register_importer(_op_type)(_binary(_ew))
+for _op_type, _ew in _ANY_TYPE_BINARY.items():
+    register_importer(_op_type)(_binary(_ew, numeric=False))
 
 
-def _or_equal(op: Ew, compute: Callable[..., Any]) -> Callable[..., list[Any]]:
+def _or_equal(op: Ew) -> Callable[..., list[Any]]:
     # OR(op, EQUAL) rather than NOT(opposite): comparisons with NaN stay False.
     def importer(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
         a, b = _present(ctx, inputs, 2)
-        folded = ctx.fold([a, b], compute)
-        if folded is not None:
-            return folded
         _same_type(ctx, [a, b])
-        return [ctx.elementwise(ctx.elementwise(a, b, op), ctx.elementwise(a, b, Ew.EQUAL), Ew.OR)]
+        return ctx.folded([ctx.elementwise(ctx.elementwise(a, b, op), ctx.elementwise(a, b, Ew.EQUAL), Ew.OR)])
 
     return importer
 
 
-register_importer("GreaterOrEqual")(_or_equal(Ew.GREATER, np.greater_equal))
-register_importer("LessOrEqual")(_or_equal(Ew.LESS, np.less_equal))
+register_importer("GreaterOrEqual")(_or_equal(Ew.GREATER))
+register_importer("LessOrEqual")(_or_equal(Ew.LESS))
 
 
-def _nary(op: Ew, compute: Callable[..., Any]) -> Callable[..., list[Any]]:
+def _nary(op: Ew) -> Callable[..., list[Any]]:
     def importer(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
         tensors = _present(ctx, inputs)
-        folded = ctx.fold(tensors, lambda *v: reduce(compute, v))
-        if folded is not None:
-            return folded
         _same_type(ctx, tensors)
         if len(tensors) == 1:
-            return [ctx.identity(tensors[0])]
-        return [reduce(lambda x, y: ctx.elementwise(x, y, op), tensors)]
+            return ctx.folded([ctx.identity(tensors[0])])
+        return ctx.folded([reduce(lambda x, y: ctx.elementwise(x, y, op), tensors)])
 
     return importer
 
 
-register_importer("Sum")(_nary(Ew.SUM, np.add))
-register_importer("Max")(_nary(Ew.MAX, np.maximum))
-register_importer("Min")(_nary(Ew.MIN, np.minimum))
+register_importer("Sum")(_nary(Ew.SUM))
+register_importer("Max")(_nary(Ew.MAX))
+register_importer("Min")(_nary(Ew.MIN))
 
 
 @register_importer("Mean")
 def import_mean(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     tensors = _present(ctx, inputs)
-    folded = ctx.fold(tensors, lambda *v: (reduce(np.add, v) / len(v)).astype(v[0].dtype))
-    if folded is not None:
-        return folded
     if _same_type(ctx, tensors) not in _FLOATS:
         ctx.fail("Mean takes FLOAT or FLOAT16 inputs")
     total = reduce(lambda x, y: ctx.elementwise(x, y, Ew.SUM), tensors)
     if len(tensors) == 1:
-        return [ctx.identity(total)]
-    return [ctx.elementwise(total, ctx.scalar(float(len(tensors)), total), Ew.DIV)]
+        return ctx.folded([ctx.identity(total)])
+    return ctx.folded([ctx.elementwise(total, ctx.scalar(float(len(tensors)), total), Ew.DIV)])
 
 
 @register_importer("Pow")
 def import_pow(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     base, exponent = _present(ctx, inputs, 2)
+    return ctx.folded([_pow(ctx, base, exponent)])
+
+
+def _pow(ctx: ImportContext, base: ITensor, exponent: ITensor) -> ITensor:
     base_type = ctx.dtype_of(base)
-    folded = ctx.fold([base, exponent], lambda a, b: np.power(a.astype(np.float64), b).astype(a.dtype))
-    if folded is not None:
-        return folded
     if base_type in _FLOATS:
         power = _small_integer(ctx, base, exponent)
         if power is not None:  # x ** 2, 3, 4 as products: exact, and a fraction of power's time
             if power == 1:
-                return [ctx.identity(base)]
+                return ctx.identity(base)
             square = ctx.elementwise(base, base, Ew.PROD)
             if power == 2:
-                return [square]
-            return [ctx.elementwise(square, base if power == 3 else square, Ew.PROD)]
-        return [ctx.elementwise(base, ctx.cast(exponent, base_type), Ew.POW)]
+                return square
+            return ctx.elementwise(square, base if power == 3 else square, Ew.PROD)
+        return ctx.elementwise(base, ctx.cast(exponent, base_type), Ew.POW)
     if base_type in _INTS:
         if ctx.dtype_of(exponent) in _FLOATS:
             # ONNX computes in the exponent's precision and converts back (toward zero).
             real = ctx.elementwise(ctx.cast(base, DataType.FLOAT), ctx.cast(exponent, DataType.FLOAT), Ew.POW)
-            return [ctx.cast(real, base_type)]
-        return [ctx.elementwise(base, ctx.cast(exponent, base_type), Ew.POW)]
+            return ctx.cast(real, base_type)
+        return ctx.elementwise(base, ctx.cast(exponent, base_type), Ew.POW)
     ctx.fail(f"Pow takes numbers, got {base_type.name}")
 
 
@@ -174,12 +142,9 @@ def _small_integer(ctx: ImportContext, base: ITensor, exponent: ITensor) -> int 
 def import_mod(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     a, b = _present(ctx, inputs, 2)
     fmod = bool(ctx.attr("fmod", 0))
-    folded = ctx.fold([a, b], np.fmod if fmod else np.mod)
-    if folded is not None:
-        return folded
     _same_type(ctx, [a, b])
     a, b = ctx.broadcast(a, b)
-    return ctx.op("mod", [a, b], {"fmod": fmod})
+    return ctx.folded(ctx.op("mod", [a, b], {"fmod": fmod}))
 
 
 def _bitwise(op: str) -> Callable[..., list[Any]]:
@@ -212,16 +177,13 @@ def import_bit_shift(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
 @register_importer("MatMul")
 def import_matmul(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     a, b = _present(ctx, inputs, 2)
-    folded = ctx.fold([a, b], np.matmul)
-    if folded is not None:
-        return folded
     dtype = _same_type(ctx, [a, b])
     if dtype in _FLOATS:
-        return [_matmul(ctx, a, b)]
+        return ctx.folded([_matmul(ctx, a, b)])
     if dtype in _INTS:
         # Integer products through FLOAT (exact while sums stay below 2**24).
         product = _matmul(ctx, ctx.cast(a, DataType.FLOAT), ctx.cast(b, DataType.FLOAT))
-        return [ctx.cast(product, dtype)]
+        return ctx.folded([ctx.cast(product, dtype)])
     ctx.fail(f"MatMul takes numbers, got {dtype.name}")
 
 
@@ -290,9 +252,6 @@ def _bound(ctx: ImportContext, inputs: list[Any], index: int) -> float | ITensor
 @register_importer("Not")
 def import_not(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     (x,) = _present(ctx, inputs, 1)
-    folded = ctx.fold([x], np.logical_not)
-    if folded is not None:
-        return folded
     if ctx.dtype_of(x) != DataType.BOOL:
         ctx.fail(f"Not takes BOOL, got {ctx.dtype_of(x).name}")
-    return [ctx.unary(x, UnaryOperation.NOT)]
+    return ctx.folded([ctx.unary(x, UnaryOperation.NOT)])

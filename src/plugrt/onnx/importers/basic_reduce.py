@@ -88,27 +88,6 @@ def _identity(dtype: DataType, op: R) -> float | int:
     return int(info.min) if op == R.MAX else int(info.max)
 
 
-def _numpy_reduce(function: Callable[..., Any]) -> Callable[..., Callable[..., Any]]:
-    def make(axes: tuple[int, ...], keep: bool) -> Callable[..., Any]:
-        return lambda v: np.asarray(function(v, axis=axes, keepdims=keep)).astype(v.dtype)
-
-    return make
-
-
-_NUMPY = {
-    "ReduceSum": _numpy_reduce(np.sum),
-    "ReduceMean": _numpy_reduce(np.mean),
-    "ReduceMax": _numpy_reduce(np.max),
-    "ReduceMin": _numpy_reduce(np.min),
-    "ReduceProd": _numpy_reduce(np.prod),
-    "ReduceL1": _numpy_reduce(lambda v, axis, keepdims: np.sum(np.abs(v), axis=axis, keepdims=keepdims)),
-    "ReduceL2": _numpy_reduce(lambda v, axis, keepdims: np.sqrt(np.sum(v * v, axis=axis, keepdims=keepdims))),
-    "ReduceSumSquare": _numpy_reduce(lambda v, axis, keepdims: np.sum(v * v, axis=axis, keepdims=keepdims)),
-    "ReduceLogSum": _numpy_reduce(lambda v, axis, keepdims: np.log(np.sum(v, axis=axis, keepdims=keepdims))),
-    "ReduceLogSumExp": _numpy_reduce(lambda v, axis, keepdims: np.log(np.sum(np.exp(v), axis=axis, keepdims=keepdims))),
-}
-
-
 def _reduction(op_type: str, build: Callable[[ImportContext, ITensor, tuple[int, ...], bool], ITensor]) -> None:
     input_since = 13 if op_type == "ReduceSum" else 18
 
@@ -118,12 +97,9 @@ def _reduction(op_type: str, build: Callable[[ImportContext, ITensor, tuple[int,
         if axes is None:
             return [ctx.identity(x)]
         keep = bool(ctx.attr("keepdims", 1))
-        folded = ctx.fold([x], _NUMPY[op_type](axes, keep))
-        if folded is not None:
-            return folded
         if ctx.dtype_of(x) == DataType.BOOL and op_type not in ("ReduceMax", "ReduceMin"):
             ctx.fail(f"{op_type} takes numbers, got BOOL")
-        return [build(ctx, x, axes, keep)]
+        return ctx.folded([build(ctx, x, axes, keep)])
 
 
 def _simple(op: R) -> Callable[[ImportContext, ITensor, tuple[int, ...], bool], ITensor]:

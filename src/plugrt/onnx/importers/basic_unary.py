@@ -40,39 +40,36 @@ def _float_input(ctx: ImportContext, inputs: list[Any]) -> ITensor:
     return x
 
 
-def _unary(op: U, compute: Callable[..., Any], floats_only: bool = True) -> Callable[..., list[Any]]:
+def _unary(op: U, floats_only: bool = True) -> Callable[..., list[Any]]:
     def importer(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
         x = _float_input(ctx, inputs) if floats_only else _input(ctx, inputs)
-        folded = ctx.fold([x], compute)
-        if folded is not None:
-            return folded
-        return [ctx.unary(x, op)]
+        return ctx.folded([ctx.unary(x, op)])
 
     return importer
 
 
-for _op_type, _u, _compute in (
-    ("Exp", U.EXP, np.exp),
-    ("Log", U.LOG, np.log),
-    ("Sqrt", U.SQRT, np.sqrt),
-    ("Reciprocal", U.RECIP, np.reciprocal),
-    ("Sin", U.SIN, np.sin),
-    ("Cos", U.COS, np.cos),
-    ("Tan", U.TAN, np.tan),
-    ("Asin", U.ASIN, np.arcsin),
-    ("Acos", U.ACOS, np.arccos),
-    ("Atan", U.ATAN, np.arctan),
-    ("Sinh", U.SINH, np.sinh),
-    ("Cosh", U.COSH, np.cosh),
-    ("Asinh", U.ASINH, np.arcsinh),
-    ("Acosh", U.ACOSH, np.arccosh),
-    ("Atanh", U.ATANH, np.arctanh),
-    ("Ceil", U.CEIL, np.ceil),
-    ("Floor", U.FLOOR, np.floor),
-    ("Round", U.ROUND, np.rint),
-    ("IsNaN", U.ISNAN, np.isnan),
+for _op_type, _u in (
+    ("Exp", U.EXP),
+    ("Log", U.LOG),
+    ("Sqrt", U.SQRT),
+    ("Reciprocal", U.RECIP),
+    ("Sin", U.SIN),
+    ("Cos", U.COS),
+    ("Tan", U.TAN),
+    ("Asin", U.ASIN),
+    ("Acos", U.ACOS),
+    ("Atan", U.ATAN),
+    ("Sinh", U.SINH),
+    ("Cosh", U.COSH),
+    ("Asinh", U.ASINH),
+    ("Acosh", U.ACOSH),
+    ("Atanh", U.ATANH),
+    ("Ceil", U.CEIL),
+    ("Floor", U.FLOOR),
+    ("Round", U.ROUND),
+    ("IsNaN", U.ISNAN),
 ):
-    register_importer(_op_type)(_unary(_u, _compute))
+    register_importer(_op_type)(_unary(_u))
 
 
 @register_importer("Erf")
@@ -80,27 +77,24 @@ def import_erf(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     return [ctx.unary(_float_input(ctx, inputs), U.ERF)]
 
 
-def _signed_unary(op: U, compute: Callable[..., Any]) -> Callable[..., list[Any]]:
+def _signed_unary(op: U) -> Callable[..., list[Any]]:
     """Abs, Neg, Sign: floats and signed ints directly, other ints through INT32/INT64."""
 
     def importer(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
         x = _input(ctx, inputs)
-        folded = ctx.fold([x], compute)
-        if folded is not None:
-            return folded
         dtype = ctx.dtype_of(x)
         if dtype in _FLOATS or dtype in _SIGNED or (op == U.ABS and dtype == DataType.UINT8):
-            return [ctx.unary(x, op)]
+            return ctx.folded([ctx.unary(x, op)])
         if dtype == DataType.UINT8:
-            return [ctx.cast(ctx.unary(ctx.cast(x, DataType.INT32), op), dtype)]
+            return ctx.folded([ctx.cast(ctx.unary(ctx.cast(x, DataType.INT32), op), dtype)])
         ctx.fail(f"{ctx.node.op_type} takes numbers, got {dtype.name}")
 
     return importer
 
 
-register_importer("Abs")(_signed_unary(U.ABS, np.abs))
-register_importer("Neg")(_signed_unary(U.NEG, np.negative))
-register_importer("Sign")(_signed_unary(U.SIGN, np.sign))
+register_importer("Abs")(_signed_unary(U.ABS))
+register_importer("Neg")(_signed_unary(U.NEG))
+register_importer("Sign")(_signed_unary(U.SIGN))
 
 
 @register_importer("IsInf")
@@ -146,14 +140,11 @@ register_importer("ThresholdedRelu")(_activation(Act.THRESHOLDED_RELU, _attr("al
 @register_importer("Relu")
 def import_relu(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     x = _input(ctx, inputs)
-    folded = ctx.fold([x], lambda v: np.maximum(v, 0).astype(v.dtype))
-    if folded is not None:
-        return folded
     dtype = ctx.dtype_of(x)
     if dtype in _FLOATS or dtype in (DataType.INT32, DataType.INT64):
-        return [ctx.activation(x, Act.RELU)]
+        return ctx.folded([ctx.activation(x, Act.RELU)])
     if dtype == DataType.INT8:
-        return [ctx.elementwise(x, ctx.scalar(0, x), Ew.MAX)]
+        return ctx.folded([ctx.elementwise(x, ctx.scalar(0, x), Ew.MAX)])
     ctx.fail(f"Relu takes signed numbers, got {dtype.name}")
 
 

@@ -56,12 +56,9 @@ def _need_values(ctx: ImportContext, tensor: Any, what: str) -> None:
         )
 
 
-def fold_small(ctx: ImportContext, inputs: list[Any], compute: Any) -> list[Any] | None:
-    """``ctx.fold`` for nodes whose inputs are all known and small (large results stay layers)."""
-    values = [ctx.value_of(t) for t in inputs]
-    if any(v is None for v in values) or sum(int(np.asarray(v).size) for v in values if v is not None) > _FOLD_LIMIT:
-        return None
-    return ctx.fold(inputs, compute)
+def fold_small(ctx: ImportContext, outputs: list[Any]) -> list[Any]:
+    """``ctx.folded`` for nodes whose known inputs are small (computed from large ones, results stay layers)."""
+    return ctx.folded(outputs, limit=_FOLD_LIMIT)
 
 
 # --- shapes --------------------------------------------------------------------------------------
@@ -88,8 +85,7 @@ def import_size(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
 def import_gather(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     data, indices = inputs
     axis = ctx.axis(ctx.attr("axis", 0), ctx.rank_of(data))
-    folded = fold_small(ctx, [data, indices], lambda d, i: np.take(d, i.astype(np.int64), axis=axis))
-    return folded or add_op(ctx, "gather", [data, indices], {"axis": axis})
+    return fold_small(ctx, add_op(ctx, "gather", [data, indices], {"axis": axis}))
 
 
 @register_importer("GatherElements")
@@ -139,21 +135,7 @@ def import_slice(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
                 _need_values(ctx, tensor, name)
                 params.setdefault("tensor_inputs", []).append(name)
                 tensors.append(tensor)
-    if not tensors:
-        folded = fold_small(ctx, [data], lambda x: x[_numpy_slices(x.ndim, params)])
-        if folded:
-            return folded
-    return add_op(ctx, "slice", [data, *tensors], params)
-
-
-def _numpy_slices(rank: int, params: dict[str, Any]) -> tuple[slice, ...]:
-    starts, ends = params["starts"], params["ends"]
-    axes = params.get("axes", list(range(len(starts))))
-    steps = params.get("steps", [1] * len(starts))
-    slices = [slice(None)] * rank
-    for axis, start, end, step in zip(axes, starts, ends, steps):
-        slices[axis + rank if axis < 0 else axis] = slice(start, end, step)
-    return tuple(slices)
+    return fold_small(ctx, add_op(ctx, "slice", [data, *tensors], params))
 
 
 @register_importer("Split")
@@ -197,11 +179,7 @@ def _axes(ctx: ImportContext, inputs: list[Any]) -> tuple[list[int] | None, list
 def import_squeeze(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     axes, tensors = _axes(ctx, inputs)
     params = {} if axes is None else {"axes": axes}
-    if axes is not None:
-        folded = fold_small(ctx, [inputs[0]], lambda x: np.squeeze(x, axis=tuple(axes)))
-        if folded:
-            return folded
-    return add_op(ctx, "squeeze", [inputs[0], *tensors], params)
+    return fold_small(ctx, add_op(ctx, "squeeze", [inputs[0], *tensors], params))
 
 
 @register_importer("Unsqueeze")
@@ -210,11 +188,7 @@ def import_unsqueeze(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     if axes is None and not tensors:
         ctx.fail("Unsqueeze needs axes")
     params = {} if axes is None else {"axes": axes}
-    if axes is not None:
-        folded = fold_small(ctx, [inputs[0]], lambda x: np.expand_dims(x, axis=tuple(axes)))
-        if folded:
-            return folded
-    return add_op(ctx, "unsqueeze", [inputs[0], *tensors], params)
+    return fold_small(ctx, add_op(ctx, "unsqueeze", [inputs[0], *tensors], params))
 
 
 @register_importer("Flatten")
@@ -237,24 +211,18 @@ def import_tile(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
 # --- generators ----------------------------------------------------------------------------------
 @register_importer("Range")
 def import_range(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
-    is_int = ctx.dtype_of(inputs[0]) in (DataType.INT32, DataType.INT64)
     known = [ctx.value_of(t) for t in inputs]
-    if all(v is not None for v in known):
-        start, limit, delta = (float(np.asarray(v).reshape(-1)[0]) for v in known if v is not None)
-        count = max(int(np.ceil((limit - start) / delta)), 0) if delta else 0
-        folded = ctx.fold(inputs, _arange) if count <= _FOLD_LIMIT or not is_int else None
-        if folded:
-            return folded
-    if not is_int:
-        ctx.fail("a floating-point Range must be known at import time: start, limit and delta must be constants")
+    if ctx.dtype_of(inputs[0]) not in (DataType.INT32, DataType.INT64):
+        # No engine operator computes a floating-point range (its length depends on the values).
+        if any(v is None for v in known):
+            ctx.fail("a floating-point Range must be known at import time: start, limit and delta must be constants")
+        scalars = [np.asarray(v).reshape(-1)[0] for v in known if v is not None]
+        return [ctx.constant(np.arange(*scalars, dtype=np.result_type(*known)))]
     for name, tensor in zip(("start", "limit", "delta"), inputs):
         _need_values(ctx, tensor, name)
-    return add_op(ctx, "range", inputs)
-
-
-def _arange(start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> np.ndarray:
-    scalars = [np.asarray(v).reshape(-1)[0] for v in (start, limit, delta)]
-    return np.arange(*scalars, dtype=np.result_type(start, limit, delta))
+    outputs = add_op(ctx, "range", inputs)
+    length = ctx.dims_of(outputs[0])[0]
+    return ctx.folded(outputs) if 0 <= length <= _FOLD_LIMIT else outputs
 
 
 @register_importer("ConstantOfShape")

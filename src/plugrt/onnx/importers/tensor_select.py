@@ -19,8 +19,7 @@ __all__: list[str] = []
 
 @register_importer("Where")
 def import_where(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
-    folded = fold_small(ctx, inputs, np.where)
-    return folded or add_op(ctx, "where", inputs)
+    return fold_small(ctx, add_op(ctx, "where", inputs))
 
 
 @register_importer("TopK")
@@ -83,8 +82,7 @@ def import_cumsum(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
 
 @register_importer("NonZero")
 def import_nonzero(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
-    folded = fold_small(ctx, inputs, lambda x: np.array(np.nonzero(x), dtype=np.int64).reshape(x.ndim, -1))
-    return folded or add_op(ctx, "nonzero", inputs, num_outputs=2)[:1]
+    return fold_small(ctx, add_op(ctx, "nonzero", inputs, num_outputs=2)[:1])
 
 
 @register_importer("Compress")
