@@ -13,8 +13,9 @@ bytes, deserialize with ``Runtime`` and run in an ``IExecutionContext`` on the C
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
-from .backends.cpu import as_array
-from .backends.memory import DeviceBuffer, active_device, device_malloc, live_allocations
+from .backends.memory import DeviceBuffer, device_malloc, live_allocations
+from .backends.registry import active_device
+from .backends.views import as_array
 from .builder.builder import Builder
 from .builder.calibration import (
     CalibrationAlgoType,

@@ -34,6 +34,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from .backends.registry import DEFAULT_DEVICE, check_device
 from .core.errors import PlugrtError
 
 __all__ = ["TENSORRT_API_VERSION", "install", "installed", "is_installed", "main", "uninstall"]
@@ -110,12 +111,13 @@ def _set_device(module: types.ModuleType, device: str) -> None:
     """Make ``module.Runtime`` deserialize for, and ``module.Builder`` time tactics on, ``device``."""
     import plugrt
 
-    module.Runtime = plugrt.Runtime if device == "cpu" else _on_device(plugrt.Runtime, device)  # type: ignore[attr-defined]
-    module.Builder = plugrt.Builder if device == "cpu" else _on_device(plugrt.Builder, device)  # type: ignore[attr-defined]
+    default = device == DEFAULT_DEVICE
+    module.Runtime = plugrt.Runtime if default else _on_device(plugrt.Runtime, device)  # type: ignore[attr-defined]
+    module.Builder = plugrt.Builder if default else _on_device(plugrt.Builder, device)  # type: ignore[attr-defined]
     module.__plugrt_device__ = device  # type: ignore[attr-defined]
 
 
-def install(device: str = "cpu") -> types.ModuleType:
+def install(device: str = DEFAULT_DEVICE) -> types.ModuleType:
     """Make ``import tensorrt`` (and ``import tensorrt.plugin``) give plugrt; returns the module.
 
     ``device`` is where engines that tools deserialize through ``tensorrt.Runtime`` run, and
@@ -124,8 +126,7 @@ def install(device: str = "cpu") -> types.ModuleType:
     plugins whose ``enqueue`` launches device work). Idempotent (a second call may change the device).
     Raises :class:`PlugrtError` when a real ``tensorrt`` is already imported.
     """
-    if device not in ("cpu", "cuda"):
-        raise PlugrtError(f"plugrt.compat.install: device must be 'cpu' or 'cuda', got {device!r}")
+    check_device(device, "plugrt.compat.install")
     existing = sys.modules.get("tensorrt")
     if existing is not None:
         if is_installed():
@@ -162,7 +163,7 @@ def uninstall() -> None:
 
 
 @contextmanager
-def installed(device: str = "cpu") -> Iterator[types.ModuleType]:
+def installed(device: str = DEFAULT_DEVICE) -> Iterator[types.ModuleType]:
     """``import tensorrt`` gives plugrt inside the block (and not after, unless it was before)."""
     was = is_installed()
     module = install(device)
@@ -176,7 +177,7 @@ def installed(device: str = "cpu") -> Iterator[types.ModuleType]:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m plugrt.compat [--device cpu|cuda] (-m module | script.py) args…``."""
     args = list(sys.argv[1:] if argv is None else argv)
-    device = "cpu"
+    device = DEFAULT_DEVICE
     if args[:1] == ["--device"] and len(args) >= 2:
         device, args = args[1], args[2:]
     if not args or args[0] in ("-h", "--help"):

@@ -1,12 +1,31 @@
-"""Backend selection on machines without CuPy or a GPU."""
+"""The backend boundary: selection by name, views of addresses, streams and graph capture."""
 
 from __future__ import annotations
 
+import gc
 import importlib.util
+from collections.abc import Callable
+from typing import Any
 
+import numpy as np
 import pytest
 
 import plugrt as trt
+from plugrt.backends.base import ALIGNMENT, Backend
+from plugrt.backends.cpu import CpuBackend
+from plugrt.backends.registry import (
+    DEVICES,
+    active_backend,
+    backend_class,
+    backend_for,
+    check_device,
+    get_backend,
+    using_backend,
+)
+from plugrt.plugins._base import host_buffers, on_gpu, plugin_arrays
+from plugrt.plugins._workspace import WorkspaceLayout
+
+LOGGER = trt.Logger(trt.Logger.ERROR)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("cupy") is not None, reason="CuPy is installed here")
@@ -18,3 +37,216 @@ def test_cuda_device_without_cupy_says_what_to_install() -> None:
 def test_unknown_device_is_rejected() -> None:
     with pytest.raises(trt.TypeMismatchError, match="unknown device 'tpu'"):
         trt.Runtime(trt.Logger(trt.Logger.ERROR), device="tpu")
+
+
+# --- finding backends ----------------------------------------------------------------------
+def test_backends_are_found_by_name_once() -> None:
+    cpu = get_backend("cpu")
+    assert isinstance(cpu, Backend) and cpu is get_backend("cpu") and cpu.name == "cpu" and cpu.xp is np
+    assert cpu.host_memory and not cpu.gpu and cpu.ALIGNMENT == ALIGNMENT == 256
+    assert backend_for(np) is cpu
+    assert backend_class("cuda").gpu and not backend_class("cuda").host_memory  # known without CuPy
+    assert DEVICES == ("cpu", "cuda")
+
+
+def test_unknown_device_class_and_array_module_are_rejected() -> None:
+    with pytest.raises(trt.TypeMismatchError, match=r"unknown device 'tpu'; choose one of \('cpu', 'cuda'\)"):
+        backend_class("tpu")
+    with pytest.raises(trt.TypeMismatchError, match="no backend has the array module 'math'"):
+        import math
+
+        backend_for(math)
+
+
+def test_check_device_names_the_caller_and_the_value() -> None:
+    assert check_device("cuda", "compile") == "cuda"
+    with pytest.raises(trt.TypeMismatchError, match="compile: device must be 'cpu' or 'cuda', got 'gpu0'"):
+        check_device("gpu0", "compile")
+
+
+def test_the_active_backend_is_the_cpu_unless_one_is_made_active() -> None:
+    other = CpuBackend()
+    assert active_backend() is get_backend("cpu") and trt.active_device() == "cpu"
+    with using_backend(other):
+        assert active_backend() is other
+    assert active_backend() is get_backend("cpu")
+
+
+# --- views ---------------------------------------------------------------------------------
+def test_view_of_a_shape_and_of_a_descriptor() -> None:
+    cpu = get_backend("cpu")
+    x = np.arange(8, dtype=np.float32)
+    view = cpu.view(x.ctypes.data, (2, 4), np.float32)
+    view[1, 3] = 70
+    assert x[7] == 70 and cpu.address_of(view) == x.ctypes.data
+    desc = trt.PluginTensorDesc(trt.Dims((2, 4)), trt.float32)
+    assert cpu.view(x.ctypes.data, desc).shape == (2, 4)
+    assert cpu.view(x.ctypes.data, desc, trt.int32).dtype == np.int32  # the type given wins
+    chw4 = trt.PluginTensorDesc(trt.Dims((1, 3, 2, 1)), trt.float32, trt.TensorFormat.CHW4)
+    assert cpu.view(np.zeros(8, np.float32).ctypes.data, chw4).shape == (1, 1, 2, 1, 4)  # the storage shape
+
+
+def test_view_of_nothing_needs_no_address() -> None:
+    assert get_backend("cpu").view(0, (0, 3), np.float16).shape == (0, 3)
+
+
+@pytest.mark.parametrize("address", [0, -8, 1.5, None, True])
+def test_view_of_a_bad_address_names_it(address: Any) -> None:
+    with pytest.raises(trt.ExecutionError, match=rf"cannot view 12 bytes at address {address!r}: not a valid cpu address"):
+        get_backend("cpu").view(address, (3,), np.float32)
+
+
+def test_view_of_a_shape_without_a_type_is_rejected() -> None:
+    with pytest.raises(trt.ExecutionError, match=r"a view of shape \(2, 2\) needs an element type"):
+        get_backend("cpu").view(8, (2, 2))
+
+
+def test_view_keeps_its_owner_alive() -> None:
+    cpu = get_backend("cpu")
+    owner, base = cpu.allocate_arena(64)
+    assert base % ALIGNMENT == 0 and owner.nbytes == 64
+    view = cpu.view(base + 16, (4,), np.int32, owner=owner)
+    del owner
+    gc.collect()
+    view[...] = [1, 2, 3, 4]  # still valid memory
+    assert view.tolist() == [1, 2, 3, 4]
+
+
+def test_device_buffer_views_go_through_the_backend() -> None:
+    with trt.device_malloc(16) as buffer:
+        assert buffer.backend is get_backend("cpu") and buffer.device == "cpu"
+        view = buffer.as_array((2, 2), np.float32)
+        view[...] = 3
+        assert buffer.as_array((4,), np.float32).tolist() == [3.0] * 4
+        with pytest.raises(trt.ExecutionError, match=r"needs 32 bytes; the buffer has 16"):
+            buffer.as_array((8,), np.float32)
+
+
+def test_host_copies() -> None:
+    cpu = get_backend("cpu")
+    x = np.arange(3, dtype=np.float32)
+    out = np.zeros(3, np.float32)
+    assert cpu.to_host(x) is x and cpu.to_host(x, out=out) is out and out.tolist() == [0, 1, 2]
+    cpu.copy_from_host(out, np.full(3, 5, np.float32))
+    assert out.tolist() == [5, 5, 5]
+
+
+def test_cpu_matmul_and_special_functions() -> None:
+    cpu = get_backend("cpu")
+    a, b = np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)
+    out = np.empty((2, 4), np.float32)
+    cpu.matmul_into(a, b, out, np.arange(4, dtype=np.float32))
+    assert out[0].tolist() == [3, 4, 5, 6]
+    erf = cpu.special_function("erf")
+    if erf is not None:
+        assert abs(float(erf(np.float64(0.5))) - 0.5204998778) < 1e-9
+
+
+def test_cpu_has_no_graphs() -> None:
+    with pytest.raises(trt.ExecutionError, match="the cpu backend has no graphs to capture a run into"):
+        get_backend("cpu").capture(lambda: None, 7)
+
+
+# --- plugin helpers view through the active backend -----------------------------------------
+class RecordingBackend(CpuBackend):
+    """Host memory, but remembers each view and stream scope (a stand-in for another device)."""
+
+    def __init__(self) -> None:
+        self.views: list[int] = []
+        self.scopes: list[int] = []
+
+    def _view(self, address: int, shape: tuple[int, ...], dtype: np.dtype, nbytes: int, owner: Any) -> np.ndarray:
+        self.views.append(address)
+        return super()._view(address, shape, dtype, nbytes, owner)
+
+    def stream_scope(self, stream: int) -> Any:
+        self.scopes.append(stream)
+        return super().stream_scope(stream)
+
+
+def test_plugin_helpers_use_the_active_backend() -> None:
+    backend = RecordingBackend()
+    x, y = np.arange(4, dtype=np.float32), np.zeros(4, np.float32)
+    desc = trt.PluginTensorDesc(trt.Dims((4,)), trt.float32)
+    with using_backend(backend):
+        assert not on_gpu()
+        with plugin_arrays([x.ctypes.data], [desc], [y.ctypes.data], [desc], 5) as (xp, (a,), (b,)):
+            xp.add(a, 1, out=b)
+        with host_buffers([x.ctypes.data], [desc], [y.ctypes.data], [desc], 6) as ((a,), (b,)):
+            b += a
+        scratch = np.zeros(64, np.uint8)
+        views = WorkspaceLayout().add("t", (4,), np.int32).bind(scratch.ctypes.data)
+        views["t"][...] = 9
+    assert y.tolist() == [1, 3, 5, 7] and scratch.view(np.int32)[:4].tolist() == [9] * 4
+    assert backend.scopes == [5] and {x.ctypes.data, y.ctypes.data, scratch.ctypes.data} <= set(backend.views)
+
+
+# --- graph capture through the executor ------------------------------------------------------
+class ReplayGraph:
+    def __init__(self, run: Callable[[], None], log: list[str]) -> None:
+        self.run, self.log = run, log
+
+    def launch(self, stream: int) -> None:
+        self.log.append(f"launch {stream}")
+        self.run()
+
+
+class GraphBackend(CpuBackend):
+    """Host memory with make-believe graphs: capture records the run, replay calls it again."""
+
+    gpu = True
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+
+    def capture(self, run: Callable[[], None], stream: int) -> ReplayGraph:
+        self.log.append(f"capture {stream}")
+        run()
+        return ReplayGraph(run, self.log)
+
+
+def _relu_context(backend: Backend) -> Any:
+    builder = trt.Builder(LOGGER)
+    network = builder.create_network(0)
+    x = network.add_input("x", trt.float32, (-1, 4))
+    network.mark_output(network.add_activation(x, trt.ActivationType.RELU).get_output(0))
+    config = builder.create_builder_config()
+    profile = builder.create_optimization_profile()
+    profile.set_shape("x", (1, 4), (2, 4), (4, 4))
+    config.add_optimization_profile(profile)
+    runtime = trt.Runtime(LOGGER)
+    runtime.backend = backend
+    engine = runtime.deserialize_cuda_engine(builder.build_serialized_network(network, config))
+    assert engine.backend is backend
+    return engine.create_execution_context()
+
+
+def test_graphs_are_captured_once_and_replayed_until_something_changes() -> None:
+    backend = GraphBackend()
+    context = _relu_context(backend)
+    context.use_cuda_graph = True
+    x = np.array([[-1, 2, -3, 4]], np.float32)
+    y = np.zeros((1, 4), np.float32)
+    context.set_input_shape("x", x.shape)
+    context.set_tensor_address("x", x.ctypes.data)
+    context.set_tensor_address(context.engine.get_tensor_name(1), y.ctypes.data)
+    for _ in range(3):
+        context.execute_async_v3(7)
+    assert y.tolist() == [[0, 2, 0, 4]]
+    assert backend.log == ["capture 7", "launch 7", "launch 7"]
+    x2, y2 = np.ones((2, 4), np.float32), np.zeros((2, 4), np.float32)
+    context.set_input_shape("x", x2.shape)
+    context.set_tensor_address("x", x2.ctypes.data)
+    context.set_tensor_address(context.engine.get_tensor_name(1), y2.ctypes.data)
+    context.execute_async_v3(7)
+    assert backend.log[-1] == "capture 7" and y2.tolist() == [[1.0] * 4] * 2
+
+
+def test_graphs_are_not_used_on_a_backend_without_them() -> None:
+    context = _relu_context(get_backend("cpu"))
+    context.use_cuda_graph = True  # ignored on the CPU: an eager run
+    x, y = np.ones((1, 4), np.float32), np.zeros((1, 4), np.float32)
+    context.set_input_shape("x", x.shape)
+    context.set_tensor_address("x", x.ctypes.data)
+    context.set_tensor_address(context.engine.get_tensor_name(1), y.ctypes.data)
+    assert context.execute_async_v3(0) and y.tolist() == [[1.0] * 4]

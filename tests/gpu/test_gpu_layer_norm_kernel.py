@@ -13,7 +13,7 @@ pytestmark = pytest.mark.gpu
 def test_layer_norm_kernel_matches_numpy(dtype: type, rows: int, cols: int) -> None:
     import cupy as cp
 
-    from plugrt.backends.kernels.layer_norm import layer_norm_cuda, supports
+    from plugrt.plugins._layer_norm_cuda import layer_norm_cuda, supports
 
     assert supports(dtype, cols)
     rng = np.random.default_rng(rows * cols)
@@ -33,7 +33,7 @@ def test_layer_norm_kernel_matches_numpy(dtype: type, rows: int, cols: int) -> N
 
 
 def test_unsupported_shapes_are_reported() -> None:
-    from plugrt.backends.kernels.layer_norm import supports
+    from plugrt.plugins._layer_norm_cuda import supports
 
     assert not supports(np.float32, 3)  # not a multiple of the vector width
     assert not supports(np.int32, 1024)

@@ -73,7 +73,7 @@ def _plan(plugin: Any, inputs: dict[str, np.ndarray]) -> bytes:
 def test_top_k_rows_matches_the_host_ranking(rows: int, n: int, k: int, levels: int) -> None:
     import cupy as cp
 
-    from plugrt.backends.kernels.nms import top_k_rows
+    from plugrt.plugins._nms_cuda import top_k_rows
 
     rng = np.random.default_rng(n)
     scores = rng.random((rows, n)).astype(np.float32)
@@ -94,7 +94,7 @@ def test_top_k_rows_matches_the_host_ranking(rows: int, n: int, k: int, levels: 
 def test_top_k_rows_strided_rows_skips_and_inclusive_threshold() -> None:
     import cupy as cp
 
-    from plugrt.backends.kernels.nms import top_k_rows
+    from plugrt.plugins._nms_cuda import top_k_rows
 
     rng = np.random.default_rng(1)
     scores = (np.floor(rng.random((3, 500, 7)) * 20) / 20).astype(np.float32)  # [B, N, C]
@@ -128,7 +128,7 @@ def test_top_k_rows_strided_rows_skips_and_inclusive_threshold() -> None:
 def test_nms_keep_matches_host_greedy_nms(rule: OverlapRule, labels: bool) -> None:
     import cupy as cp
 
-    from plugrt.backends.kernels.nms import nms_keep
+    from plugrt.plugins._nms_cuda import nms_keep
 
     rng = np.random.default_rng(7)
     rows, k = 6, 300

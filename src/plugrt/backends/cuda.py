@@ -10,15 +10,17 @@ be read back to size what follows.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
-from ..core.dims import volume
 from ..core.errors import ExecutionError, MissingBackendError
+from .base import Backend
+from .cuda_matmul import matmul_into
 
-__all__ = ["CudaBackend", "cupy_stream", "import_cupy"]
+__all__ = ["CudaBackend", "CudaGraph", "CudaModule", "cupy_stream", "import_cupy", "load_ptx_kernel"]
 
 
 _CUPY: list[Any] = []
@@ -75,54 +77,153 @@ def cupy_stream(handle: int) -> Any:
     return stream
 
 
-class CudaBackend:
+class CudaModule:
+    """CUDA C++ source compiled with NVRTC on first use; its kernels looked up by name and cached.
+
+    A plain name (``"nms_scan"``) comes from one module compiled from the whole source; a
+    template instantiation (``"softmax_rows<float, 4>"``) is compiled on its own as a name
+    expression. Kernels are CuPy ``RawKernel`` objects: call them with ``(grid, block, args)``
+    on CuPy's current stream (or ``stream=cupy_stream(handle)``).
+    """
+
+    def __init__(self, source: str, options: tuple[str, ...] = ("--std=c++14",)) -> None:
+        self.source, self.options = source, options
+        self._lock = threading.Lock()
+        self._module: Any = None
+        self._functions: dict[str, Any] = {}
+
+    def function(self, name: str) -> Any:
+        """The kernel ``name`` (compiling on first use; MissingBackendError without CuPy or a GPU)."""
+        found = self._functions.get(name)
+        if found is not None:
+            return found
+        with self._lock:
+            if name not in self._functions:
+                cp = import_cupy()
+                if "<" in name:
+                    module = cp.RawModule(code=self.source, options=self.options, name_expressions=[name])
+                else:
+                    if self._module is None:
+                        self._module = cp.RawModule(code=self.source, options=self.options)
+                    module = self._module
+                self._functions[name] = module.get_function(name)
+            return self._functions[name]
+
+
+def load_ptx_kernel(ptx: bytes, name: str) -> Callable[..., None]:
+    """Kernel ``name`` of PTX text: ``kernel(grid, block, args, shared_mem, stream)`` launches it on
+    the raw stream handle ``stream``."""
+    module = import_cupy().cuda.function.Module()
+    module.load(ptx)
+    function = module.get_function(name)
+
+    def launch(grid: tuple[int, ...], block: tuple[int, ...], args: tuple[Any, ...], shared_mem: int, stream: int) -> None:
+        function(grid, block, args, shared_mem=int(shared_mem), stream=cupy_stream(stream))
+
+    return launch
+
+
+class CudaGraph:
+    """A CUDA graph captured from a run, with the memory pool its temporaries came from."""
+
+    def __init__(self, graph: Any, pool: Any) -> None:
+        self.graph, self.pool = graph, pool
+
+    def launch(self, stream: int) -> None:
+        """Replay on ``stream``."""
+        self.graph.launch(cupy_stream(stream))
+
+
+class CudaBackend(Backend):
     """Device arenas and CuPy as the array module."""
 
     name = "cuda"
+    host_memory = False
+    gpu = True
 
     def __init__(self) -> None:
         self.cupy = import_cupy()
         self.xp = self.cupy
 
-    def allocate_arena(self, nbytes: int) -> tuple[Any, int]:
-        """A device buffer of ``nbytes`` (256-byte aligned): (owner array, base address)."""
-        cp = self.cupy
-        try:
-            raw = cp.zeros(nbytes + 256, dtype=cp.uint8)
-        except cp.cuda.memory.OutOfMemoryError:
-            raise ExecutionError(f"cannot allocate a device activation arena of {nbytes} bytes") from None
-        base = int(raw.data.ptr)
-        shift = (-base) % 256
-        return raw[shift : shift + nbytes], base + shift
+    def allocate(self, nbytes: int) -> Any:
+        """A zeroed device buffer of ``nbytes`` (at least one byte)."""
+        return self.cupy.zeros(max(int(nbytes), 1), dtype=self.cupy.uint8)
 
-    def view(self, address: int, shape: tuple[int, ...], dtype: Any) -> Any:
-        """A zero-copy CuPy array over device ``address``."""
+    def _view(self, address: int, shape: tuple[int, ...], dtype: np.dtype, nbytes: int, owner: Any) -> Any:
         cp = self.cupy
-        np_dtype = np.dtype(dtype)
-        shape = tuple(int(d) for d in shape)
-        nbytes = volume(shape) * np_dtype.itemsize
-        if nbytes == 0:
-            return cp.empty(shape, dtype=np_dtype)
-        if not isinstance(address, int) or address <= 0:
-            raise ExecutionError(f"cannot view {nbytes} bytes at device address {address!r}")
-        memory = cp.cuda.UnownedMemory(address, nbytes, None)
-        return cp.ndarray(shape, dtype=np_dtype, memptr=cp.cuda.MemoryPointer(memory, 0))
+        memory = cp.cuda.UnownedMemory(address, nbytes, owner)
+        return cp.ndarray(shape, dtype=dtype, memptr=cp.cuda.MemoryPointer(memory, 0))
 
     def address_of(self, array: Any) -> int:
         """The device address of an array's first element."""
         return int(array.data.ptr) if array.size else 0
+
+    def to_host(self, array: Any, out: np.ndarray | None = None) -> np.ndarray:
+        """A host copy of a device array on CuPy's current stream (into ``out`` when given)."""
+        if out is None:
+            copied: np.ndarray = self.cupy.asnumpy(array)
+            return copied
+        array.get(out=out)
+        return out
+
+    def copy_from_host(self, view: Any, values: np.ndarray) -> None:
+        """Upload ``values`` into the device array ``view`` (on the current stream)."""
+        view.set(np.ascontiguousarray(values, dtype=view.dtype))
 
     def create_stream(self) -> tuple[Any, int]:
         """A new non-blocking CUDA stream: (owner, raw handle); the handle lives as long as the owner."""
         stream = self.cupy.cuda.Stream(non_blocking=True)
         return stream, int(stream.ptr)
 
-    def synchronize(self, stream: int) -> None:
-        """Wait for the work queued on ``stream``."""
-        cupy_stream(stream).synchronize()
+    def current_stream(self) -> int:
+        """The raw handle of CuPy's current stream."""
+        return int(self.cupy.cuda.get_current_stream().ptr)
 
     @contextlib.contextmanager
     def stream_scope(self, stream: int) -> Iterator[None]:
         """Make CuPy launch on ``stream`` (0 means the legacy default stream)."""
         with cupy_stream(stream):
             yield
+
+    def synchronize(self, stream: int) -> None:
+        """Wait for the work queued on ``stream``."""
+        cupy_stream(stream).synchronize()
+
+    def capture(self, run: Callable[[], None], stream: int) -> CudaGraph:
+        """Run ``run()`` once on ``stream`` (kernels compile, caches fill), then capture what it
+        launches into a CUDA graph.
+
+        Temporaries allocated while capturing come from a memory pool owned by the graph, so
+        replays never touch memory someone else was given since. The legacy default stream
+        cannot be captured.
+        """
+        if not stream:
+            raise ExecutionError("CUDA graph capture needs a non-default stream; pass a stream handle other than 0")
+        run()
+        cp = self.cupy
+        cuda_stream = cupy_stream(stream)
+        pool = cp.cuda.MemoryPool()
+        with cp.cuda.using_allocator(pool.malloc):
+            cuda_stream.begin_capture()
+            try:
+                run()
+            finally:
+                graph = cuda_stream.end_capture()
+        return CudaGraph(graph, pool)
+
+    def matmul_into(self, a: Any, b: Any, out: Any, bias: Any = None) -> None:
+        """The product on CuPy's current stream, capturable when PyTorch is installed."""
+        matmul_into(self.cupy, a, b, out, bias)
+
+    def special_function(self, name: str) -> Callable[..., Any] | None:
+        """``cupyx.scipy.special.<name>``, or None where CuPy lacks it."""
+        try:
+            import cupyx.scipy.special
+        except ImportError:
+            return None
+        found: Callable[..., Any] | None = getattr(cupyx.scipy.special, name, None)
+        return found
+
+    def dlpack_device(self) -> tuple[int, int]:
+        """(kDLCUDA, the current device)."""
+        return (2, int(self.cupy.cuda.runtime.getDevice()))

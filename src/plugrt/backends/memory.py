@@ -16,36 +16,18 @@ False
 
 from __future__ import annotations
 
-import contextvars
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
-from ..core.errors import ExecutionError, MissingBackendError, TypeMismatchError
+from ..core.errors import ExecutionError, TypeMismatchError
+from .registry import active_backend, get_backend
 
-__all__ = ["DeviceBuffer", "active_device", "device_malloc", "live_allocations", "using_device"]
+__all__ = ["DeviceBuffer", "device_malloc", "live_allocations"]
 
-_DEVICE: contextvars.ContextVar[str] = contextvars.ContextVar("plugrt_device", default="cpu")
 _LIVE: dict[int, DeviceBuffer] = {}
 _LOCK = threading.Lock()
-
-
-def active_device() -> str:
-    """The device of the engine currently calling plugin hooks ('cpu' unless set)."""
-    return _DEVICE.get()
-
-
-@contextmanager
-def using_device(device: str) -> Iterator[None]:
-    """Make ``device`` the active device inside the block (engines do this around plugin calls)."""
-    token = _DEVICE.set(device)
-    try:
-        yield
-    finally:
-        _DEVICE.reset(token)
 
 
 class DeviceBuffer:
@@ -54,10 +36,11 @@ class DeviceBuffer:
     def __init__(self, nbytes: int, device: str | None = None) -> None:
         if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes < 0:
             raise TypeMismatchError(f"device_malloc: nbytes must be a non-negative int, got {nbytes!r}")
-        self.device = device or active_device()
+        self.backend = active_backend() if device is None else get_backend(device)
+        self.device = self.backend.name
         self.nbytes = nbytes
-        self._array: Any = _allocate(self.device, max(nbytes, 1))
-        self.ptr = int(self._array.data.ptr) if self.device == "cuda" else int(self._array.ctypes.data)
+        self._array: Any = self.backend.allocate(nbytes)
+        self.ptr = self.backend.address_of(self._array)
         with _LOCK:
             _LIVE[id(self)] = self
 
@@ -83,7 +66,7 @@ class DeviceBuffer:
             raise ExecutionError(
                 f"a view of shape {tuple(shape)} {np_dtype} needs {count * np_dtype.itemsize} bytes; the buffer has {self.nbytes}"
             )
-        return self._array[: count * np_dtype.itemsize].view(np_dtype).reshape(shape)
+        return self.backend.view(self.ptr, tuple(shape), np_dtype, owner=self._array)
 
     def __enter__(self) -> DeviceBuffer:
         return self
@@ -94,18 +77,6 @@ class DeviceBuffer:
     def __repr__(self) -> str:
         state = "freed" if self.freed else f"0x{self.ptr:x}"
         return f"DeviceBuffer({self.nbytes} bytes on {self.device}, {state})"
-
-
-def _allocate(device: str, nbytes: int) -> Any:
-    if device == "cpu":
-        return np.zeros(nbytes, dtype=np.uint8)
-    if device == "cuda":
-        try:
-            import cupy
-        except ImportError as exc:
-            raise MissingBackendError("device 'cuda' needs CuPy: pip install 'plugrt[cuda]'") from exc
-        return cupy.zeros(nbytes, dtype=cupy.uint8)
-    raise TypeMismatchError(f"unknown device {device!r}; choose 'cpu' or 'cuda'")
 
 
 def device_malloc(nbytes: int, device: str | None = None) -> DeviceBuffer:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..backends.registry import get_backend
+from ..backends.registry import DEFAULT_DEVICE, get_backend
 from ..core.context_manager import DeprecatedContextManager
 from ..core.errors import BuildError, PlugrtError, TypeMismatchError
 from ..core.finalizers import run_pending
@@ -29,7 +29,7 @@ class Builder(DeprecatedContextManager):
     >>> config = builder.create_builder_config()
     """
 
-    def __init__(self, logger: ILogger | None = None, device: str = "cpu") -> None:
+    def __init__(self, logger: ILogger | None = None, device: str = DEFAULT_DEVICE) -> None:
         """``device`` is where the build times plugin tactics: 'cpu' (the default) or 'cuda'.
 
         A plugrt extension: TensorRT always builds on the GPU. Plans do not depend on it (any

@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.base import Backend
+from ..backends.registry import DEFAULT_DEVICE
 from ..core.enums import TrtEnum
 from ..core.errors import BuildError
 
@@ -242,7 +244,7 @@ def parse_cache(cache: bytes | str) -> tuple[str, dict[str, float]]:
 def calibrate_network(
     network: Any,
     calibrator: IInt8Calibrator,
-    device: str = "cpu",
+    device: str = DEFAULT_DEVICE,
     profile: Any = None,
     apply: bool = True,
 ) -> dict[str, float]:
@@ -376,6 +378,6 @@ def network_input(network: Any, name: str) -> Any:
     raise BuildError(f"the network has no input {name!r}")
 
 
-def _host(backend: Any, array: Any) -> np.ndarray:
+def _host(backend: Backend, array: Any) -> np.ndarray:
     convert: Callable[[Any], np.ndarray] | None = getattr(backend.xp, "asnumpy", None)
     return convert(array) if convert is not None else np.asarray(array)

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.base import Backend
 from ..core.dims import Dims
 from ..core.enums import PreviewFeature
 from ..core.errors import BuildError, PlugrtError, ShapeError
@@ -46,7 +47,7 @@ class _Build:
         network: INetworkDefinition,
         config: IBuilderConfig,
         logger: ILogger,
-        backend: Any = None,
+        backend: Backend | None = None,
         calibrated: dict[str, float] | None = None,
     ) -> None:
         self.network = network
@@ -611,7 +612,7 @@ def build_plan(
     network: INetworkDefinition,
     config: IBuilderConfig,
     logger: ILogger,
-    backend: Any = None,
+    backend: Backend | None = None,
     calibrated: dict[str, float] | None = None,
 ) -> EnginePlan:
     """Build ``network`` with ``config`` into an in-memory plan, timing plugin tactics on ``backend`` (None: CPU);

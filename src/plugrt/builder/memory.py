@@ -7,10 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ALIGNMENT", "Block", "align", "plan_memory"]
+from ..backends.base import ALIGNMENT
 
-#: Every buffer starts on this boundary (enough for any vector load).
-ALIGNMENT = 256
+__all__ = ["ALIGNMENT", "Block", "align", "plan_memory"]
 
 
 def align(size: int, alignment: int = ALIGNMENT) -> int:

@@ -6,6 +6,7 @@ import sys
 import time
 from typing import Any
 
+from ..backends.registry import DEFAULT_DEVICE
 from ..builder.builder import Builder
 from ..builder.config import BuilderFlag, IProgressMonitor
 from ..core.errors import BuildError
@@ -63,7 +64,7 @@ def build_from_onnx(args: Any, logger: ILogger, shapes: dict[str, dict[str, tupl
         from ..onnx.parser import OnnxParser
     except ImportError as exc:
         raise UsageError(f"ONNX import is not available in this installation: {exc}") from exc
-    builder = Builder(logger, getattr(args, "device", "cpu"))
+    builder = Builder(logger, getattr(args, "device", DEFAULT_DEVICE))
     network = builder.create_network(0)
     parser = OnnxParser(network, logger)
     started = time.perf_counter()

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.registry import DEFAULT_DEVICE, DEVICES
 from ..core.logger import RaisedErrorsLogger, Severity
 from ..core.types import nptype
 from ..engine.runtime import Runtime
@@ -55,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--loadInputs", action="append", default=[], metavar="NAME:FILE", help="inputs from .npy or raw binary files")
     add("--staticPlugins", action="append", default=[], metavar="FILE", help="Python files/modules registering plugins")
     add("--dynamicPlugins", action="append", default=[], metavar="FILE", help="same as --staticPlugins")
-    add("--device", choices=("cpu", "cuda"), default="cpu", help="where to run (default cpu)")
+    add("--device", choices=DEVICES, default=DEFAULT_DEVICE, help=f"where to run (default {DEFAULT_DEVICE})")
     add("--trace", action="store_true", help="print every plugin call with its phase (build, load, first run)")
     add("--skipInference", action="store_true", help="build (and save) only")
     add("--seed", type=int, default=0, help="seed of the random inputs")
@@ -160,8 +161,9 @@ class _Session:
     def __init__(self, engine: Any, args: argparse.Namespace, shapes: dict[str, tuple[int, ...]]) -> None:
         self.engine, self.args = engine, args
         self.context = engine.create_execution_context()
-        self.cuda = engine.backend.name == "cuda"
-        if args.useCudaGraph and self.cuda:
+        self.backend = backend = engine.backend
+        self.cuda = not backend.host_memory  # inputs and outputs need copies between host and device
+        if args.useCudaGraph and backend.gpu:
             self.context.use_cuda_graph = True
         elif args.useCudaGraph:
             print("[W] --useCudaGraph needs --device cuda; running without graphs")
@@ -199,35 +201,25 @@ class _Session:
                     raise UsageError(f"output {name!r} has a data-dependent shape; plugrt exec cannot size it yet")
                 self.host[name] = np.zeros(shape, np.dtype(nptype(engine.get_tensor_dtype(name))))
         self.inputs, self.outputs = inputs, [n for n in names if n not in inputs]
-        self.device: dict[str, Any] = {n: self._to_device(a) for n, a in self.host.items()} if self.cuda else dict(self.host)
+        self.device: dict[str, Any] = {n: backend.xp.asarray(a) for n, a in self.host.items()} if self.cuda else dict(self.host)
         for name, array in self.device.items():
-            self.context.set_tensor_address(name, array.data.ptr if self.cuda else array.ctypes.data)
-        self.stream = self._make_stream()
-
-    def _to_device(self, array: np.ndarray) -> Any:
-        import cupy as cp
-
-        return cp.asarray(array)
-
-    def _make_stream(self) -> int:
-        if not self.cuda:
-            return 0
-        import cupy as cp
-
-        self._cuda_stream = cp.cuda.Stream(non_blocking=True)
-        return int(self._cuda_stream.ptr)
+            self.context.set_tensor_address(name, backend.address_of(array))
+        self._stream_owner, self.stream = backend.create_stream()
 
     def infer_once(self) -> None:
         """One inference, transfers included unless --noDataTransfers."""
+        backend = self.backend
         if self.cuda and not self.args.noDataTransfers:
-            for name in self.inputs:
-                self.device[name].set(self.host[name], stream=self._cuda_stream)
+            with backend.stream_scope(self.stream):
+                for name in self.inputs:
+                    backend.copy_from_host(self.device[name], self.host[name])
         self.context.execute_async_v3(self.stream)
         if self.cuda:
             if not self.args.noDataTransfers:
-                for name in self.outputs:
-                    self.device[name].get(stream=self._cuda_stream, out=self.host[name])
-            self._cuda_stream.synchronize()
+                with backend.stream_scope(self.stream):
+                    for name in self.outputs:
+                        backend.to_host(self.device[name], out=self.host[name])
+            backend.synchronize(self.stream)
 
     def benchmark(self) -> list[Timing]:
         """Warm up, then run for --iterations and --duration, timing each inference."""
@@ -258,5 +250,5 @@ class _Session:
     def host_outputs(self) -> dict[str, np.ndarray]:
         """Outputs of the last inference, on the host."""
         if self.cuda and self.args.noDataTransfers:
-            return {n: self.device[n].get() for n in self.outputs}
+            return {n: self.backend.to_host(self.device[n]) for n in self.outputs}
         return {n: self.host[n] for n in self.outputs}

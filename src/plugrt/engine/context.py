@@ -9,7 +9,8 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 
-from ..backends.memory import using_device
+from ..backends.base import ALIGNMENT
+from ..backends.registry import using_backend
 from ..core.context_manager import DeprecatedContextManager
 from ..core.dims import Dims
 from ..core.errors import ExecutionError, PlugrtError, ShapeError, TypeMismatchError
@@ -241,9 +242,9 @@ class IExecutionContext(DeprecatedContextManager):
             )
         try:
             backend = self.engine.backend
-            with using_device(backend.name), backend.stream_scope(int(stream_handle)), quiet(backend.xp):
+            with using_backend(backend), backend.stream_scope(int(stream_handle)), quiet(backend.xp):
                 self._prepare(int(stream_handle))
-                if self.use_cuda_graph and backend.name == "cuda":
+                if self.use_cuda_graph and backend.gpu:
                     self._executor.run_graph(int(stream_handle))
                 else:
                     self._executor.run(int(stream_handle), self.profiler)
@@ -286,7 +287,7 @@ class IExecutionContext(DeprecatedContextManager):
             nbytes = int(np.prod(shape, dtype=np.int64)) * plan.tensors[index].dtype.itemsize
             if name in self._allocators and plan.tensors[index].role == "output":
                 current = self._addresses.get(name, 0)
-                address = self._allocators[name].reallocate_output_async(name, current, nbytes, 256, stream)
+                address = self._allocators[name].reallocate_output_async(name, current, nbytes, ALIGNMENT, stream)
                 self._addresses[name] = int(address or 0)
                 self._allocators[name].notify_shape(name, Dims(shape))
             address = self._addresses.get(name, 0)
@@ -323,7 +324,7 @@ class IExecutionContext(DeprecatedContextManager):
             nbytes = int(staged.nbytes)
             allocator = self._allocators[name]
             address = int(
-                allocator.reallocate_output_async(name, self._addresses.get(name, 0), nbytes, 256, stream) or 0
+                allocator.reallocate_output_async(name, self._addresses.get(name, 0), nbytes, ALIGNMENT, stream) or 0
             )
             if nbytes and not address:
                 raise ExecutionError(f"output allocator for {name!r} returned no memory for {nbytes} bytes")
@@ -336,5 +337,5 @@ class IExecutionContext(DeprecatedContextManager):
         release_when_safe(self._release)
 
     def _release(self) -> None:
-        with using_device(self.engine.backend.name):
+        with using_backend(self.engine.backend):
             self._executor.release()

@@ -6,7 +6,8 @@ import threading
 import weakref
 from typing import Any
 
-from ..backends.memory import using_device
+from ..backends.base import Backend
+from ..backends.registry import using_backend
 from ..core.context_manager import DeprecatedContextManager
 from ..core.dims import Dims
 from ..core.errors import ExecutionError, PlanFormatError, PlugrtError
@@ -34,7 +35,7 @@ class ICudaEngine(DeprecatedContextManager):
     deserialized plugin per plugin layer, and creates execution contexts.
     """
 
-    def __init__(self, plan: EnginePlan, data: bytes, registry: IPluginRegistry, logger: ILogger, backend: Any) -> None:
+    def __init__(self, plan: EnginePlan, data: bytes, registry: IPluginRegistry, logger: ILogger, backend: Backend) -> None:
         self.plan = plan
         self._data = bytes(data)
         self.logger = logger
@@ -166,7 +167,7 @@ class ICudaEngine(DeprecatedContextManager):
 
         run_pending()
         try:
-            with using_device(self.backend.name):
+            with using_backend(self.backend):
                 context = IExecutionContext(self)
         except PlugrtError:
             raise
@@ -204,7 +205,7 @@ class ICudaEngine(DeprecatedContextManager):
         return self._ranges[key]
 
     def _release_plugins(self) -> None:
-        with using_device(self.backend.name):
+        with using_backend(self.backend):
             for index, plugin in list(self.plugins.items()):
                 self.adapters[index].release(plugin)
         self.plugins.clear()

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.cuda import cupy_stream
+from ..backends.base import Backend, Graph
 from ..core.dims import Dims
 from ..core.errors import ExecutionError, PlugrtError
 from ..core.layouts import storage_shape
@@ -50,7 +50,7 @@ class Step:
 class Executor:
     """Runs an engine plan in one arena, with this context's operators and plugins."""
 
-    def __init__(self, engine: Any, backend: Any) -> None:
+    def __init__(self, engine: Any, backend: Backend) -> None:
         self.engine = engine
         self.plan: EnginePlan = engine.plan
         self.backend = backend
@@ -108,8 +108,9 @@ class Executor:
                 f"tensor {t.name!r} of shape {shape} needs {nbytes} bytes at offset {offset}, beyond the arena "
                 f"({self.plan.profiles[self.profile].arena_size} bytes)"
             )
-        self.pointers[tensor] = self.arena_base + offset if nbytes else 0
-        return self.arena[offset : offset + nbytes].view(dtype).reshape(stored)
+        address = self.arena_base + offset if nbytes else 0
+        self.pointers[tensor] = address
+        return self.backend.view(address, stored, dtype, owner=self.arena)
 
     # --- shapes ------------------------------------------------------------------------
     def infer(self, input_shapes: dict[str, tuple[int, ...]]) -> None:
@@ -153,8 +154,7 @@ class Executor:
                 self._prepare(step)
         self._calls: list[tuple[Step, Callable[..., Any], tuple[Any, ...]]] | None = None
         self._calls_stream = -1
-        self._graph: Any = None
-        self._graph_pool: Any = None
+        self._graph: Graph | None = None
         self._graph_key: tuple[int, int] | None = None
 
     def _prepare(self, step: Step) -> None:
@@ -257,31 +257,15 @@ class Executor:
             raise _execution_error(current, exc) from exc
 
     def run_graph(self, stream: int) -> None:
-        """Replay the whole run as a CUDA graph, capturing it first for the current shapes and addresses.
-
-        Capture happens on the first call after anything changed (that call runs
-        eagerly once, then captures); temporaries allocated while capturing come
-        from a memory pool owned by the graph, so replays never touch memory
-        someone else was given since.
-        """
+        """Replay the whole run as a graph of the backend, capturing it first for the current shapes and
+        addresses (that call runs eagerly once, then captures: see :meth:`Backend.capture`)."""
         if self.upper:
             raise ExecutionError("CUDA graphs cannot hold data-dependent shapes: the sizes must be read back")
-        if not stream:
-            raise ExecutionError("CUDA graph capture needs a non-default stream; pass a stream handle other than 0")
-        cp = self.backend.cupy
-        cuda_stream = cupy_stream(stream)
         if self._graph is not None and self._graph_key == (self._calls_id(), stream):
-            self._graph.launch(cuda_stream)
+            self._graph.launch(stream)
             return
-        self._run_static(stream)
-        pool = cp.cuda.MemoryPool()
-        with cp.cuda.using_allocator(pool.malloc):
-            cuda_stream.begin_capture()
-            try:
-                self._run_static(stream)
-            finally:
-                graph = cuda_stream.end_capture()
-        self._graph, self._graph_pool, self._graph_key = graph, pool, (self._calls_id(), stream)
+        self._graph = self.backend.capture(lambda: self._run_static(stream), stream)
+        self._graph_key = (self._calls_id(), stream)
 
     def _calls_id(self) -> int:
         return id(self._calls)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from ..backends.memory import using_device
+from ..backends.base import Backend
+from ..backends.registry import DEFAULT_DEVICE, get_backend, using_backend
 from ..core.context_manager import DeprecatedContextManager
 from ..core.errors import PlanFormatError, PlugrtError, TypeMismatchError
 from ..core.finalizers import run_pending
@@ -23,18 +22,16 @@ class Runtime(DeprecatedContextManager):
     cannot make plugrt import or evaluate anything.
     """
 
-    def __init__(self, logger: ILogger | None = None, device: str = "cpu") -> None:
+    def __init__(self, logger: ILogger | None = None, device: str = DEFAULT_DEVICE) -> None:
         """``device`` is 'cpu' (NumPy, the default) or 'cuda' (CuPy; a plugrt extension)."""
         if logger is not None and not isinstance(logger, ILogger):
             raise TypeMismatchError(f"Runtime takes an ILogger, got {type(logger).__name__}")
         self.logger: ILogger = logger or Logger()
-        from ..backends.registry import get_backend
-
         self.device = device
         self.backend = get_backend(device)  # fails now, not at the first plan, when the device is unusable
         self.plugin_registry: IPluginRegistry = get_plugin_registry()
 
-    def _backend(self) -> Any:
+    def _backend(self) -> Backend:
         return self.backend
 
     def deserialize_cuda_engine(self, serialized_engine: bytes | bytearray | memoryview) -> ICudaEngine:
@@ -50,7 +47,7 @@ class Runtime(DeprecatedContextManager):
         try:
             plan = EnginePlan.from_bytes(serialized_engine)
             backend = self._backend()
-            with using_device(backend.name):
+            with using_backend(backend):
                 return ICudaEngine(plan, bytes(serialized_engine), self.plugin_registry, self.logger, backend)
         except PlugrtError as exc:
             self.logger.emit(Severity.ERROR, f"deserialize_cuda_engine failed: {exc}")

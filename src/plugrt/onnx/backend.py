@@ -25,6 +25,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from onnx.backend.base import Backend, BackendRep, namedtupledict
 
+from ..backends.registry import DEVICES, get_backend
 from ..core.errors import TypeMismatchError
 from ..core.logger import ILogger, Logger, Severity
 from .compile import CompiledModel
@@ -38,10 +39,11 @@ Signature = tuple[tuple[tuple[int, ...], str], ...]
 
 
 def _device(device: str) -> str:
-    name = str(device).split(":")[0].upper()
-    if name not in ("CPU", "CUDA"):
-        raise TypeMismatchError(f"unknown ONNX backend device {device!r}; plugrt runs on 'CPU' and 'CUDA'")
-    return name.lower()
+    name = str(device).split(":")[0].lower()
+    if name not in DEVICES:
+        choices = " and ".join(repr(d.upper()) for d in DEVICES)
+        raise TypeMismatchError(f"unknown ONNX backend device {device!r}; plugrt runs on {choices}")
+    return name
 
 
 class PlugrtBackendRep(BackendRep):
@@ -221,16 +223,8 @@ class PlugrtBackend(Backend):
     def supports_device(cls, device: str) -> bool:
         """CPU always; CUDA when plugrt's CUDA backend (CuPy and a GPU) is usable."""
         try:
-            name = _device(device)
-        except TypeMismatchError:
-            return False
-        if name == "cpu":
-            return True
-        try:
-            from ..backends.registry import get_backend
-
-            get_backend("cuda")
-        except Exception:
+            get_backend(_device(device))
+        except Exception:  # an unknown device, or CUDA without CuPy or a GPU
             return False
         return True
 

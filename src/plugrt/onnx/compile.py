@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 import onnx
 
+from ..backends.base import Backend
+from ..backends.registry import DEFAULT_DEVICE, check_device
 from ..core.dims import Dims
 from ..core.errors import ExecutionError, ShapeError, TypeMismatchError
 from ..core.logger import ILogger, RaisedErrorsLogger, Severity
@@ -44,7 +46,7 @@ ShapeRange = tuple[Sequence[int], Sequence[int], Sequence[int]]
 
 def compile(  # noqa: A001 - the public name mirrors torch.compile
     model: str | os.PathLike[str] | bytes | onnx.ModelProto,
-    device: str = "cpu",
+    device: str = DEFAULT_DEVICE,
     shapes: Mapping[str, ShapeRange] | None = None,
     logger: ILogger | None = None,
     external_data_dir: str | os.PathLike[str] | None = None,
@@ -63,7 +65,7 @@ def compile(  # noqa: A001 - the public name mirrors torch.compile
 class _Allocator(IOutputAllocator):
     """Places data-dependent outputs in arrays it owns (NumPy, or CuPy on the GPU)."""
 
-    def __init__(self, backend: Any) -> None:
+    def __init__(self, backend: Backend) -> None:
         super().__init__()
         self.backend = backend
         self.buffer = backend.xp.zeros(0, dtype=np.uint8)
@@ -84,7 +86,7 @@ class CompiledModel:
     def __init__(
         self,
         model: str | os.PathLike[str] | bytes | onnx.ModelProto,
-        device: str = "cpu",
+        device: str = DEFAULT_DEVICE,
         shapes: Mapping[str, ShapeRange] | None = None,
         logger: ILogger | None = None,
         external_data_dir: str | os.PathLike[str] | None = None,
@@ -92,8 +94,7 @@ class CompiledModel:
         from ..builder.builder import Builder
         from ..engine.runtime import Runtime
 
-        if device not in ("cpu", "cuda"):
-            raise TypeMismatchError(f"compile: device must be 'cpu' or 'cuda', got {device!r}")
+        check_device(device, "compile")
         self.logger: ILogger = logger or RaisedErrorsLogger(Severity.WARNING)  # errors are raised, not printed
         self.device = device
         self._builder = Builder(self.logger, device)
@@ -226,7 +227,7 @@ class CompiledModel:
     def _convert(self, name: str, value: Any) -> np.ndarray:
         declared = self._input_dtypes[name]
         engine_type = np.dtype(self.network_input_type(name))
-        if self.device == "cuda" and _is_device_array(value):
+        if self._runtime.backend.gpu and _is_device_array(value):
             return self._convert_device(name, value, declared, engine_type)
         if not isinstance(value, np.ndarray):
             try:
@@ -254,8 +255,7 @@ class CompiledModel:
 
     def _convert_device(self, name: str, value: Any, declared: np.dtype, engine_type: np.dtype) -> Any:
         """A GPU array (CuPy, or anything with ``__cuda_array_interface__`` / DLPack) taken without a copy."""
-        import cupy as cp
-
+        cp = self._runtime.backend.xp
         array = cp.asarray(value) if hasattr(value, "__cuda_array_interface__") else cp.from_dlpack(value)
         if array.dtype not in (declared, engine_type):
             raise TypeMismatchError(f"input {name!r} must be a {declared} array, got {array.dtype}")
@@ -267,7 +267,7 @@ class CompiledModel:
 
     def _run(self, arrays: dict[str, np.ndarray], stream: int = 0) -> dict[str, np.ndarray]:
         backend = self.engine.backend
-        on_device = backend.name == "cuda"
+        on_device = not backend.host_memory
         device_inputs = on_device and any(not isinstance(a, np.ndarray) for a in arrays.values())
         if on_device:  # host arrays are uploaded; device arrays are used in place
             arrays = {name: backend.xp.asarray(a) for name, a in arrays.items()}
@@ -300,7 +300,7 @@ class CompiledModel:
             count = int(np.prod(shape, dtype=np.int64))
             outputs[name] = allocator.buffer[: count * dtype.itemsize].view(dtype).reshape(shape).copy()
         if on_device and not device_inputs:  # host in, host out
-            outputs = {name: backend.xp.asnumpy(array) for name, array in outputs.items()}
+            outputs = {name: backend.to_host(array) for name, array in outputs.items()}
         return {name: self._deliver(name, outputs[name]) for name in self.output_names}
 
     def _deliver(self, name: str, array: np.ndarray) -> np.ndarray:

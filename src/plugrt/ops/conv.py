@@ -21,13 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.kernels.matmul import matmul_into
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..shape import constant
 from .base import Operator, ShapeExprs, register_operator
 from .blas_threads import blas_threads_for
 from .elementwise import FLOAT_TYPES, label
+from .products import matmul_into
 from .spatial import Window, tap_slices
 
 __all__ = ["ConvolutionOperator", "pack_conv_kernel"]

@@ -20,12 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.kernels.matmul import matmul_into
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..shape import DimensionOperation, IDimensionExpr, constant, operation
 from .base import Operator, ShapeExprs, register_operator
 from .elementwise import FLOAT_TYPES, label
+from .products import matmul_into
 from .spatial import Window, tap_slices
 
 __all__ = ["DeconvolutionOperator", "pack_deconv_kernel"]

@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.kernels.matmul import matmul_into
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..shape import constant
 from .base import Operator, ShapeExprs, register_operator
 from .elementwise import FLOAT_TYPES, label, merge_dim
+from .products import matmul_into
 
 __all__ = ["GemmOperator", "pack_gemm_weights"]
 

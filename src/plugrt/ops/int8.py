@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.kernels.matmul import matmul_into
 from ..core.errors import NetworkError, TypeMismatchError
 from ..core.types import DataType
 from .base import Operator
@@ -34,6 +33,7 @@ from .conv import ConvolutionOperator
 from .elementwise import label
 from .gemm import GemmOperator
 from .matrix_multiply import MatrixMultiplyOperator, _operand
+from .products import matmul_into
 
 __all__ = [
     "EXACT_BLOCK",

@@ -14,13 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.kernels.matmul import matmul_into
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..shape import IDimensionExpr
 from .base import Operator, ShapeExprs, register_operator
 from .blas_threads import blas_threads_for
 from .elementwise import FLOAT_TYPES, broadcast_dim, expect_inputs, label, merge_dim
+from .products import matmul_into
 
 __all__ = ["MatrixMultiplyOperator"]
 

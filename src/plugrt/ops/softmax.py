@@ -6,7 +6,7 @@ The axis is a bitmask, as in TensorRT; unset, it is TensorRT's default axis
 With ``scaled`` (set by the builder's fusion of a ``Mul`` by a one-element tensor, see
 :mod:`plugrt.builder.fusion`) a second input ``s`` multiplies ``x`` first:
 ``softmax(x * s)``. On the GPU a softmax over the last axis is one kernel
-(:mod:`plugrt.backends.kernels.softmax`).
+(:mod:`plugrt.ops.softmax_cuda`).
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ class SoftmaxOperator(Operator):
 
     def _launch_kernel(self, x: Any, out: Any, scale: Any) -> bool:
         """The one-pass GPU kernel, when the axis is the last one and the layout suits it."""
-        from ..backends.kernels.softmax import softmax_last_axis, supports
+        from .softmax_cuda import softmax_last_axis, supports
 
         last = (x.ndim - 1,)
         if self._axes != last or not supports(x.dtype, x.shape[-1]) or x.dtype != out.dtype:

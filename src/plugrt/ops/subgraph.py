@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.registry import backend_for
 from ..core.errors import ExecutionError, NetworkError, ShapeError
 from ..core.types import DataType
 from ..shape import DimensionOperation, constant, operation
@@ -44,13 +45,13 @@ class SubgraphEngine:
 
     def run(self, arrays: Sequence[Any], xp: Any) -> list[Any]:
         """The outputs for ``arrays`` (NumPy, or CuPy on the GPU; the same module comes back)."""
-        device = "cpu" if xp is np else "cuda"
-        signature = (device, *((tuple(a.shape), str(a.dtype)) for a in arrays))
+        backend = backend_for(xp)
+        signature = (backend.name, *((tuple(a.shape), str(a.dtype)) for a in arrays))
         bound = self._engines.get(signature)
         if bound is None:
-            bound = _BoundEngine(self._build(arrays, device), xp)
+            bound = _BoundEngine(self._build(arrays, backend.name), xp)
             self._engines[signature] = bound
-        stream = int(xp.cuda.get_current_stream().ptr) if device == "cuda" else 0
+        stream = backend.current_stream()
         results = bound.run(dict(zip(self.input_names, arrays)), stream)
         return [results[name] for name in self.output_names]
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.registry import backend_for
 from ..core.errors import NetworkError, TypeMismatchError
 from ..core.types import DataType
 from .base import Operator, ShapeExprs, register_operator
@@ -96,7 +97,7 @@ def erf(xp: Any, x: Any, out: Any) -> None:
 
     float32 and float16 NumPy arrays use :func:`~plugrt.ops.fast_math.erf_into` (within
     0.54 ulp, faster than SciPy's); other types SciPy (NumPy arrays) or CuPy's
-    ``cupyx.scipy.special`` when present, else :func:`erf_fallback`.
+    ``cupyx.scipy.special`` (the backend's ``special_function``) when present, else :func:`erf_fallback`.
     """
     if xp is np and out.dtype in (np.float32, np.float16):
         erf_into(x, out)
@@ -108,17 +109,10 @@ _ERF_CACHE: dict[str, Callable[..., Any]] = {}
 
 
 def _erf_function(xp: Any) -> Callable[..., Any]:
-    key = getattr(xp, "__name__", "")
-    if key not in _ERF_CACHE:
-        try:
-            if key.startswith("cupy"):
-                from cupyx.scipy.special import erf as found
-            else:
-                from scipy.special import erf as found
-        except ImportError:
-            found = _fallback_for(xp)
-        _ERF_CACHE[key] = found
-    return _ERF_CACHE[key]
+    backend = backend_for(xp)
+    if backend.name not in _ERF_CACHE:
+        _ERF_CACHE[backend.name] = backend.special_function("erf") or _fallback_for(xp)
+    return _ERF_CACHE[backend.name]
 
 
 def _fallback_for(xp: Any) -> Callable[..., Any]:

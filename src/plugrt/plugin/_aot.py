@@ -122,12 +122,9 @@ class AOTKernel:
         pointers); those get null pointers.
         """
         if self._function is None:
-            from ..backends.cuda import import_cupy
+            from ..backends.cuda import load_ptx_kernel
 
-            cp = import_cupy()
-            module = cp.cuda.function.Module()
-            module.load(self.ptx)
-            self._function = module.get_function(self.name)
+            self._function = load_ptx_kernel(self.ptx, self.name)
             self._padding = max(0, _ptx_param_count(self.ptx, self.name) - explicit_params)
         return self._function
 
@@ -135,13 +132,11 @@ class AOTKernel:
         self, resolved: tuple[Any, Any, int, list[Any]], inputs: Sequence[int], outputs: Sequence[int], stream: int
     ) -> None:
         """Launch on ``stream``: input pointers, scalars, output pointers (and zeros for hidden parameters)."""
-        from ..backends.cuda import cupy_stream
-
         grid, block, shared, scalars = resolved
         function = self.load(len(inputs) + len(scalars) + len(outputs))
         args = [np.uint64(p) for p in inputs] + list(scalars) + [np.uint64(p) for p in outputs]
         args += [np.uint64(0)] * self._padding
-        function(grid, block, tuple(args), shared_mem=int(shared), stream=cupy_stream(stream))
+        function(grid, block, tuple(args), int(shared), stream)
 
     # --- plan storage ------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..backends.cpu import as_array
-from ..backends.memory import active_device
+from ..backends.registry import active_backend, backend_class, gpu_backend
+from ..backends.views import as_array
 from ..core.errors import FieldError, PluginDefinitionError, PluginError, PlugrtError
 from ..core.types import DataType, TensorFormat
 from ..interfaces.descriptors import DynamicPluginTensorDesc, PluginTensorDesc
@@ -344,7 +344,7 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3One
 
     def attach_to_context(self, resource_context: IPluginResourceContext) -> QuickPlugin:
         made = self.clone()
-        if self.aot and resource_context.backend != "cuda":
+        if self.aot and not backend_class(resource_context.backend).gpu:
             d = self.definition
             if d.impl_func is None or any(name not in self.attrs for name in d.impl_attrs):
                 raise self._aot_needs_cuda()
@@ -357,7 +357,7 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3One
     def on_shape_change(self, inputs: list[PluginTensorDesc], outputs: list[PluginTensorDesc]) -> None:
         self._tensors = None
         self._resolved = None
-        if self.aot and active_device() == "cuda":
+        if self.aot and active_backend().gpu:
             self._resolved = self._kernel().resolve([list(d.dims) for d in inputs], f"QDP plugin {self.plugin_id!r}")
 
     def _kernel(self) -> AOTKernel:
@@ -380,12 +380,12 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3One
         workspace: int,
         stream: int,
     ) -> None:
-        device = active_device()
+        backend = active_backend()
         if self.aot:
             if self.inputs is not None:  # a build instance: only tactic timing enqueues it
                 self._time_on_device(input_desc, inputs, outputs, output_desc, stream)
                 return
-            if device != "cuda":
+            if not backend.gpu:
                 raise self._aot_needs_cuda()
             kernel = self._kernel()
             resolved = self._resolved or kernel.resolve(
@@ -399,7 +399,7 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3One
                 f"QDP plugin {self.plugin_id!r} has no JIT implementation; define @trtp.impl({self.plugin_id!r})"
             )
         inputs = self._in_place(input_desc, inputs, outputs, stream)
-        ins, outs = self._tensors_for(input_desc, output_desc, inputs, outputs, stream, device)
+        ins, outs = self._tensors_for(input_desc, output_desc, inputs, outputs, stream, backend.name)
         values = [self.attrs[k] for k in d.impl_attrs]
         if d.impl_takes_tactic:
             values = [*values, outs, stream, self.tactic]
@@ -421,29 +421,25 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3One
         """One timing run of an AOT kernel at build (each kernel is compiled once per build): on the
         given buffers and stream in a GPU build (``Builder(device="cuda")``); in a CPU build the host
         buffers are copied to the GPU, where CuPy sees one."""
-        if active_device() == "cuda":
+        if active_backend().gpu:
             kernel = self._kernel()
             kernel.launch_on(
                 kernel.resolve([list(d.dims) for d in input_desc], self.plugin_id), inputs, outputs, stream
             )
             return
         try:
-            from ..backends.cuda import import_cupy
-
-            cp = import_cupy()
-            if cp.cuda.runtime.getDeviceCount() < 1:
-                raise RuntimeError("no CUDA device is visible")
+            gpu = gpu_backend()
         except Exception as exc:
             raise PluginError(
                 f"QDP plugin {self.plugin_id!r}: its AOT kernels can be timed only on a GPU ({exc}); on this machine "
                 "give its AutoTuneCombinations no custom tactics (aot_impl is then called with tactic 0)"
             ) from None
         kernel = self._kernel()
-        on_device_in = [cp.asarray(as_array(p, d)) for p, d in zip(inputs, input_desc)]
-        on_device_out = [cp.asarray(as_array(p, d)) for p, d in zip(outputs, output_desc)]
+        on_device_in = [gpu.xp.asarray(as_array(p, d)) for p, d in zip(inputs, input_desc)]
+        on_device_out = [gpu.xp.asarray(as_array(p, d)) for p, d in zip(outputs, output_desc)]
         resolved = kernel.resolve([list(d.dims) for d in input_desc], f"QDP plugin {self.plugin_id!r}")
-        kernel.launch_on(resolved, [int(a.data.ptr) for a in on_device_in], [int(a.data.ptr) for a in on_device_out], 0)
-        cp.cuda.Stream.null.synchronize()
+        kernel.launch_on(resolved, [gpu.address_of(a) for a in on_device_in], [gpu.address_of(a) for a in on_device_out], 0)
+        gpu.synchronize(0)
 
     def _in_place(
         self, input_desc: Sequence[PluginTensorDesc], inputs: Sequence[int], outputs: Sequence[int], stream: int
@@ -455,13 +451,8 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3One
         for out, inp in enumerate(self._run_facts()[0]):
             if inp >= 0 and outputs[out] != inputs[inp]:
                 source, target = as_array(inputs[inp], input_desc[inp]), as_array(outputs[out], input_desc[inp])
-                if isinstance(target, np.ndarray):
-                    np.copyto(target, source)
-                else:
-                    from ..backends.cuda import cupy_stream
-
-                    with cupy_stream(stream):
-                        target[...] = source
+                with active_backend().stream_scope(stream):
+                    target[...] = source
                 pointers[inp] = outputs[out]
         return pointers
 

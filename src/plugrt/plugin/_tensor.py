@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.registry import DEFAULT_DEVICE, backend_class, get_backend
 from ..core.errors import PluginDefinitionError
 from ..core.types import DataType, TensorFormat, nptype
 from ..interfaces.descriptors import PluginTensorDesc
@@ -39,7 +40,7 @@ class Tensor:
         self._aliased_to: Tensor | None = None
         self._stream = 0
         self._read_only = False
-        self._device = "cpu"
+        self._device = DEFAULT_DEVICE
         self._elements = 0
         self._immutable = False
 
@@ -179,7 +180,7 @@ class Tensor:
 
     @property
     def __array_interface__(self) -> dict[str, Any]:
-        if self._device != "cpu":
+        if not backend_class(self._device).host_memory:
             raise AttributeError(
                 "__array_interface__: this Tensor lives in CUDA device memory; use __cuda_array_interface__ "
                 "(torch.as_tensor(t, device='cuda'), cp.asarray(t)) or __dlpack__"
@@ -194,7 +195,7 @@ class Tensor:
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
-        if self._device != "cuda":
+        if not backend_class(self._device).gpu:
             raise AttributeError(
                 "__cuda_array_interface__: this Tensor lives in host memory (a CPU engine); use np.asarray(t) "
                 "(__array_interface__) or __dlpack__"
@@ -209,20 +210,14 @@ class Tensor:
         return cached
 
     def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
-        if self._device == "cuda":
-            import cupy
-
-            with cupy.cuda.ExternalStream(self._stream) if self._stream else cupy.cuda.Stream.null:
-                return cupy.asarray(self).__dlpack__(stream=stream, **kwargs)
-        view = np.asarray(_Writable(self))
-        return view.__dlpack__(**kwargs)
+        if backend_class(self._device).host_memory:
+            return np.asarray(_Writable(self)).__dlpack__(**kwargs)
+        backend = get_backend(self._device)
+        with backend.stream_scope(self._stream):
+            return backend.xp.asarray(self).__dlpack__(stream=stream, **kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        if self._device == "cuda":
-            import cupy
-
-            return (2, int(cupy.cuda.runtime.getDevice()))
-        return (1, 0)
+        return get_backend(self._device).dlpack_device()
 
     def __repr__(self) -> str:
         return f"Tensor(shape={self._shape}, dtype={self._dtype!r}, format={self._format!r}, device={self._device!r})"

@@ -8,7 +8,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..backends.cpu import as_array
+from ..backends.registry import active_backend
+from ..backends.views import as_array
 from ..core.errors import ShapeError
 from ..core.logger import ILogger
 from ..core.types import DataType
@@ -23,6 +24,7 @@ __all__ = [
     "check_dim",
     "copy_to",
     "host_buffers",
+    "on_gpu",
     "plugin_arrays",
 ]
 
@@ -103,6 +105,12 @@ def check_dim(plugin: str, what: str, actual: int, expected: int) -> None:
         raise ShapeError(f"{plugin}: {what} must be {expected}, got {actual}")
 
 
+def on_gpu() -> bool:
+    """True while a GPU engine (or build) calls the plugin: its buffers are device memory and
+    compiled CUDA kernels can run on them."""
+    return active_backend().gpu
+
+
 @contextmanager
 def host_buffers(
     inputs: Sequence[int], input_desc: Sequence[Any], outputs: Sequence[int], output_desc: Sequence[Any], stream: int
@@ -116,18 +124,16 @@ def host_buffers(
     larger than their GPU kernels handle; every other library kernel runs on the
     engine's device through :func:`plugin_arrays`.
     """
-    ins = [as_array(p, d) for p, d in zip(inputs, input_desc)]
-    outs = [as_array(p, d) for p, d in zip(outputs, output_desc)]
-    if all(isinstance(a, np.ndarray) for a in ins + outs):
+    backend = active_backend()
+    ins, outs = _views(inputs, input_desc), _views(outputs, output_desc)
+    if backend.host_memory:
         yield ins, outs
         return
-    from ..backends.cuda import cupy_stream
-
-    with cupy_stream(stream):
+    with backend.stream_scope(stream):
         host_outs = [np.empty(a.shape, a.dtype) for a in outs]
-        yield [a if isinstance(a, np.ndarray) else a.get() for a in ins], host_outs
+        yield [backend.to_host(a) for a in ins], host_outs
         for device, host in zip(outs, host_outs):
-            device.set(host)
+            backend.copy_from_host(device, host)
 
 
 @contextmanager
@@ -149,23 +155,13 @@ def plugin_arrays(
     >>> xp is np, y.tolist()
     (True, [0.0, 2.0, 4.0])
     """
-    from ..backends.memory import active_device
+    backend = active_backend()
+    with backend.stream_scope(stream):
+        yield backend.xp, _views(inputs, input_desc), _views(outputs, output_desc)
 
-    if active_device() != "cuda":
-        yield (
-            np,
-            [as_array(p, d) for p, d in zip(inputs, input_desc)],
-            [as_array(p, d) for p, d in zip(outputs, output_desc)],
-        )
-        return
-    from ..backends.cuda import cupy_stream, import_cupy
 
-    with cupy_stream(stream):
-        yield (
-            import_cupy(),
-            [as_array(p, d) for p, d in zip(inputs, input_desc)],
-            [as_array(p, d) for p, d in zip(outputs, output_desc)],
-        )
+def _views(addresses: Sequence[int], descs: Sequence[Any]) -> list[Any]:
+    return [as_array(p, d) for p, d in zip(addresses, descs)]
 
 
 def copy_to(view: Any, values: np.ndarray) -> None:

@@ -3,8 +3,8 @@
 Same results as :func:`~plugrt.plugins.batched_nms_kernel.batched_nms` and
 :func:`~plugrt.plugins.efficient_nms.efficient_nms` (the tests compare them), computed
 entirely on the device on the engine's stream: ranking with
-:func:`~plugrt.backends.kernels.nms.top_k_rows`, suppression with
-:func:`~plugrt.backends.kernels.nms.nms_keep`, and CuPy element-wise work in between.
+:func:`~plugrt.plugins._nms_cuda.top_k_rows`, suppression with
+:func:`~plugrt.plugins._nms_cuda.nms_keep`, and CuPy element-wise work in between.
 Shapes never depend on data, so nothing is read back and the work can be captured in a
 CUDA graph.
 """
@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.kernels.nms import MAX_K, gather_corners, nms_keep, top_k_rows, write_detections
+from ..backends.registry import gpu_backend
+from ._nms_cuda import MAX_K, gather_corners, nms_keep, top_k_rows, write_detections
 
 __all__ = ["batched_nms_device", "efficient_nms_device", "fits_device"]
 
@@ -31,7 +32,7 @@ def _corners(cp: Any, boxes: Any) -> Any:
 
 def batched_nms_device(boxes: Any, scores: Any, config: Any, outputs: tuple[Any, Any, Any, Any]) -> None:
     """BatchedNMS on CuPy arrays (``config`` is a :class:`~plugrt.plugins.batched_nms_kernel.NMSConfig`)."""
-    import cupy as cp
+    cp = gpu_backend().xp
 
     batch, num_boxes = scores.shape[:2]
     classes = config.num_classes
@@ -73,7 +74,7 @@ def efficient_nms_device(
     boxes: Any, scores: Any, anchors: Any, params: dict[str, Any], threshold: float, outputs: tuple[Any, ...]
 ) -> None:
     """EfficientNMS on CuPy arrays; ``threshold`` is the score threshold already in the scores' space."""
-    import cupy as cp
+    cp = gpu_backend().xp
 
     from .efficient_nms import MAX_CANDIDATES
 

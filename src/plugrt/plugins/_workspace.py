@@ -21,13 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.cpu import host_view
-from ..backends.memory import active_device
+from ..backends.base import ALIGNMENT
+from ..backends.registry import active_backend
 from ..core.errors import ExecutionError
 
 __all__ = ["WorkspaceLayout"]
-
-_ALIGN = 256
 
 
 class WorkspaceLayout:
@@ -40,7 +38,7 @@ class WorkspaceLayout:
     def add(self, name: str, shape: tuple[int, ...], dtype: Any) -> WorkspaceLayout:
         """Reserve an array ``name`` of ``shape`` and ``dtype``; returns self for chaining."""
         np_dtype = np.dtype(dtype)
-        offset = -(-self.nbytes // _ALIGN) * _ALIGN
+        offset = -(-self.nbytes // ALIGNMENT) * ALIGNMENT
         shape = tuple(int(d) for d in shape)
         self._entries.append((name, shape, np_dtype, offset))
         self.nbytes = offset + int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
@@ -50,23 +48,17 @@ class WorkspaceLayout:
         """Views of the arrays inside the workspace at ``address`` (no copy).
 
         ``xp`` is the array module of the kernel that will use them (the one
-        :func:`~plugrt.plugins._base.plugin_arrays` yields). With NumPy the views are
-        NumPy arrays over host memory; while a CUDA engine runs (the workspace is device
-        memory) a NumPy kernel gets fresh host scratch instead. With CuPy they are CuPy
-        arrays over the device workspace itself.
+        :func:`~plugrt.plugins._base.plugin_arrays` yields). When it is the active backend's,
+        the views are over the workspace itself (NumPy arrays over host memory, CuPy arrays
+        over device memory); a NumPy kernel under a GPU engine (the workspace is device
+        memory) gets fresh host scratch instead.
         """
         if available is not None and available < self.nbytes:
             raise ExecutionError(f"workspace of {available} bytes is smaller than the {self.nbytes} bytes needed")
-        if xp is not np:
-            if self.nbytes == 0:
-                return self._views(xp.empty(1, dtype=np.uint8))
-            from ..backends.registry import get_backend
-
-            return self._views(get_backend("cuda").view(address, (self.nbytes,), np.uint8))
-        if self.nbytes == 0 or active_device() != "cpu":
-            return self.allocate()
-        raw = host_view(address, (self.nbytes,), np.uint8)
-        return self._views(raw)
+        backend = active_backend()
+        if self.nbytes == 0 or xp is not backend.xp:  # nothing to view, or a host kernel under a GPU engine
+            return self._views(xp.empty(max(self.nbytes, 1), dtype=np.uint8))
+        return self._views(backend.view(address, (self.nbytes,), np.uint8))
 
     def allocate(self) -> dict[str, np.ndarray]:
         """Fresh arrays laid out the same way (for calling a kernel outside an engine)."""

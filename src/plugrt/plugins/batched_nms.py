@@ -13,7 +13,7 @@ from typing import Any
 
 import plugrt as trt
 
-from ._base import FLOAT_TYPES, LibraryCreator, check_dim, host_buffers, plugin_arrays
+from ._base import FLOAT_TYPES, LibraryCreator, check_dim, host_buffers, on_gpu, plugin_arrays
 from ._nms_device import batched_nms_device, fits_device
 from ._schema import BOOL, FLOAT, INT, FieldSpec, Schema, at_least, between
 from .batched_nms_kernel import NMSConfig, batched_nms, workspace_layout
@@ -249,7 +249,7 @@ def _run(
     stream: int,
 ) -> None:
     """One BatchedNMS run: the GPU kernels on a CUDA engine, the NumPy pipeline otherwise."""
-    if trt.active_device() == "cuda" and fits_device(config.top_k, config.keep_top_k):
+    if on_gpu() and fits_device(config.top_k, config.keep_top_k):
         with plugin_arrays(inputs, input_desc, outputs, output_desc, stream) as (_, (boxes, scores), results):
             batched_nms_device(boxes, scores, config, tuple(results))  # type: ignore[arg-type]
         return

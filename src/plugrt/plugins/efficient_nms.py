@@ -22,7 +22,7 @@ import numpy as np
 
 import plugrt as trt
 
-from ._base import FLOAT_TYPES, LibraryCreator, SchemaSerialized, check_dim, host_buffers, plugin_arrays
+from ._base import FLOAT_TYPES, LibraryCreator, SchemaSerialized, check_dim, host_buffers, on_gpu, plugin_arrays
 from ._nms import OverlapRule, corners, greedy_nms, top_k_desc
 from ._nms_device import efficient_nms_device
 from ._schema import BOOL, FLOAT, INT, FieldSpec, Schema, at_least, between, one_of
@@ -187,7 +187,7 @@ class EfficientNMSPlugin(SchemaSerialized, trt.IPluginV2DynamicExt):
         workspace: int,
         stream: int,
     ) -> int:
-        if trt.active_device() == "cuda":  # at most MAX_CANDIDATES enter NMS: always within the GPU kernels' range
+        if on_gpu():  # at most MAX_CANDIDATES enter NMS: always within the GPU kernels' range
             with plugin_arrays(inputs, input_desc, outputs, output_desc, stream) as (_, arrays, results):
                 anchors = arrays[2] if len(arrays) == 3 else None
                 threshold = float(score_threshold(self.params))

@@ -24,7 +24,7 @@ import numpy as np
 
 import plugrt as trt
 
-from ._base import FLOAT_TYPES, LibraryCreator, copy_to, plugin_arrays
+from ._base import FLOAT_TYPES, LibraryCreator, copy_to, on_gpu, plugin_arrays
 from ._norm import standardize
 from ._schema import FLOAT, FLOATS, INT, FieldSpec, Schema, at_least
 from ._workspace import WorkspaceLayout
@@ -134,7 +134,7 @@ class LayerNormPlugin(trt.IPluginV2DynamicExt):
         if self.device_gamma is None or self.device_beta is None:
             raise trt.ExecutionError(f"{self.NAME}: enqueue before initialize(): gamma/beta are not in backend memory")
         cols = self.gamma.size
-        if trt.active_device() == "cuda" and self._launch_cuda(input_desc[0], inputs[0], outputs[0], cols, stream):
+        if on_gpu() and self._launch_cuda(input_desc[0], inputs[0], outputs[0], cols, stream):
             return 0
         # elsewhere (the CPU, or rows the kernel does not take): standardize, on the engine's device
         with plugin_arrays(inputs, input_desc, outputs, output_desc, stream) as (xp, (x,), (y,)):
@@ -147,7 +147,7 @@ class LayerNormPlugin(trt.IPluginV2DynamicExt):
 
     def _launch_cuda(self, desc: trt.PluginTensorDesc, x: int, y: int, cols: int, stream: int) -> bool:
         """On a CUDA engine, the one-pass LayerNorm kernel when it supports the shape; False otherwise."""
-        from ..backends.kernels.layer_norm import layer_norm_cuda, supports
+        from ._layer_norm_cuda import layer_norm_cuda, supports
 
         dtype = trt.nptype(desc.type)
         if not supports(dtype, cols) or x % 16 or y % 16:

@@ -170,10 +170,10 @@ def _average_device(xp: Any, data: Any, batch: Any, weights_y: Any, weights_x: A
 
     The row weights are spread over a one-hot batch axis (zeros for an index outside
     ``[0, N)``), so one matrix product against all images at once picks each ROI's own.
-    Products go through :func:`~plugrt.backends.kernels.matmul.matmul_into` (capturable in
+    Products go through :func:`~plugrt.ops.products.matmul_into` (capturable in
     a CUDA graph when PyTorch is installed, as for the engine's own matrix products).
     """
-    from ..backends.kernels.matmul import matmul_into
+    from ..ops.products import matmul_into
 
     n, channels, height, width = data.shape
     rois, bins_h, _ = weights_y.shape

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..backends.base import ALIGNMENT
+
 __all__ = ["GUARD_BYTE", "POISON_A", "POISON_B", "GuardedBuffer", "unwritten_mask"]
 
 GUARD_BYTE = 0xCD
 #: Poison patterns: all-ones bytes (NaN for floats, -1 for ints), then 0x7F bytes (a huge finite value).
 POISON_A = 0xFF
 POISON_B = 0x7F
-_ALIGN = 256
 
 
 def _guard_size(nbytes: int) -> int:
@@ -34,8 +35,8 @@ class GuardedBuffer:
     def __init__(self, nbytes: int, fill: int | None = None) -> None:
         self.nbytes = int(nbytes)
         self.guard = _guard_size(self.nbytes)
-        self._raw = np.full(self.guard * 2 + self.nbytes + _ALIGN, GUARD_BYTE, dtype=np.uint8)
-        shift = (-(self._raw.ctypes.data + self.guard)) % _ALIGN
+        self._raw = np.full(self.guard * 2 + self.nbytes + ALIGNMENT, GUARD_BYTE, dtype=np.uint8)
+        shift = (-(self._raw.ctypes.data + self.guard)) % ALIGNMENT
         self.start = shift + self.guard
         if fill is not None:
             self.data[:] = fill

@@ -91,12 +91,12 @@ def build_plan(ctx: Any) -> bytes:
 
 
 class PaddedBuffer:
-    """``nbytes`` of device memory (``device='cuda'``) or pinned host memory, padded on both sides."""
+    """``nbytes`` of device memory (``device_memory``) or pinned host memory, padded on both sides."""
 
-    def __init__(self, cp: Any, device: str, nbytes: int) -> None:
-        self.cp, self.device, self.nbytes = cp, device, int(nbytes)
+    def __init__(self, cp: Any, device_memory: bool, nbytes: int) -> None:
+        self.cp, self.nbytes = cp, int(nbytes)
         total = self.nbytes + 2 * _PAD
-        if device == "cuda":
+        if device_memory:
             self._owner: Any = cp.empty(total, dtype=cp.uint8)
             self._host: np.ndarray | None = None
             base = int(self._owner.data.ptr)
@@ -156,7 +156,7 @@ class EngineRunner:
                 self.outputs.append((self._bind(name, volume(shape) * dtype.itemsize, engine), dtype, shape))
 
     def _bind(self, name: str, nbytes: int, engine: Any) -> PaddedBuffer:
-        buffer = PaddedBuffer(self.cp, engine.backend.name, nbytes)
+        buffer = PaddedBuffer(self.cp, not engine.backend.host_memory, nbytes)
         self.context.set_tensor_address(name, buffer.ptr)
         return buffer
 

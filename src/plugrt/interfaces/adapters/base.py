@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ...backends.base import Backend
 from ...core.dims import Dims
 from ...core.errors import FormatNegotiationError, PluginError, TypeMismatchError
 from ...core.layouts import SUPPORTED_FORMATS, format_min_rank
@@ -89,7 +90,7 @@ class BuildRequest:
     workspace_limit: int = 1 << 40
     extra: dict[str, Any] = field(default_factory=dict)
     #: the backend of the build device (``Builder(device=...)``): tactics are timed there; None is the CPU
-    backend: Any = None
+    backend: Backend | None = None
 
 
 def plugin_label(name: str, version: str, namespace: str) -> str:

@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from ...backends.memory import using_device
+from ...backends.base import Backend
+from ...backends.registry import DEFAULT_DEVICE, get_backend, using_backend
 from ...core.dims import Dims
 from ...core.errors import BuildError, MissingHookError, PluginError, TypeMismatchError
 from ...core.layouts import storage_shape
@@ -206,7 +207,7 @@ class V3Adapter(PluginAdapter):
         return best
 
     def _time_tactics(
-        self, tactics: list[int], inputs: list[Port], outputs: list[Port], workspace: int, backend: Any = None
+        self, tactics: list[int], inputs: list[Port], outputs: list[Port], workspace: int, backend: Backend | None = None
     ) -> int:
         """Time each tactic with every descriptor at the profile's opt dims, as TensorRT does.
 
@@ -216,9 +217,7 @@ class V3Adapter(PluginAdapter):
         plugin sizing work from its output descriptor sees the same shapes it sees for its inputs.
         """
         if backend is None:
-            from ...backends.registry import get_backend
-
-            backend = get_backend("cpu")
+            backend = get_backend(DEFAULT_DEVICE)
         runtime = _capability(self._root, Phase.BUILD, PluginCapabilityType.RUNTIME)
         owners: list[Any] = []
 
@@ -244,7 +243,7 @@ class V3Adapter(PluginAdapter):
         try:
             # the plugin's hooks see the build device as the active one (as_array, plugin_arrays and
             # decorator plugins' Tensors then describe device memory on CUDA)
-            with using_device(backend.name):
+            with using_backend(backend):
                 for tactic in tactics:
                     runtime(Phase.BUILD, "set_tactic", tactic)
                     runtime(Phase.BUILD, "on_shape_change", in_descs, out_descs)

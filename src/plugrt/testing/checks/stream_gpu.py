@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ...backends.registry import gpu_backend
 from ...core.errors import MissingBackendError
 from ...engine.runtime import Runtime
 from ..buffers import POISON_A, POISON_B, unwritten_mask
@@ -85,9 +86,7 @@ class StreamGate:
 
 
 def _cupy() -> Any:
-    from ...backends.cuda import import_cupy
-
-    return import_cupy()
+    return gpu_backend().xp
 
 
 def _written(array: np.ndarray, byte: int) -> np.ndarray:
@@ -198,7 +197,7 @@ def check_stream_gpu(ctx: CheckContext) -> str:
         identity = ctx.driver.identity(ctx.first)
         with creator_registered(ctx.creator, identity[2]):
             plan = build_plan(ctx)
-            gpu_engine = Runtime(quiet_logger(), device="cuda").deserialize_cuda_engine(plan)
+            gpu_engine = Runtime(quiet_logger(), device=gpu_backend().name).deserialize_cuda_engine(plan)
             cpu_engine = Runtime(quiet_logger()).deserialize_cuda_engine(plan)
     except HookError as exc:
         ctx.blame("stream-gpu", exc)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ...backends.registry import DEFAULT_DEVICE
 from ...core.dims import Dims
 from ...core.errors import FormatNegotiationError
 from ...core.types import DataType, TensorFormat
@@ -31,7 +32,7 @@ Shapes = Sequence[Sequence[int]]
 
 def resource_context() -> IPluginResourceContext:
     """What ``attach_to_context`` receives from the checker (the CPU backend)."""
-    return IPluginResourceContext("cpu")
+    return IPluginResourceContext(DEFAULT_DEVICE)
 
 
 @dataclass(frozen=True)

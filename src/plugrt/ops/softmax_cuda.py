@@ -10,12 +10,11 @@ first, as the separate ``Mul`` layer would store it).
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
 
-from ..cuda import import_cupy
+from ..backends.cuda import CudaModule
 
 __all__ = ["MAX_COLS", "softmax_last_axis", "supports"]
 
@@ -71,8 +70,7 @@ __global__ void softmax_rows(const T* __restrict__ x, const T* __restrict__ scal
 }
 """
 
-_LOCK = threading.Lock()
-_KERNELS: dict[tuple[str, int], Any] = {}
+_MODULE = CudaModule(_SOURCE)
 
 
 def supports(dtype: Any, cols: int) -> bool:
@@ -84,14 +82,7 @@ def _kernel(dtype: np.dtype, cols: int) -> Any:
     per_lane = 1
     while 32 * per_lane < cols:
         per_lane *= 2
-    key = (dtype.str, per_lane)
-    with _LOCK:
-        if key not in _KERNELS:
-            cp = import_cupy()
-            name = f"softmax_rows<{'float' if dtype == np.float32 else '__half'}, {per_lane}>"
-            module = cp.RawModule(code=_SOURCE, options=("--std=c++14",), name_expressions=[name])
-            _KERNELS[key] = module.get_function(name)
-        return _KERNELS[key]
+    return _MODULE.function(f"softmax_rows<{'float' if dtype == np.float32 else '__half'}, {per_lane}>")
 
 
 def softmax_last_axis(x: Any, out: Any, scale: Any = None) -> None:
@@ -100,12 +91,11 @@ def softmax_last_axis(x: Any, out: Any, scale: Any = None) -> None:
     ``x`` and ``out``: C-contiguous CuPy arrays of one dtype with :func:`supports`;
     ``scale``: None or a one-element CuPy array of that dtype.
     """
-    cp = import_cupy()
     cols = int(x.shape[-1]) if x.ndim else 1
     rows = int(x.size) // cols if cols else 0
     if rows == 0:
         return
     kernel = _kernel(np.dtype(x.dtype), cols)
     grid = (rows + _ROWS_PER_BLOCK - 1) // _ROWS_PER_BLOCK
-    scale_arg = scale if scale is not None else cp.uint64(0)
+    scale_arg = scale if scale is not None else np.uint64(0)
     kernel((grid,), (32 * _ROWS_PER_BLOCK,), (x, scale_arg, out, np.int32(rows), np.int32(cols)))

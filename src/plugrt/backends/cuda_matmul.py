@@ -1,8 +1,8 @@
-"""Matrix products into a given buffer, on either device.
+"""Matrix products into a given buffer on the GPU, capturable in a CUDA graph where PyTorch is installed.
 
-On the GPU, CuPy's cuBLAS calls refuse to run while a stream is being captured
-into a CUDA graph; PyTorch's do not. So when PyTorch is installed, GPU products go
-through ``torch.matmul(..., out=)`` on the current CuPy stream (zero-copy views through
+CuPy's cuBLAS calls refuse to run while a stream is being captured into a CUDA graph;
+PyTorch's do not. So when PyTorch is installed, products go through
+``torch.matmul(..., out=)`` on the current CuPy stream (zero-copy views through
 ``__cuda_array_interface__``), which also makes engines with matrix products
 capturable. Without PyTorch, CuPy's matmul is used (and graph capture of such
 engines raises a clear error).
@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import importlib.util
 from typing import Any
-
-import numpy as np
 
 __all__ = ["matmul_into"]
 
@@ -32,21 +30,21 @@ def _torch_stream(torch: Any, handle: int) -> Any:
     return stream
 
 
-def matmul_into(xp: Any, a: Any, b: Any, out: Any, bias: Any = None) -> None:
-    """``out[...] = a @ b`` (NumPy broadcasting rules), plus ``bias`` (broadcast over the
-    last axis) when given; ``out`` is C-contiguous.
+def matmul_into(cp: Any, a: Any, b: Any, out: Any, bias: Any = None) -> None:
+    """``out[...] = a @ b`` on CuPy arrays (NumPy broadcasting rules), plus ``bias`` (broadcast over
+    the last axis) when given; ``out`` is C-contiguous.
 
-    On the GPU with PyTorch, a product of a (batched) matrix and one matrix with a bias is one
-    ``addmm`` (cuBLAS adds the bias in the product's epilogue).
+    With PyTorch, a product of a (batched) matrix and one matrix with a bias is one ``addmm``
+    (cuBLAS adds the bias in the product's epilogue).
     """
-    if xp is np or not _HAS_TORCH:
-        xp.matmul(a, b, out=out)
+    if not _HAS_TORCH:
+        cp.matmul(a, b, out=out)
         if bias is not None:
-            xp.add(out, bias, out=out)
+            cp.add(out, bias, out=out)
         return
     import torch
 
-    with torch.cuda.stream(_torch_stream(torch, xp.cuda.get_current_stream().ptr)):
+    with torch.cuda.stream(_torch_stream(torch, cp.cuda.get_current_stream().ptr)):
         ta, tb, tout = (torch.as_tensor(t, device="cuda") for t in (a, b, out))
         if bias is None:
             torch.matmul(ta, tb, out=tout)

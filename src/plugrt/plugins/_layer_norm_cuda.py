@@ -11,12 +11,12 @@ first use, so the per-thread work is fully unrolled.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
 
-from ..cuda import cupy_stream, import_cupy
+from ..backends.cuda import CudaModule
+from ..backends.registry import gpu_backend
 
 __all__ = ["layer_norm_cuda", "supports"]
 
@@ -94,8 +94,7 @@ layer_norm(const T* __restrict__ x, const float* __restrict__ gamma, const float
 }
 """
 
-_LOCK = threading.Lock()
-_KERNELS: dict[tuple[str, int, int], tuple[Any, int]] = {}
+_MODULE = CudaModule(_SOURCE)
 
 
 def _threads_per_row(cols: int, vec: int) -> int | None:
@@ -120,17 +119,10 @@ def supports(dtype: Any, cols: int) -> bool:
 
 
 def _kernel(dtype: np.dtype, cols: int, threads_per_row: int | None = None) -> tuple[Any, int]:
-    key = (dtype.str, cols, threads_per_row or 0)
-    with _LOCK:
-        if key not in _KERNELS:
-            cp = import_cupy()
-            tpr = threads_per_row or _threads_per_row(cols, 16 // dtype.itemsize)
-            assert tpr is not None
-            ctype = "float" if dtype == np.float32 else "__half"
-            name = f"layer_norm<{ctype}, {cols}, {tpr}>"
-            module = cp.RawModule(code=_SOURCE, options=("--std=c++14",), name_expressions=[name])
-            _KERNELS[key] = (module.get_function(name), tpr)
-        return _KERNELS[key]
+    tpr = threads_per_row or _threads_per_row(cols, 16 // dtype.itemsize)
+    assert tpr is not None
+    ctype = "float" if dtype == np.float32 else "__half"
+    return _MODULE.function(f"layer_norm<{ctype}, {cols}, {tpr}>"), tpr
 
 
 def layer_norm_cuda(
@@ -149,15 +141,14 @@ def layer_norm_cuda(
 
     Requires :func:`supports` and 16-byte aligned addresses.
     """
-    cp = import_cupy()
     np_dtype = np.dtype(dtype)
     kernel, tpr = _kernel(np_dtype, cols, threads_per_row)
     block = max(tpr, 256)
     rows_per_block = block // tpr
     grid = (rows + rows_per_block - 1) // rows_per_block
-    with cupy_stream(stream):
+    with gpu_backend().stream_scope(stream):
         kernel(
             (grid,),
             (block,),
-            (cp.uint64(x), cp.uint64(gamma), cp.uint64(beta), cp.uint64(y), np.int32(rows), np.float32(eps)),
+            (np.uint64(x), np.uint64(gamma), np.uint64(beta), np.uint64(y), np.int32(rows), np.float32(eps)),
         )

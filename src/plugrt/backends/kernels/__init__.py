@@ -1,1 +1,0 @@
-"""Hand-written CUDA kernels (compiled with NVRTC through CuPy on first use)."""
