@@ -6,6 +6,7 @@ from typing import Any
 
 from ..core.types import DataType
 from ..interfaces.descriptors import PluginTensorDesc
+from .base import Backend
 from .registry import active_backend
 
 __all__ = ["as_array"]
@@ -13,7 +14,7 @@ __all__ = ["as_array"]
 # Views made by as_array, keyed by (address, id(desc), dtype, backend); the entry keeps the
 # descriptor alive so its id cannot be reused while cached. Plugins call as_array on
 # every enqueue with the descriptors the executor reuses, so most calls hit.
-_VIEW_CACHE: dict[tuple[int, int, object, str], tuple[object, Any]] = {}
+_VIEW_CACHE: dict[tuple[int, int, object, Backend], tuple[object, Any]] = {}
 _VIEW_CACHE_LIMIT = 4096
 
 
@@ -34,7 +35,7 @@ def as_array(address: int, desc: Any, dtype: DataType | None = None) -> Any:
     np.float32(5.0)
     """
     backend = active_backend()
-    key = (address, id(desc), dtype, backend.name)
+    key = (address, id(desc), dtype, backend)
     entry = _VIEW_CACHE.get(key)
     if entry is not None and entry[0] is desc:
         return entry[1]
