@@ -69,14 +69,14 @@ def test_release_during_a_collection_waits_for_the_next_safe_point() -> None:
 
 def test_no_context_variable_is_set_inside_a_collection(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[bool] = []
-    real = engine_module.using_device
+    real = engine_module.using_backend
 
-    def recording(device: str) -> Any:
+    def recording(backend: Any) -> Any:
         seen.append(finalizers.collecting())
-        return real(device)
+        return real(backend)
 
-    monkeypatch.setattr(engine_module, "using_device", recording)
-    monkeypatch.setattr(context_module, "using_device", recording)
+    monkeypatch.setattr(engine_module, "using_backend", recording)
+    monkeypatch.setattr(context_module, "using_backend", recording)
     engine, context, _ = _engine_and_context()
     _Cycle((engine, context))
     del engine, context
