@@ -20,7 +20,7 @@ from typing import Any
 from ..core.errors import PluginError, PlugrtError
 from ..core.logger import ILogger, Severity
 
-__all__ = ["CallRecorder", "Phase", "PluginCall", "PluginCaller", "trace_plugin_calls"]
+__all__ = ["ENGINE_ERRORS", "CallRecorder", "ErrorPolicy", "Phase", "PluginCall", "PluginCaller", "trace_plugin_calls"]
 
 
 class Phase:
@@ -99,22 +99,61 @@ def _context_error(exc: BaseException, context: str) -> PlugrtError:
     return PluginError(f"{context} raised {type(exc).__name__}: {exc}")
 
 
-class PluginCaller:
-    """Calls a plugin's hooks: records, logs and turns exceptions into :class:`PlugrtError`.
+class ErrorPolicy:
+    """What a :class:`PluginCaller` raises when a hook fails.
 
-    Every message names the layer, the plugin (type, version, namespace) and the hook.
+    ``raised``: the hook raised ``exc``; ``rejected``: the hook returned something the
+    adapter does not accept (``detail`` follows the hook's name, e.g. ``" returned -1;
+    expected a non-negative int"``). This default is the engine's: a :class:`PlugrtError`
+    naming the layer, the plugin and the hook. The conformance checker passes its own
+    policy, which attributes the failure to the check that owns the hook.
     """
 
-    def __init__(self, plugin: Any, layer: str, label: str, logger: ILogger | None) -> None:
+    def raised(self, caller: PluginCaller, phase: str, method: str, exc: Exception) -> Exception:
+        """The error for a hook that raised ``exc``."""
+        return _context_error(exc, caller.describe(method))
+
+    def rejected(
+        self, caller: PluginCaller, phase: str, method: str, detail: str, kind: type[PlugrtError]
+    ) -> Exception:
+        """The error for a hook whose answer is refused: a ``kind`` naming layer, plugin and hook."""
+        return kind(f"{caller.describe(method)}{detail}")
+
+
+#: The engine's policy (builder, runtime, executor).
+ENGINE_ERRORS = ErrorPolicy()
+
+
+class PluginCaller:
+    """Calls a plugin's hooks: records, logs and turns exceptions into errors by its :class:`ErrorPolicy`.
+
+    With the engine's policy every message names the layer, the plugin (type, version,
+    namespace) and the hook.
+    """
+
+    def __init__(
+        self, plugin: Any, layer: str, label: str, logger: ILogger | None, policy: ErrorPolicy | None = None
+    ) -> None:
         self.plugin = plugin
         self.layer = layer
         self.label = label
         self.logger = logger
+        self.policy = policy or ENGINE_ERRORS
         self._verbose = logger is not None and logger.enabled(Severity.VERBOSE)
 
     def describe(self, method: str) -> str:
         """'layer 'x' plugin Foo v1 (namespace '') hook enqueue'."""
         return f"layer {self.layer!r}, plugin {self.label}, {method}()"
+
+    def fail(
+        self, method: str, detail: str, kind: type[PlugrtError] = PluginError, phase: str = Phase.BUILD
+    ) -> Exception:
+        """The error to raise when ``method``'s answer is refused (``detail`` follows the hook's name)."""
+        return self.policy.rejected(self, phase, method, detail, kind)
+
+    def with_plugin(self, plugin: Any) -> PluginCaller:
+        """A caller for another object of the same plugin (a capability interface) in the same layer."""
+        return PluginCaller(plugin, self.layer, self.label, self.logger, self.policy)
 
     def __call__(self, phase: str, method: str, *args: Any) -> Any:
         """Call ``plugin.method(*args)`` in ``phase``."""
@@ -123,14 +162,14 @@ class PluginCaller:
             hook: Callable[..., Any] = getattr(self.plugin, method)
             return hook(*args)
         except Exception as exc:
-            raise _context_error(exc, self.describe(method)) from exc
+            raise self.policy.raised(self, phase, method, exc) from exc
 
     def bound(self, phase: str, method: str) -> Callable[..., Any]:
         """A fast callable for one hook, used on the inference path."""
         hook: Callable[..., Any] = getattr(self.plugin, method)
         note = self.note
         verbose = self._verbose
-        describe = self.describe
+        raised = self.policy.raised
 
         def call(*args: Any) -> Any:
             if _ACTIVE or verbose:
@@ -138,7 +177,7 @@ class PluginCaller:
             try:
                 return hook(*args)
             except Exception as exc:
-                raise _context_error(exc, describe(method)) from exc
+                raise raised(self, phase, method, exc) from exc
 
         return call
 

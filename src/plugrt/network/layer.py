@@ -8,6 +8,7 @@ from ..core.dims import Dims
 from ..core.enums import TrtEnum
 from ..core.errors import NetworkError, TypeMismatchError
 from ..core.types import DataType
+from ..interfaces.adapters import adapter_for_plugin
 from .tensor import ITensor
 
 if TYPE_CHECKING:
@@ -141,8 +142,7 @@ class IPluginV2Layer(ILayer):
     layer_type = LayerType.PLUGIN_V2
 
     def __init__(self, network: Any, inputs: list[ITensor | None], plugin: Any) -> None:
-        num_outputs = _plugin_num_outputs(plugin)
-        super().__init__(network, inputs, num_outputs)
+        super().__init__(network, inputs, _declared_outputs(plugin))
         self.plugin = plugin
 
 
@@ -152,13 +152,7 @@ class IPluginV3Layer(ILayer):
     layer_type = LayerType.PLUGIN_V3
 
     def __init__(self, network: Any, inputs: list[ITensor | None], shape_inputs: list[ITensor], plugin: Any) -> None:
-        build = plugin.get_capability_interface(_build_capability())
-        if build is None:
-            raise TypeMismatchError(
-                f"add_plugin_v3: {type(plugin).__name__}.get_capability_interface(BUILD) returned None; "
-                "a V3 plugin must provide IPluginV3OneBuild"
-            )
-        super().__init__(network, inputs, _plugin_num_outputs(build))
+        super().__init__(network, inputs, _declared_outputs(plugin))
         self.shape_inputs = list(shape_inputs)
         self.plugin = plugin
 
@@ -167,14 +161,6 @@ class IPluginV3Layer(ILayer):
         return self.plugin
 
 
-def _build_capability() -> Any:
-    from ..interfaces.v3 import PluginCapabilityType
-
-    return PluginCapabilityType.BUILD
-
-
-def _plugin_num_outputs(plugin: Any) -> int:
-    count = getattr(plugin, "num_outputs", None)
-    if not isinstance(count, int) or count < 0:
-        raise TypeMismatchError(f"plugin {type(plugin).__name__}.num_outputs must be a non-negative int, got {count!r}")
-    return count
+def _declared_outputs(plugin: Any) -> int:
+    """The plugin's output count, asked through its family's adapter (the only code calling plugin hooks)."""
+    return adapter_for_plugin(plugin, "", None).declared_outputs(plugin)

@@ -156,7 +156,7 @@ def check_plugin(
             atol=atol,
             name=name,
         )
-        identity = ctx.driver.identity(ctx.first)
+        identity = ctx.driver.raw_identity(ctx.first)
     except HookError as exc:
         if exc.hook == "create_plugin" and isinstance(exc.__cause__, FieldError):
             # the fields the caller gave do not make a plugin: a usage error, not the plugin's fault

@@ -21,7 +21,7 @@ from ..interfaces.registry import get_plugin_registry
 from ..interfaces.v2 import IPluginV2
 from ..interfaces.v3 import IPluginV3, TensorRTPhase
 from .buffers import POISON_A, POISON_B
-from .drivers import Combination, Driver, OutputRule, driver_for
+from .driver import Combination, OutputRule, PluginDriver, checked_plugin, driver_for
 from .fields import make_fields
 from .hooks import HookError, call, hint_for
 from .report import CheckFailedError, CheckSkippedError
@@ -123,9 +123,9 @@ class CheckContext:
             first = source
             self.creator = None
             self.fields = PluginFieldCollection()
-        self.driver: Driver = driver_for(first, self.ranges)
+        self.driver: PluginDriver = driver_for(first, self.ranges, name)
         if self.creator is None:
-            self.creator = self.find_creator(self.driver.identity(source))
+            self.creator = self.find_creator(self.driver.raw_identity(source))
             self.fields = make_fields(self.creator, fields) if self.creator is not None else self.fields
         self.first = first
         self._combo: Combination | HookError | None = None
@@ -134,15 +134,8 @@ class CheckContext:
     def _create_raw(self) -> Any:
         if isinstance(self.creator, IPluginCreatorV3One):
             plugin = call(self.creator, "create_plugin", self.name, self.fields, TensorRTPhase.BUILD)
-            expected: tuple[type, ...] = (IPluginV3,)
-        else:
-            plugin = call(self.creator, "create_plugin", self.name, self.fields)
-            expected = (IPluginV2,)
-        if not isinstance(plugin, expected):
-            raise HookError(
-                "create_plugin", f"create_plugin() returned {type(plugin).__name__}; expected an {expected[0].__name__}"
-            )
-        return plugin
+            return checked_plugin(plugin, IPluginV3)
+        return checked_plugin(call(self.creator, "create_plugin", self.name, self.fields), IPluginV2)
 
     @staticmethod
     def find_creator(identity: tuple[str, str, str]) -> Any:
@@ -156,7 +149,7 @@ class CheckContext:
     def fresh(self) -> Any:
         """A new plugin as the network would hold it (from the creator, else a clone)."""
         if self.creator is not None and self.template is None:
-            return self.driver.create(self.creator, self.name, self.fields)
+            return self.driver.create(self.creator, self.fields)
         return self.driver.clone(self.template)
 
     def session(self, combo: Combination | None = None, **options: Any) -> Session:

@@ -1,4 +1,4 @@
-"""Calling plugin hooks from the checker: failures become :class:`HookError` naming the hook.
+"""The checker's error policy: a failing hook becomes a :class:`HookError` naming the hook.
 
 Each hook belongs to the check that is about it: when the plugin cannot even run
 because, say, ``configure_plugin`` raised, the ``reconfigure`` check reports it and
@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.errors import PlugrtError
+from ..interfaces.recorder import ErrorPolicy, Phase, PluginCaller
 
-__all__ = ["HookError", "call", "check_status", "hint_for", "owner_of"]
+__all__ = ["CHECK_ERRORS", "CheckErrors", "HookError", "call", "hint_for", "owner_of"]
 
 #: Which check owns a failure inside each hook.
 _OWNERS: dict[str, str] = {
@@ -80,27 +81,35 @@ class HookError(PlugrtError):
         self.owner = owner or owner_of(hook)
 
 
-def owner_of(hook: str) -> str:
-    """The check id that reports a failure inside ``hook``."""
-    return _OWNERS.get(hook, "output-shapes")
+#: Hooks whose failure belongs to another check in one phase.
+_PHASE_OWNERS: dict[tuple[str, str], str] = {
+    (Phase.DESERIALIZE, "create_plugin"): "serialization-roundtrip",
+}
 
 
-def call(target: Any, hook: str, *args: Any) -> Any:
-    """``target.hook(*args)``; any exception becomes a :class:`HookError` naming the hook."""
-    try:
-        method = getattr(target, hook)
-    except AttributeError:
-        raise HookError(hook, f"{type(target).__name__} has no {hook}() hook") from None
-    try:
-        return method(*args)
-    except HookError:
-        raise
-    except Exception as exc:
-        raise HookError(hook, f"{hook}() raised {type(exc).__name__}: {exc}") from exc
+def owner_of(hook: str, phase: str = "") -> str:
+    """The check id that reports a failure inside ``hook`` (called in ``phase``)."""
+    return _PHASE_OWNERS.get((phase, hook)) or _OWNERS.get(hook, "output-shapes")
 
 
-def check_status(hook: str, status: Any) -> None:
-    """TensorRT's status convention: None, True or 0 is success; anything else fails."""
-    if status is None or status is True or (isinstance(status, int) and not isinstance(status, bool) and status == 0):
-        return
-    raise HookError(hook, f"{hook}() returned {status!r}; 0 or None means success")
+class CheckErrors(ErrorPolicy):
+    """The checker's error policy: a failing hook becomes a :class:`HookError` for the check that owns it."""
+
+    def raised(self, caller: PluginCaller, phase: str, method: str, exc: Exception) -> Exception:
+        if isinstance(exc, HookError):
+            return exc
+        return HookError(method, f"{method}() raised {type(exc).__name__}: {exc}", owner_of(method, phase))
+
+    def rejected(
+        self, caller: PluginCaller, phase: str, method: str, detail: str, kind: type[PlugrtError]
+    ) -> Exception:
+        return HookError(method, f"{method}(){detail}", owner_of(method, phase))
+
+
+#: The policy of every adapter and caller the checker makes.
+CHECK_ERRORS = CheckErrors()
+
+
+def call(target: Any, hook: str, *args: Any, phase: str = Phase.BUILD) -> Any:
+    """``target.hook(*args)`` through a :class:`PluginCaller` with the checker's policy."""
+    return PluginCaller(target, "check", type(target).__name__, None, CHECK_ERRORS)(phase, hook, *args)

@@ -1,11 +1,13 @@
 """A session drives one plugin like an engine with execution contexts, on buffers the checker owns.
 
+Every step is an adapter call, in the order the builder and the runtime make them.
 Build: clone of the network's plugin (or, with ``clone=False``, the network's
 plugin itself, to compare with its clones), output types and shapes, the format
-questions, build-time configuration, workspace size, initialize. Then either the
-build instance serves as the engine's plugin, or (``via_payload``) it is
-serialized, torn down and recreated through the creator, as a plan load does.
-Each context gets a clone (``attach``), is told about shape changes and runs.
+questions, configuration for the checker's profile, workspace size, initialize.
+Then either the build instance serves as the engine's plugin (``adopt_build``), or
+(``via_payload``) it is serialized, torn down and recreated through the creator,
+as a plan load does. Each context gets a clone (``attach``), is told about shape
+changes and runs on guarded, poisoned buffers.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.registry import DEFAULT_DEVICE
 from ..core.dims import Dims, volume
 from ..core.layouts import from_storage, storage_shape, to_storage
 from ..core.types import TensorFormat
 from ..interfaces.descriptors import PluginTensorDesc
+from ..interfaces.v3 import IPluginResourceContext
 from .buffers import POISON_A, GuardedBuffer
-from .drivers import Combination
+from .driver import Combination
 
 __all__ = ["RunResult", "Session"]
 
@@ -42,7 +46,7 @@ class RunResult:
 
 
 class Session:
-    """One engine-side plugin plus context clones, driven in TensorRT's order."""
+    """One engine-side plugin plus context clones, driven through one adapter."""
 
     def __init__(
         self, ctx: Any, combo: Combination, *, network: Any = None, via_payload: bool = False, clone: bool = True
@@ -53,25 +57,29 @@ class Session:
         self.payload: bytes | None = None
         self.contexts: list[Any] = []
         self._shapes: dict[int, tuple[tuple[int, ...], ...]] = {}
+        self._enqueues: dict[int, Callable[..., None]] = {}
         self.engine: Any = None
-        build = driver.clone(self.network) if clone else self.network
-        self.rule = driver.rule(build, [t for t, _ in combo.inputs])
-        driver.ask_all(build, combo, self.rule)
-        self.workspace, tactic = driver.configure_build(build, combo, self.rule)
-        driver.initialize(build)
+        self.adapter = adapter = driver.adapter()
+        if clone:
+            adapter.begin_build(self.network)
+        else:
+            adapter.use_build_instance(self.network)
+        self.rule = driver.rule_with(adapter, [t for t, _ in combo.inputs])
+        driver.ask_all(adapter, combo, self.rule)
+        request, outputs = driver.request(combo), driver.output_ports(self.rule, combo.outputs)
+        self.workspace = adapter.configure(request, outputs, 1)
         if via_payload:
-            self.payload = driver.payload(build)
-            driver.terminate(build)
-            driver.destroy(build)
-            build = driver.revive(ctx.creator, ctx.name, self.payload)
-            driver.initialize(build)
-        driver.set_tactic(build, tactic)
-        self.engine = build
+            built = adapter.serialize_build()  # a wrong declared size is serialization-size's finding
+            self.payload = built.payload
+            self.engine = driver.revive(adapter, ctx.creator, built.payload, built.tactic)
+        else:
+            self.engine = adapter.adopt_build()
+        self._output_ranges = self.rule.ranges(driver.profile_envs())
         self.context = self.attach()
 
     def attach(self) -> Any:
         """A new execution context's plugin (a clone of the engine's plugin)."""
-        plugin = self.driver.attach(self.engine)
+        plugin = self.adapter.attach(self.engine, IPluginResourceContext(DEFAULT_DEVICE))
         self.contexts.append(plugin)
         return plugin
 
@@ -79,13 +87,14 @@ class Session:
         """Tear down one context's plugin."""
         self.contexts.remove(plugin)
         self._shapes.pop(id(plugin), None)
-        self.driver.detach(plugin)
+        self._enqueues.pop(id(plugin), None)
+        self.adapter.detach(plugin)
 
     def close(self, strict: bool = False) -> None:
         """Contexts first, then the engine's plugin, then the network's (errors ignored unless ``strict``)."""
         steps: list[Callable[[], None]] = [partial(self.detach, p) for p in list(self.contexts)]
         if self.engine is not None:
-            steps += [partial(self.driver.terminate, self.engine), partial(self.driver.destroy, self.engine)]
+            steps.append(partial(self.adapter.release, self.engine))
         if self.network is not self.engine:
             steps.append(partial(self.driver.destroy, self.network))
         self.engine = None
@@ -111,6 +120,11 @@ class Session:
         outs = [PluginTensorDesc(Dims(s), t, f, 1.0) for s, (t, f) in zip(uppers, self.combo.outputs)]
         return ins, outs
 
+    def _enqueue(self, plugin: Any) -> Callable[..., None]:
+        if id(plugin) not in self._enqueues:
+            self._enqueues[id(plugin)] = self.adapter.make_enqueue(plugin)
+        return self._enqueues[id(plugin)]
+
     def run(
         self,
         shapes: Shapes,
@@ -127,7 +141,8 @@ class Session:
         key = tuple(tuple(int(d) for d in s) for s in shapes)
         in_descs, out_descs = self.descriptors(key)
         if reconfigure or self._shapes.get(id(plugin)) != key:
-            self.driver.shape_change(plugin, in_descs, out_descs, self.rule)
+            ranges = self.driver.input_ranges()
+            self.adapter.shape_change(plugin, in_descs, out_descs, ranges, self._output_ranges)
             self._shapes[id(plugin)] = key
         in_bufs = []
         for array, desc in zip(inputs, in_descs):
@@ -144,8 +159,7 @@ class Session:
                 GuardedBuffer(volume(storage_shape(tuple(desc.dims), desc.format)) * dtype.itemsize, poison)
             )
         scratch = GuardedBuffer(self.workspace, workspace_fill) if self.workspace else None
-        self.driver.enqueue(
-            plugin,
+        self._enqueue(plugin)(
             in_descs,
             out_descs,
             [b.ptr for b in in_bufs],

@@ -14,9 +14,8 @@ import numpy as np
 
 from ...backends.base import Backend
 from ...core.dims import Dims
-from ...core.errors import FormatNegotiationError, PluginError, TypeMismatchError
+from ...core.errors import FormatNegotiationError, MissingHookError, TypeMismatchError
 from ...core.layouts import SUPPORTED_FORMATS, format_min_rank
-from ...core.logger import ILogger
 from ...core.types import DataType, TensorFormat
 from ...shape.expr import IDimensionExpr
 from ..descriptors import DynamicPluginTensorDesc, PluginTensorDesc
@@ -29,6 +28,7 @@ __all__ = [
     "Port",
     "candidate_list",
     "check_status",
+    "format_answer",
     "negotiate_combination",
     "plugin_label",
 ]
@@ -91,6 +91,8 @@ class BuildRequest:
     extra: dict[str, Any] = field(default_factory=dict)
     #: the backend of the build device (``Builder(device=...)``): tactics are timed there; None is the CPU
     backend: Backend | None = None
+    #: False: take the first valid tactic instead of timing them (the conformance checker's builds)
+    time_tactics: bool = True
 
 
 def plugin_label(name: str, version: str, namespace: str) -> str:
@@ -98,14 +100,17 @@ def plugin_label(name: str, version: str, namespace: str) -> str:
     return f"{name} v{version}" + (f" (namespace {namespace!r})" if namespace else "")
 
 
-def check_status(caller: PluginCaller, method: str, status: Any) -> None:
-    """Raise when a hook that returns a status returned failure (not None or 0)."""
+def check_status(caller: PluginCaller, method: str, status: Any, phase: str = Phase.BUILD) -> None:
+    """Raise when a hook that returns a status returned failure.
+
+    TensorRT's convention: None, True, 0 and False (the binding's 0) are success.
+    """
     if status is None or status is True:
         return
     if isinstance(status, (int, np.integer, np.bool_)) and status == 0:  # False is TensorRT's 0: success
         return
     shown = f"a {type(status).__name__}" if not isinstance(status, (int, np.integer, np.bool_, str)) else repr(status)
-    raise PluginError(f"{caller.describe(method)} returned {shown}; 0 or None means success")
+    raise caller.fail(method, f" returned {shown}; 0 or None means success", phase=phase)
 
 
 def candidate_list(preferred: IOChoice | None, rank: int, fp16: bool) -> list[IOChoice]:
@@ -128,11 +133,11 @@ def candidate_list(preferred: IOChoice | None, rank: int, fp16: bool) -> list[IO
 
 
 def negotiate_combination(
-    ask: Callable[[int, list[Any], int], Any],
+    ask: Callable[[int, list[Any], int], bool],
     candidates: Sequence[Sequence[IOChoice]],
     make_desc: Callable[[int, IOChoice], Any],
     num_inputs: int,
-    who: str,
+    caller: PluginCaller,
     limit: int = 20000,
 ) -> list[IOChoice]:
     """Choose one (type, format) per position, asking position by position.
@@ -140,7 +145,9 @@ def negotiate_combination(
     Inputs come before outputs; the question for position ``p`` shows the
     choices made for positions ``< p``; later positions hold a placeholder the
     plugin must not read. Backtracks when a later position rejects everything.
+    ``ask`` gives the plugin's (validated) answer; failures are raised through ``caller``.
     """
+    method = "supports_format_combination"
     count = len(candidates)
     descs = [make_desc(pos, cands[0]) for pos, cands in enumerate(candidates)]
     chosen: list[IOChoice] = []
@@ -155,14 +162,13 @@ def negotiate_combination(
         for cand in candidates[pos]:
             asked += 1
             if asked > limit:
-                raise FormatNegotiationError(
-                    f"{who}: format negotiation gave up after {limit} supports_format_combination calls"
+                raise caller.fail(
+                    method,
+                    f": format negotiation gave up after {limit} supports_format_combination calls",
+                    FormatNegotiationError,
                 )
             descs[pos] = make_desc(pos, cand)
-            answer = ask(pos, list(descs), num_inputs)
-            if not isinstance(answer, (bool, int, np.bool_, np.integer)) or answer not in (0, 1):
-                raise TypeMismatchError(f"{who}: supports_format_combination must return a bool, got {answer!r}")
-            if answer:
+            if ask(pos, list(descs), num_inputs):
                 chosen.append(cand)
                 if search(pos + 1):
                     return True
@@ -179,11 +185,20 @@ def negotiate_combination(
         role = f"input {pos}" if pos < num_inputs else f"output {pos - num_inputs}"
         tried = ", ".join(f"{t.name}/{f.name}" for t, f in rejected[:12])
         more = f" and {len(rejected) - 12} more" if len(rejected) > 12 else ""
-        raise FormatNegotiationError(
-            f"{who}: supports_format_combination accepts no type/format combination; "
-            f"position {pos} ({role}) rejected every candidate tried: {tried}{more}"
+        raise caller.fail(
+            method,
+            ": supports_format_combination accepts no type/format combination; "
+            f"position {pos} ({role}) rejected every candidate tried: {tried}{more}",
+            FormatNegotiationError,
         )
     return chosen
+
+
+def format_answer(caller: PluginCaller, method: str, answer: Any) -> bool:
+    """A format hook's answer, which must be a bool (or 0/1)."""
+    if not isinstance(answer, (bool, int, np.bool_, np.integer)) or answer not in (0, 1):
+        raise caller.fail(method, f": {method} must return a bool, got {answer!r}", TypeMismatchError)
+    return bool(answer)
 
 
 def checked_enqueue(caller: PluginCaller, method: str) -> Callable[..., None]:
@@ -193,27 +208,28 @@ def checked_enqueue(caller: PluginCaller, method: str) -> Callable[..., None]:
     def run(*args: Any) -> None:
         status = hook(*args)
         if status is not None and status is not False and not (type(status) is int and status == 0):
-            check_status(caller, method, status)
+            check_status(caller, method, status, Phase.INFERENCE)
 
     return run
 
 
-def require_hooks(plugin: Any, hooks: Sequence[str], interface: type) -> None:
-    """Raise :class:`MissingHookError` for the first required hook ``plugin``'s class lacks.
+def require_hooks(caller: PluginCaller, hooks: Sequence[str], interface: type, family: str) -> None:
+    """Raise :class:`MissingHookError` for the first required hook the class of ``caller``'s plugin lacks.
 
-    The message names the interface class that declares the hook (e.g. ``IPluginV2.clone``).
+    The message names the interface class that declares the hook (e.g. ``IPluginV2.clone``)
+    and the adapter ``family`` that requires it.
     """
     from ..hooks import missing_hook
 
+    plugin = caller.plugin
     for hook in hooks:
         declared = [
             base for base in type(plugin).__mro__ if base.__module__.startswith("plugrt.interfaces.") and hook in vars(base)
         ]
         implementation = getattr(type(plugin), hook, None)
         if implementation is None or any(implementation is vars(base)[hook] for base in declared):
-            missing_hook(plugin, hook, declared[-1].__name__ if declared else interface.__name__)
+            try:
+                missing_hook(plugin, hook, declared[-1].__name__ if declared else interface.__name__)
+            except MissingHookError as exc:
+                raise caller.fail(hook, f" ({family}): {exc}", MissingHookError) from None
 
-
-def caller_for(plugin: Any, layer: str, label: str, logger: ILogger | None) -> PluginCaller:
-    """A :class:`PluginCaller` for ``plugin`` in ``layer``."""
-    return PluginCaller(plugin, layer, label, logger)

@@ -9,14 +9,14 @@ from typing import Any, ClassVar
 from ...core.dims import Dims
 from ...core.errors import TypeMismatchError
 from ...core.logger import ILogger
-from ...core.types import DataType
+from ...core.types import DataType, TensorFormat
 from ...shape.builder import IExprBuilder
 from ...shape.expr import IDimensionExpr
 from ..descriptors import PluginTensorDesc
-from ..recorder import Phase, PluginCaller
-from .base import BuildRequest, IOChoice, Port, candidate_list, negotiate_combination, plugin_label
+from ..recorder import ErrorPolicy, Phase, PluginCaller
+from .base import BuildRequest, IOChoice, Port, candidate_list, format_answer, negotiate_combination, plugin_label
 
-__all__ = ["BuildResult", "PluginAdapter"]
+__all__ = ["BuildResult", "PluginAdapter", "checked_output_count"]
 
 
 class BuildResult:
@@ -41,19 +41,33 @@ class PluginAdapter(ABC):
     interface: ClassVar[str] = ""
     #: The plugin's output-shape hook, for messages about the shapes it gave.
     shape_hook: ClassVar[str] = ""
+    #: The plugin's output-type hook.
+    type_hook: ClassVar[str] = ""
+    #: The hook answering format questions.
+    format_hook: ClassVar[str] = "supports_format_combination"
+    #: The attributes holding (name, version, namespace).
+    identity_labels: ClassVar[tuple[str, str, str]] = ("plugin_type", "plugin_version", "plugin_namespace")
+    #: The class every plugin object of this family (clones, revived plugins) must be.
+    expected_class: ClassVar[type] = object
 
-    def __init__(self, layer: str, logger: ILogger | None) -> None:
+    def __init__(self, layer: str, logger: ILogger | None, policy: ErrorPolicy | None = None) -> None:
+        """``policy``: how failing hooks are reported (None: the engine's errors)."""
         self.layer = layer
         self.logger = logger
+        self.policy = policy
         self.build_caller: PluginCaller | None = None
         self.identity_of_build: tuple[str, str, str] = ("", "", "")
 
     # --- identity -----------------------------------------------------------------
     @staticmethod
-    @abstractmethod
-    def identity(plugin: Any) -> tuple[str, str, str]:
-        """(name, version, namespace) of a plugin of this family."""
-        raise NotImplementedError
+    def identity_source(plugin: Any) -> Any:
+        """The object holding the identity attributes (the plugin, or its core capability)."""
+        return plugin
+
+    @classmethod
+    def identity(cls, plugin: Any) -> tuple[str, str, str]:
+        """(name, version, namespace) of a plugin of this family, each checked to be a str."""
+        return cls.checked_identity(plugin, cls.identity_source(plugin), cls.identity_labels)
 
     @staticmethod
     def checked_identity(plugin: Any, source: Any, labels: tuple[str, str, str]) -> tuple[str, str, str]:
@@ -68,29 +82,69 @@ class PluginAdapter(ABC):
         assert self.build_caller is not None, "begin_build was not called"
         return self.build_caller
 
-    def _negotiate_formats(
-        self, request: BuildRequest, outputs: list[Port], preferred: list[IOChoice | None], make_desc: Any
-    ) -> list[IOChoice]:
-        """Incremental ``supports_format_combination`` over every position; ``make_desc(port, type,
-        format)`` is the descriptor the plugin family is asked with."""
+    def declared_outputs(self, plugin: Any) -> int:
+        """The number of outputs ``plugin`` declares (``num_outputs``), asked when a network adds its layer."""
+        return checked_output_count(plugin, plugin)
+
+    def network_caller(self, plugin: Any) -> PluginCaller:
+        """A caller for questions asked while a network is made: neither recorded nor logged."""
+        caller = self.caller(plugin)
+        return _UnrecordedCaller(plugin, self.layer, caller.label, self.logger, self.policy)
+
+    def use_build_instance(self, plugin: Any) -> None:
+        """Make ``plugin`` itself the build instance (``begin_build`` makes a clone first)."""
+        self.build_caller = self.caller(plugin)
+        self.identity_of_build = self.identity(plugin)
+
+    def clone_of(
+        self, source: PluginCaller, phase: str, method: str = "clone", *args: Any, original: Any = None
+    ) -> Any:
+        """``source``'s ``clone()`` (or ``method(*args)``), checked to be a new plugin of this family.
+
+        ``original``: the plugin the answer must not be (default ``source``'s object).
+        """
+        clone = source(phase, method, *args)
+        original = source.plugin if original is None else original
+        if not isinstance(clone, self.expected_class):
+            raise source.fail(
+                method,
+                f" returned {type(clone).__name__}; expected an {self.expected_class.__name__}",
+                phase=phase,
+            )
+        if clone is original:
+            raise source.fail(method, " returned the plugin itself; it must return a new object", phase=phase)
+        return clone
+
+    # --- formats ------------------------------------------------------------------
+    def format_desc(self, port: Port, dtype: DataType, fmt: TensorFormat) -> Any:
+        """The descriptor of ``port`` the format hook is asked with."""
+        return port.desc(dtype, fmt)
+
+    def format_question(self, pos: int, descs: list[Any], num_inputs: int) -> bool:
+        """The build instance's answer about position ``pos`` of ``descs``."""
         caller = self._build()
+        answer = caller(Phase.BUILD, "supports_format_combination", pos, descs, num_inputs)
+        return format_answer(caller, "supports_format_combination", answer)
+
+    def _negotiate_formats(
+        self, request: BuildRequest, outputs: list[Port], preferred: list[IOChoice | None]
+    ) -> list[IOChoice]:
+        """Incremental ``supports_format_combination`` over every position."""
         ports = request.inputs + outputs
         candidates = [candidate_list(pref, len(port.shape), request.fp16) for pref, port in zip(preferred, ports)]
-
-        def ask(pos: int, descs: list[Any], num_inputs: int) -> Any:
-            return caller(Phase.BUILD, "supports_format_combination", pos, descs, num_inputs)
-
         return negotiate_combination(
-            ask,
+            self.format_question,
             candidates,
-            lambda pos, c: make_desc(ports[pos], *c),
+            lambda pos, c: self.format_desc(ports[pos], *c),
             len(request.inputs),
-            caller.describe("supports_format_combination"),
+            self._build(),
         )
 
     def caller(self, plugin: Any) -> PluginCaller:
         """A caller recording hook calls of ``plugin`` in this layer."""
-        return PluginCaller(plugin, self.layer, plugin_label(*self.identity(plugin)), self.logger)
+        source = self.identity_source(plugin)
+        label = plugin_label(*(str(getattr(source, name, "")) for name in self.identity_labels))
+        return PluginCaller(plugin, self.layer, label, self.logger, self.policy)
 
     def describe_shapes(self, plugin: Any = None) -> str:
         """Names the layer, the plugin and its output-shape hook: the build instance's, or ``plugin``'s."""
@@ -110,7 +164,7 @@ class PluginAdapter(ABC):
         family's type and shape hooks and their checks; the calls are not recorded.
         """
         label = plugin_label(*self.identity(plugin))
-        self.build_caller = _UnrecordedCaller(self.build_interface(plugin), self.layer, label, self.logger)
+        self.build_caller = _UnrecordedCaller(self.build_interface(plugin), self.layer, label, self.logger, self.policy)
         try:
             types = self.output_types([dtype for dtype, _ in inputs])
             request = BuildRequest(self.layer, [Port(list(shape), [], dtype) for dtype, shape in inputs])
@@ -157,6 +211,24 @@ class PluginAdapter(ABC):
     @abstractmethod
     def finish_build(self, request: BuildRequest, outputs: list[Port]) -> BuildResult:
         """Serialize and tear down the build instance."""
+        raise NotImplementedError
+
+    @abstractmethod
+    def serialize_build(self) -> BuildResult:
+        """Serialize and tear down the build instance, without ``finish_build``'s consistency checks."""
+        raise NotImplementedError
+
+    @abstractmethod
+    def serialized(self, caller: PluginCaller) -> bytes:
+        """What the plan stores for ``caller``'s plugin (no teardown)."""
+        raise NotImplementedError
+
+    @abstractmethod
+    def adopt_build(self) -> Any:
+        """The build instance, kept as the engine's plugin instead of serialized and revived.
+
+        The conformance checker runs plugins this way to tell serialization faults from others.
+        """
         raise NotImplementedError
 
     def abort_build(self) -> None:
@@ -213,3 +285,11 @@ class _UnrecordedCaller(PluginCaller):
 
     def note(self, phase: str, method: str) -> None:
         """Record nothing."""
+
+
+def checked_output_count(plugin: Any, source: Any) -> int:
+    """``source.num_outputs`` (``source`` is ``plugin`` or its build capability), checked to be an int >= 0."""
+    count = getattr(source, "num_outputs", None)
+    if not isinstance(count, int) or count < 0:
+        raise TypeMismatchError(f"plugin {type(plugin).__name__}.num_outputs must be a non-negative int, got {count!r}")
+    return count

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from typing import Any, ClassVar
 
 import numpy as np
 
-from ...core.errors import BuildError, MissingHookError, PluginError, SerializationError
+from ...core.errors import BuildError, SerializationError
 from ..recorder import Phase, PluginCaller
 from ..v2 import IPluginV2, serialized_bytes
 from .base import check_status, require_hooks
@@ -21,73 +22,108 @@ class V2Common(PluginAdapter):
     interface = "v2"
     expected_class: ClassVar[type] = IPluginV2
 
-    def __init__(self, layer: str, logger: Any) -> None:
-        super().__init__(layer, logger)
+    def __init__(self, layer: str, logger: Any, policy: Any = None) -> None:
+        super().__init__(layer, logger, policy)
         self._initialized = False
         self.context_callers: dict[int, PluginCaller] = {}
         self.engine_callers: dict[int, PluginCaller] = {}
-
-    @staticmethod
-    def identity(plugin: Any) -> tuple[str, str, str]:
-        return PluginAdapter.checked_identity(plugin, plugin, ("plugin_type", "plugin_version", "plugin_namespace"))
-
-    def _check_instance(self, plugin: Any, where: str, caller: PluginCaller) -> Any:
-        if not isinstance(plugin, self.expected_class):
-            raise PluginError(
-                f"{caller.describe(where)} returned {type(plugin).__name__}; expected a {self.expected_class.__name__}"
-            )
-        return plugin
 
     #: Hooks a plugin must define to be able to run (checked before building).
     required_hooks: ClassVar[tuple[str, ...]] = ("clone",)
 
     def begin_build(self, plugin: Any) -> None:
-        try:
-            require_hooks(plugin, self.required_hooks, self.expected_class)
-        except MissingHookError as exc:
-            raise MissingHookError(f"layer {self.layer!r} ({self.family}): {exc}") from None
         source = self.caller(plugin)
-        clone = self._check_instance(source(Phase.BUILD, "clone"), "clone", source)
-        self.identity_of_build = self.identity(clone)
-        self.build_caller = self.caller(clone)
+        require_hooks(source, self.required_hooks, self.expected_class, self.family)
+        self.use_build_instance(self.clone_of(source, Phase.BUILD))
 
-    def finish_build(self, request: Any, outputs: Any) -> BuildResult:
+    def configure(self, request: Any, outputs: Any, num_profiles: int) -> int:
+        workspace = self.configure_build(request, outputs, num_profiles)
+        self.initialize_build()
+        return workspace
+
+    @abstractmethod
+    def configure_build(self, request: Any, outputs: Any, num_profiles: int) -> int:
+        """The family's configure hooks for every profile; the workspace bytes needed."""
+        raise NotImplementedError
+
+    def initialize_build(self) -> None:
+        """``initialize()`` the build instance (it is terminated before it is destroyed)."""
         caller = self._build()
+        check_status(caller, "initialize", caller(Phase.BUILD, "initialize"))
+        self._initialized = True
+
+    def terminate_build(self) -> None:
+        """``terminate()`` the initialized build instance."""
+        if self._initialized:
+            self._build()(Phase.TEARDOWN, "terminate")
+            self._initialized = False
+
+    def declared_size(self, caller: PluginCaller) -> tuple[int, str]:
+        """The serialization size ``caller``'s plugin declares, and where it came from (for messages).
+
+        TensorRT asks a Python plugin that defines ``get_serialization_size``; otherwise the
+        ``serialization_size`` property answers (by default ``len(serialize())``).
+        """
         plugin = caller.plugin
-        asks_size = callable(getattr(type(plugin), "get_serialization_size", None))
-        if asks_size:  # TensorRT asks a Python plugin that defines it, before serialize()
+        if callable(getattr(type(plugin), "get_serialization_size", None)):
             declared = caller(Phase.SERIALIZE, "get_serialization_size")
             if isinstance(declared, bool) or not isinstance(declared, (int, np.integer)) or declared < 0:
-                raise PluginError(
-                    f"{caller.describe('get_serialization_size')} returned {declared!r}; expected a non-negative int"
+                raise caller.fail(
+                    "get_serialization_size",
+                    f" returned {declared!r}; expected a non-negative int",
+                    phase=Phase.SERIALIZE,
                 )
-            declared, source = int(declared), "get_serialization_size()"
-        else:
-            caller.note(Phase.SERIALIZE, "get_serialization_size")
-            try:
-                declared = plugin.serialization_size
-            except SerializationError as exc:  # the default size is len(serialize())
-                raise SerializationError(f"{caller.describe('serialize')}: {exc}") from exc
-            except Exception as exc:
-                raise PluginError(
-                    f"{caller.describe('get_serialization_size')} raised {type(exc).__name__}: {exc}"
-                ) from exc
-            source = "get_serialization_size (serialization_size)"
-        payload = serialized_bytes(caller(Phase.SERIALIZE, "serialize"), caller.describe("serialize"))
-        if declared != len(payload):
-            raise BuildError(
-                f"{caller.describe('serialize')} wrote {len(payload)} bytes but {source} says {declared}; "
-                "the two must agree byte for byte (TensorRT copies exactly the declared size)"
+            return int(declared), "get_serialization_size()"
+        caller.note(Phase.SERIALIZE, "get_serialization_size")
+        try:
+            declared = plugin.serialization_size
+        except SerializationError as exc:  # the default size is len(serialize())
+            raise caller.fail("serialize", f": {exc}", SerializationError, Phase.SERIALIZE) from exc
+        except Exception as exc:
+            raise caller.policy.raised(caller, Phase.SERIALIZE, "get_serialization_size", exc) from exc
+        if isinstance(declared, bool) or not isinstance(declared, (int, np.integer)):
+            raise caller.fail(
+                "get_serialization_size", f": serialization_size is {declared!r}; expected an int", phase=Phase.SERIALIZE
             )
+        return int(declared), "get_serialization_size (serialization_size)"
+
+    def serialized(self, caller: PluginCaller) -> bytes:
+        data = caller(Phase.SERIALIZE, "serialize")
+        try:
+            return serialized_bytes(data, "")
+        except SerializationError as exc:
+            raise caller.fail("serialize", str(exc), SerializationError, Phase.SERIALIZE) from None
+
+    def serialize_build(self) -> BuildResult:
+        caller = self._build()
+        payload = self.serialized(caller)
         self._teardown_build()
         return BuildResult(payload)
 
-    def _teardown_build(self) -> None:
+    def finish_build(self, request: Any, outputs: Any) -> BuildResult:
         caller = self._build()
-        if self._initialized:
-            caller(Phase.TEARDOWN, "terminate")
-            self._initialized = False
-        caller(Phase.TEARDOWN, "destroy")
+        declared, source = self.declared_size(caller)
+        result = self.serialize_build()
+        if declared != len(result.payload):
+            raise caller.fail(
+                "serialize",
+                f" wrote {len(result.payload)} bytes but {source} says {declared}; "
+                "the two must agree byte for byte (TensorRT copies exactly the declared size)",
+                BuildError,
+                Phase.SERIALIZE,
+            )
+        return result
+
+    def adopt_build(self) -> Any:
+        caller = self._build()
+        self.engine_callers[id(caller.plugin)] = caller
+        self._initialized = False
+        self.build_caller = None
+        return caller.plugin
+
+    def _teardown_build(self) -> None:
+        self.terminate_build()
+        self._build()(Phase.TEARDOWN, "destroy")
         self.build_caller = None
 
     def abort_build(self) -> None:
@@ -100,30 +136,35 @@ class V2Common(PluginAdapter):
 
     def revive(self, name: str, version: str, namespace: str, payload: bytes, registry: Any, tactic: int) -> Any:
         creator = registry.require_creator(name, version, namespace)
-        creator_caller = PluginCaller(creator, self.layer, f"{name} v{version} creator", self.logger)
+        creator_caller = PluginCaller(creator, self.layer, f"{name} v{version} creator", self.logger, self.policy)
         plugin = creator_caller(Phase.DESERIALIZE, "deserialize_plugin", self.layer, payload)
         if plugin is None:
-            raise PluginError(f"{creator_caller.describe('deserialize_plugin')} returned None")
-        self._check_instance(plugin, "deserialize_plugin", creator_caller)
-        try:
-            require_hooks(plugin, self.required_hooks, self.expected_class)
-        except MissingHookError as exc:
-            raise MissingHookError(f"layer {self.layer!r} ({self.family}): {exc}") from None
+            raise creator_caller.fail(
+                "deserialize_plugin", " returned None; raise an exception instead", phase=Phase.DESERIALIZE
+            )
+        if not isinstance(plugin, self.expected_class):
+            raise creator_caller.fail(
+                "deserialize_plugin",
+                f" returned {type(plugin).__name__}; expected an {self.expected_class.__name__}",
+                phase=Phase.DESERIALIZE,
+            )
         caller = self.caller(plugin)
-        check_status(caller, "initialize", caller(Phase.DESERIALIZE, "initialize"))
+        require_hooks(caller, self.required_hooks, self.expected_class, self.family)
+        check_status(caller, "initialize", caller(Phase.DESERIALIZE, "initialize"), Phase.DESERIALIZE)
         self.engine_callers[id(plugin)] = caller
         return plugin
 
     def attach(self, engine_plugin: Any, resource_context: Any) -> Any:
-        source = self.engine_callers[id(engine_plugin)]
-        clone = self._check_instance(source(Phase.CONTEXT, "clone"), "clone", source)
-        if clone is engine_plugin:
-            raise PluginError(f"{source.describe('clone')} returned the plugin itself; it must return a new object")
+        clone = self.clone_of(self.engine_callers[id(engine_plugin)], Phase.CONTEXT)
         caller = self.caller(clone)
         self.context_callers[id(clone)] = caller
         if hasattr(clone, "attach_to_context"):
             caller(Phase.CONTEXT, "attach_to_context", resource_context)
         return clone
+
+    def run_caller(self, plugin: Any) -> PluginCaller:
+        """The caller of a context's plugin (or of the engine's, which the checker also runs)."""
+        return self.context_callers.get(id(plugin)) or self.engine_callers[id(plugin)]
 
     def detach(self, plugin: Any) -> None:
         caller = self.context_callers.pop(id(plugin), None)

@@ -13,7 +13,7 @@ from ...shape.expr import IDimensionExpr
 from ..descriptors import DynamicPluginTensorDesc, PluginTensorDesc
 from ..recorder import Phase
 from ..v2 import IPluginV2DynamicExt
-from .base import BuildRequest, IOChoice, Port, check_status, checked_enqueue
+from .base import BuildRequest, IOChoice, Port, checked_enqueue
 from .v2_common import V2Common
 
 __all__ = ["V2DynamicAdapter"]
@@ -29,6 +29,7 @@ class V2DynamicAdapter(V2Common):
 
     family = "v2_dynamic"
     shape_hook = "get_output_dimensions"
+    type_hook = "get_output_datatype"
 
     def output_types(self, input_types: list[DataType]) -> list[DataType]:
         caller = self._build()
@@ -46,15 +47,15 @@ class V2DynamicAdapter(V2Common):
         shapes = []
         for i in range(caller.plugin.num_outputs):
             result = caller(Phase.BUILD, "get_output_dimensions", i, [DimsExprs(d) for d in inputs], eb)
-            shapes.append(_as_shape(caller, f"get_output_dimensions({i})", result))
+            shapes.append(_as_shape(caller, "get_output_dimensions", result, i))
         return shapes
 
     def choose_formats(
         self, request: BuildRequest, outputs: list[Port], preferred: list[IOChoice | None]
     ) -> list[IOChoice]:
-        return self._negotiate_formats(request, outputs, preferred, lambda port, *c: port.desc(*c))
+        return self._negotiate_formats(request, outputs, preferred)
 
-    def configure(self, request: BuildRequest, outputs: list[Port], num_profiles: int) -> int:
+    def configure_build(self, request: BuildRequest, outputs: list[Port], num_profiles: int) -> int:
         caller = self._build()
         workspace = 0
         for profile in range(num_profiles):
@@ -72,8 +73,6 @@ class V2DynamicAdapter(V2Common):
                 [_max_desc(p, profile) for p in outputs],
             )
             workspace = max(workspace, _as_size(caller, "get_workspace_size", size))
-        check_status(caller, "initialize", caller(Phase.BUILD, "initialize"))
-        self._initialized = True
         return workspace
 
     def shape_change(
@@ -84,7 +83,7 @@ class V2DynamicAdapter(V2Common):
         input_ranges: Sequence[tuple[Dims, Dims, Dims]],
         output_ranges: Sequence[tuple[Dims, Dims, Dims]],
     ) -> None:
-        caller = self.context_callers[id(plugin)]
+        caller = self.run_caller(plugin)
         caller(
             Phase.SHAPE_CHANGE,
             "configure_plugin",
@@ -93,7 +92,7 @@ class V2DynamicAdapter(V2Common):
         )
 
     def make_enqueue(self, plugin: Any) -> Any:
-        return checked_enqueue(self.context_callers[id(plugin)], "enqueue")
+        return checked_enqueue(self.run_caller(plugin), "enqueue")
 
     expected_class = IPluginV2DynamicExt
     required_hooks = ("clone", "get_output_dimensions", "supports_format_combination", "enqueue")
@@ -105,23 +104,26 @@ def _max_desc(port: Port, profile: int) -> PluginTensorDesc:
 
 def _as_type(caller: Any, method: str, value: Any) -> DataType:
     if not isinstance(value, DataType):
-        raise TypeMismatchError(f"{caller.describe(method)} returned {value!r}; expected a DataType")
+        raise caller.fail(method, f" returned {value!r}; expected a DataType", TypeMismatchError)
     return value
 
 
 def _as_size(caller: Any, method: str, value: Any) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise PluginError(f"{caller.describe(method)} returned {value!r}; expected a non-negative int")
+        raise caller.fail(method, f" returned {value!r}; expected a non-negative int", PluginError)
     return value
 
 
-def _as_shape(caller: Any, method: str, value: Any) -> list[IDimensionExpr]:
+def _as_shape(caller: Any, hook: str, value: Any, output: int) -> list[IDimensionExpr]:
+    """``value``, the shape ``hook`` gave for ``output``, as a complete DimsExprs."""
     if not isinstance(value, DimsExprs):
         if isinstance(value, (list, tuple)) and all(isinstance(v, IDimensionExpr) for v in value):
             value = DimsExprs(value)
         else:
-            raise TypeMismatchError(f"{caller.describe(method)} returned {type(value).__name__}; expected DimsExprs")
+            raise caller.fail(
+                hook, f" returned {type(value).__name__} for output {output}; expected DimsExprs", TypeMismatchError
+            )
     unset = value.unset_positions()
     if unset:
-        raise BuildError(f"{caller.describe(method)} left dimension(s) {unset} of its DimsExprs unset")
+        raise caller.fail(hook, f" left dimension(s) {unset} of output {output}'s DimsExprs unset", BuildError)
     return list(value)

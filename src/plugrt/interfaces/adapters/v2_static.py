@@ -13,16 +13,39 @@ from typing import Any
 from ...core.dims import Dims
 from ...core.errors import BuildError, TypeMismatchError
 from ...core.layouts import SUPPORTED_FORMATS, format_min_rank
-from ...core.types import DataType
+from ...core.types import DataType, TensorFormat
 from ...shape.builder import IExprBuilder, constant
 from ...shape.expr import IDimensionExpr
 from ..recorder import Phase
 from ..v2 import IPluginV2, IPluginV2Ext
-from .base import CANDIDATE_TYPES, BuildRequest, IOChoice, Port, check_status, checked_enqueue
+from .base import CANDIDATE_TYPES, BuildRequest, IOChoice, Port, checked_enqueue
 from .v2_common import V2Common
 from .v2_dynamic import _as_size, _as_type
 
-__all__ = ["V2StaticAdapter"]
+__all__ = ["V2StaticAdapter", "implicit_batch_problem"]
+
+
+def implicit_batch_problem(inputs: list[Port]) -> str | None:
+    """What breaks IPluginV2's implicit batch rule for these inputs, or None.
+
+    Dim 0 of every input is the batch, with the same range in every input; the plugin
+    sees the other dimensions, which must be build-time constants.
+    """
+    for i, port in enumerate(inputs):
+        if not port.shape:
+            return f"input {i} is 0-d; an IPluginV2 input needs a batch dimension (dim 0)"
+        if i and any(
+            r[0][0] != inputs[0].ranges[p][0][0] or r[2][0] != inputs[0].ranges[p][2][0]
+            for p, r in enumerate(port.ranges)
+        ):
+            return f"input {i} has a different batch range than input 0"
+        dynamic = [k + 1 for k, d in enumerate(port.shape[1:]) if not d.is_constant()]
+        if dynamic:
+            return (
+                f"input {i} has dynamic dimension(s) {dynamic}; an IPluginV2/IPluginV2Ext plugin sees static dims: "
+                "only dim 0 (the implicit batch) may vary. Use IPluginV2DynamicExt for dynamic shapes"
+            )
+    return None
 
 
 class V2StaticAdapter(V2Common):
@@ -32,6 +55,8 @@ class V2StaticAdapter(V2Common):
 
     family = "v2_static"
     shape_hook = "get_output_shape"
+    type_hook = "get_output_data_type"
+    format_hook = "supports_format"
     expected_class = IPluginV2
     required_hooks = ("clone", "get_output_shape", "execute_async")
 
@@ -46,33 +71,12 @@ class V2StaticAdapter(V2Common):
         ]
 
     def _static_dims(self, request: BuildRequest) -> tuple[IDimensionExpr, list[Dims]]:
-        caller = self._build()
-        batch = constant(1)
-        dims: list[Dims] = []
-        for i, port in enumerate(request.inputs):
-            if not port.shape:
-                raise BuildError(
-                    f"{caller.describe('get_output_shape')}: input {i} is 0-d; an IPluginV2 input needs a batch dimension"
-                )
-            if i == 0:
-                batch = port.shape[0]
-            elif any(
-                r[0][0] != request.inputs[0].ranges[p][0][0] or r[2][0] != request.inputs[0].ranges[p][2][0]
-                for p, r in enumerate(port.ranges)
-            ):
-                raise BuildError(
-                    f"{caller.describe('get_output_shape')}: input {i} has a different batch range than input 0"
-                )
-            rest = port.shape[1:]
-            dynamic = [k + 1 for k, d in enumerate(rest) if not d.is_constant()]
-            if dynamic:
-                raise BuildError(
-                    f"{caller.describe('get_output_shape')}: input {i} has dynamic dimension(s) {dynamic}; an IPluginV2/"
-                    "IPluginV2Ext plugin only allows a dynamic batch dimension (dim 0). Use IPluginV2DynamicExt for "
-                    "dynamic shapes"
-                )
-            dims.append(Dims([d.get_constant_value() for d in rest]))
-        return batch, dims
+        """The batch expression and the dims the plugin sees (without the batch)."""
+        problem = implicit_batch_problem(request.inputs)
+        if problem:
+            raise self._build().fail("get_output_shape", f": {problem}", BuildError)
+        batch = request.inputs[0].shape[0] if request.inputs else constant(1)
+        return batch, [Dims([d.get_constant_value() for d in port.shape[1:]]) for port in request.inputs]
 
     def output_shapes(
         self, request: BuildRequest, shape_inputs: list[Port], eb: IExprBuilder
@@ -85,11 +89,9 @@ class V2StaticAdapter(V2Common):
             try:
                 out = Dims(result)
             except Exception as exc:
-                raise TypeMismatchError(
-                    f"{caller.describe('get_output_shape')} returned {result!r}; expected Dims"
-                ) from exc
+                raise caller.fail("get_output_shape", f" returned {result!r}; expected Dims", TypeMismatchError) from exc
             if not out.is_static():
-                raise BuildError(f"{caller.describe('get_output_shape')} returned {out}; dims must be known (no -1)")
+                raise caller.fail("get_output_shape", f" returned {out}; dims must be known (no -1)", BuildError)
             shapes.append([batch] + [constant(d) for d in out])
         return shapes
 
@@ -106,21 +108,31 @@ class V2StaticAdapter(V2Common):
             if any(rank < format_min_rank(fmt) for rank in ranks):
                 continue
             tried.append(f"{dtype.name}/{fmt.name}")
-            if not caller(Phase.BUILD, "supports_format", dtype, fmt):
+            if not self._supports(dtype, fmt):
                 continue
             options = [declared if isinstance(caller.plugin, IPluginV2Ext) else [dtype] * len(outputs)]
             if dtype == DataType.INT8 and isinstance(caller.plugin, IPluginV2Ext):
                 # INT8 inputs: the outputs the plugin declares for INT8 inputs (TensorRT asks get_output_data_type)
                 options.append(self.output_types([dtype] * len(request.inputs)))
             for out_types in options:
-                if all(t == dtype or caller(Phase.BUILD, "supports_format", t, fmt) for t in out_types):
+                if all(t == dtype or self._supports(t, fmt) for t in out_types):
                     return [(dtype, fmt)] * len(request.inputs) + [(t, fmt) for t in out_types]
-        raise BuildError(
-            f"{caller.describe('supports_format')} accepted no type/format; tried {', '.join(tried[:12])}"
-            + (f" and {len(tried) - 12} more" if len(tried) > 12 else "")
+        raise caller.fail(
+            "supports_format",
+            f" accepted no type/format; tried {', '.join(tried[:12])}"
+            + (f" and {len(tried) - 12} more" if len(tried) > 12 else ""),
+            BuildError,
         )
 
-    def configure(self, request: BuildRequest, outputs: list[Port], num_profiles: int) -> int:
+    def _supports(self, dtype: DataType, fmt: TensorFormat) -> bool:
+        caller = self._build()
+        return bool(caller(Phase.BUILD, "supports_format", dtype, fmt))
+
+    def format_question(self, pos: int, descs: list[Any], num_inputs: int) -> bool:
+        """``supports_format`` sees one position's type and format."""
+        return self._supports(descs[pos].type, descs[pos].format)
+
+    def configure_build(self, request: BuildRequest, outputs: list[Port], num_profiles: int) -> int:
         caller = self._build()
         _, input_dims = self._static_dims(request)
         output_dims = [Dims([d.get_constant_value() for d in p.shape[1:]]) for p in outputs]
@@ -144,12 +156,10 @@ class V2StaticAdapter(V2Common):
             dtype = request.inputs[0].dtype if request.inputs else DataType.FLOAT
             caller(Phase.BUILD, "configure_with_format", input_dims, output_dims, dtype, fmt, max_batch)
         workspace = _as_size(caller, "get_workspace_size", caller(Phase.BUILD, "get_workspace_size", max_batch))
-        check_status(caller, "initialize", caller(Phase.BUILD, "initialize"))
-        self._initialized = True
         return workspace
 
     def make_enqueue(self, plugin: Any) -> Any:
-        execute = checked_enqueue(self.context_callers[id(plugin)], "execute_async")
+        execute = checked_enqueue(self.run_caller(plugin), "execute_async")
 
         def run(
             in_descs: list[Any],

@@ -11,9 +11,9 @@ import numpy as np
 from ...backends.base import Backend
 from ...backends.registry import DEFAULT_DEVICE, get_backend, using_backend
 from ...core.dims import Dims
-from ...core.errors import BuildError, MissingHookError, PluginError, TypeMismatchError
+from ...core.errors import BuildError, TypeMismatchError
 from ...core.layouts import storage_shape
-from ...core.types import DataType
+from ...core.types import DataType, TensorFormat
 from ...shape.builder import DimsExprs, IExprBuilder
 from ...shape.expr import IDimensionExpr
 from ..descriptors import PluginTensorDesc
@@ -30,7 +30,7 @@ from .base import (
     checked_enqueue,
     require_hooks,
 )
-from .family import BuildResult, PluginAdapter
+from .family import BuildResult, PluginAdapter, checked_output_count
 from .v2_dynamic import _as_shape, _as_size, _as_type
 
 __all__ = ["V3Adapter"]
@@ -39,8 +39,8 @@ __all__ = ["V3Adapter"]
 def _capability(caller: PluginCaller, phase: str, kind: PluginCapabilityType) -> PluginCaller:
     found = caller(phase, "get_capability_interface", kind)
     if found is None:
-        raise PluginError(f"{caller.describe('get_capability_interface')} returned None for {kind.name}")
-    return PluginCaller(found, caller.layer, caller.label, caller.logger)
+        raise caller.fail("get_capability_interface", f" returned None for {kind.name}", phase=phase)
+    return caller.with_plugin(found)
 
 
 class V3Adapter(PluginAdapter):
@@ -53,9 +53,12 @@ class V3Adapter(PluginAdapter):
     family = "v3"
     interface = "v3"
     shape_hook = "get_output_shapes"
+    type_hook = "get_output_data_types"
+    identity_labels = ("plugin_name", "plugin_version", "plugin_namespace")
+    expected_class = IPluginV3
 
-    def __init__(self, layer: str, logger: Any) -> None:
-        super().__init__(layer, logger)
+    def __init__(self, layer: str, logger: Any, policy: Any = None) -> None:
+        super().__init__(layer, logger, policy)
         self._build_runtime: PluginCaller | None = None
         self.size_tensor_outputs: dict[int, IDimensionExpr] = {}
         self.tactic = 0
@@ -63,18 +66,29 @@ class V3Adapter(PluginAdapter):
         self.root_callers: dict[int, PluginCaller] = {}
 
     @staticmethod
-    def identity(plugin: Any) -> tuple[str, str, str]:
+    def identity_source(plugin: Any) -> Any:
         core = (
             plugin.get_capability_interface(PluginCapabilityType.CORE)
             if hasattr(plugin, "get_capability_interface")
             else None
         )
-        source = core if core is not None else plugin
-        return PluginAdapter.checked_identity(plugin, source, ("plugin_name", "plugin_version", "plugin_namespace"))
+        return core if core is not None else plugin
+
+    def declared_outputs(self, plugin: Any) -> int:
+        caller = self.network_caller(plugin)
+        build = caller(Phase.BUILD, "get_capability_interface", PluginCapabilityType.BUILD)
+        if build is None:
+            raise caller.fail(
+                "get_capability_interface",
+                " returned None for BUILD; a V3 plugin must provide IPluginV3OneBuild",
+                TypeMismatchError,
+            )
+        return checked_output_count(plugin, build)
 
     def begin_build(self, plugin: Any) -> None:
+        source = self.caller(plugin)
         require_hooks(
-            plugin,
+            source,
             (
                 "clone",
                 "get_output_data_types",
@@ -84,13 +98,13 @@ class V3Adapter(PluginAdapter):
                 "get_fields_to_serialize",
             ),
             IPluginV3,
+            self.family,
         )
-        source = self.caller(plugin)
-        clone = source(Phase.BUILD, "clone")
-        if not isinstance(clone, IPluginV3):
-            raise PluginError(f"{source.describe('clone')} returned {type(clone).__name__}; expected an IPluginV3")
-        root = self.caller(clone)
-        self.identity_of_build = self.identity(clone)
+        self.use_build_instance(self.clone_of(source, Phase.BUILD))
+
+    def use_build_instance(self, plugin: Any) -> None:
+        root = self.caller(plugin)
+        self.identity_of_build = self.identity(plugin)
         _capability(root, Phase.BUILD, PluginCapabilityType.CORE)
         self.build_caller = _capability(root, Phase.BUILD, PluginCapabilityType.BUILD)
         self._root = root
@@ -103,9 +117,7 @@ class V3Adapter(PluginAdapter):
         result = caller(Phase.BUILD, "get_output_data_types", list(input_types))
         count = caller.plugin.num_outputs
         if not isinstance(result, (list, tuple)) or len(result) != count:
-            raise PluginError(
-                f"{caller.describe('get_output_data_types')} returned {result!r}; expected {count} DataTypes"
-            )
+            raise caller.fail("get_output_data_types", f" returned {result!r}; expected {count} DataTypes")
         return [_as_type(caller, "get_output_data_types", t) for t in result]
 
     def output_shapes(
@@ -115,27 +127,30 @@ class V3Adapter(PluginAdapter):
         values = []
         for i, port in enumerate(shape_inputs):
             if port.values is None:
-                raise BuildError(
-                    f"{caller.describe('get_output_shapes')}: shape input {i} is not a shape tensor whose values are known"
+                raise caller.fail(
+                    "get_output_shapes", f": shape input {i} is not a shape tensor whose values are known", BuildError
                 )
             values.append(DimsExprs(port.values))
         result = caller(Phase.BUILD, "get_output_shapes", [DimsExprs(p.shape) for p in request.inputs], values, eb)
         count = caller.plugin.num_outputs
         if not isinstance(result, (list, tuple)) or len(result) != count:
-            raise PluginError(f"{caller.describe('get_output_shapes')} returned {result!r}; expected {count} DimsExprs")
-        shapes = [_as_shape(caller, f"get_output_shapes()[{i}]", r) for i, r in enumerate(result)]
+            raise caller.fail("get_output_shapes", f" returned {result!r}; expected {count} DimsExprs")
+        shapes = [_as_shape(caller, "get_output_shapes", r, i) for i, r in enumerate(result)]
         self.size_tensor_outputs = dict(eb.declared_size_tensors)
         for index in self.size_tensor_outputs:
             if not 0 <= index < count or shapes[index]:
-                raise BuildError(
-                    f"{caller.describe('get_output_shapes')}: size tensor output {index} must exist and be 0-d"
+                raise caller.fail(
+                    "get_output_shapes", f": size tensor output {index} must exist and be 0-d", BuildError
                 )
         return shapes
 
     def choose_formats(
         self, request: BuildRequest, outputs: list[Port], preferred: list[IOChoice | None]
     ) -> list[IOChoice]:
-        return self._negotiate_formats(request, outputs, preferred, lambda port, *c: port.dynamic_desc(0, *c))
+        return self._negotiate_formats(request, outputs, preferred)
+
+    def format_desc(self, port: Port, dtype: DataType, fmt: TensorFormat) -> Any:
+        return port.dynamic_desc(0, dtype, fmt)
 
     def offers_aliasing(self) -> bool:
         build = self._build().plugin
@@ -153,16 +168,18 @@ class V3Adapter(PluginAdapter):
         for output in range(len(outputs)):
             index = caller(Phase.BUILD, "get_aliased_input", output)
             if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not -1 <= index < count:
-                raise PluginError(
-                    f"{caller.describe('get_aliased_input')} returned {index!r} for output {output}; expected -1 "
+                raise caller.fail(
+                    "get_aliased_input",
+                    f" returned {index!r} for output {output}; expected -1 "
                     f"(not aliased) or an input index in [0, {count - 1}]"
                 )
             if index == -1:
                 continue
             for other, taken in aliases.items():
                 if taken == index:
-                    raise PluginError(
-                        f"{caller.describe('get_aliased_input')}: outputs {other} and {output} both alias input "
+                    raise caller.fail(
+                        "get_aliased_input",
+                        f": outputs {other} and {output} both alias input "
                         f"{index}; an input can be aliased to one output only"
                     )
             aliases[output] = int(index)
@@ -180,9 +197,10 @@ class V3Adapter(PluginAdapter):
         tactics = caller(Phase.BUILD, "get_valid_tactics")
         tactics = list(tactics or [])
         if any(not isinstance(t, int) or t <= 0 for t in tactics):
-            raise PluginError(f"{caller.describe('get_valid_tactics')} returned {tactics!r}; tactics are positive ints")
+            raise caller.fail("get_valid_tactics", f" returned {tactics!r}; tactics are positive ints")
         if tactics:
-            self.tactic = self._choose_tactic(request, tactics, outputs, workspace)
+            timed = request.time_tactics
+            self.tactic = self._choose_tactic(request, tactics, outputs, workspace) if timed else tactics[0]
         return workspace
 
     def _choose_tactic(self, request: BuildRequest, tactics: list[int], outputs: list[Port], workspace: int) -> int:
@@ -193,8 +211,8 @@ class V3Adapter(PluginAdapter):
         key = None
         if cache is not None and cache_id is not None:
             if not isinstance(cache_id, str):
-                raise TypeMismatchError(
-                    f"{caller.describe('timing_cache_id')}: timing_cache_id must be a str or None, got {cache_id!r}"
+                raise caller.fail(
+                    "timing_cache_id", f": timing_cache_id must be a str or None, got {cache_id!r}", TypeMismatchError
                 )
             ports = [*request.inputs, *outputs]
             key = (self.identity_of_build, cache_id, tuple((tuple(p.ranges), p.dtype, p.format) for p in ports))
@@ -253,7 +271,7 @@ class V3Adapter(PluginAdapter):
                         status = runtime(
                             Phase.BUILD, "enqueue", in_descs, out_descs, in_addresses, out_addresses, scratch, stream
                         )
-                        check_status(runtime, "enqueue", status)
+                        check_status(runtime, "enqueue", status, Phase.BUILD)
                     backend.synchronize(stream)
                     elapsed = time.perf_counter() - start
                     if elapsed < best_time:
@@ -264,16 +282,34 @@ class V3Adapter(PluginAdapter):
             stream_owner = None  # noqa: F841
         return best
 
-    def finish_build(self, request: Any, outputs: Any) -> BuildResult:
-        runtime = _capability(self._root, Phase.SERIALIZE, PluginCapabilityType.RUNTIME)
+    def serialized(self, caller: PluginCaller) -> bytes:
+        runtime = _capability(caller, Phase.SERIALIZE, PluginCapabilityType.RUNTIME)
         fields = runtime(Phase.SERIALIZE, "get_fields_to_serialize")
         if not isinstance(fields, PluginFieldCollection):
-            raise TypeMismatchError(
-                f"{runtime.describe('get_fields_to_serialize')} returned {type(fields).__name__}; expected a PluginFieldCollection"
+            raise runtime.fail(
+                "get_fields_to_serialize",
+                f" returned {type(fields).__name__}; expected a PluginFieldCollection",
+                TypeMismatchError,
+                Phase.SERIALIZE,
             )
+        return encode_fields(fields)
+
+    def serialize_build(self) -> BuildResult:
+        payload = self.serialized(self._root)
         self._root(Phase.TEARDOWN, "destroy")
         self.build_caller = None
-        return BuildResult(encode_fields(fields), self.tactic)
+        return BuildResult(payload, self.tactic)
+
+    def finish_build(self, request: Any, outputs: Any) -> BuildResult:
+        return self.serialize_build()
+
+    def adopt_build(self) -> Any:
+        root = self._root
+        self.runtime_callers[id(root.plugin)] = runtime = _capability(root, Phase.BUILD, PluginCapabilityType.RUNTIME)
+        self.root_callers[id(root.plugin)] = root
+        runtime(Phase.BUILD, "set_tactic", self.tactic)
+        self.build_caller = None
+        return root.plugin
 
     def abort_build(self) -> None:
         if self.build_caller is not None:
@@ -285,17 +321,16 @@ class V3Adapter(PluginAdapter):
 
     def revive(self, name: str, version: str, namespace: str, payload: bytes, registry: Any, tactic: int) -> Any:
         creator = registry.require_creator(name, version, namespace)
-        creator_caller = PluginCaller(creator, self.layer, f"{name} v{version} creator", self.logger)
+        creator_caller = PluginCaller(creator, self.layer, f"{name} v{version} creator", self.logger, self.policy)
         fields = decode_fields(payload)
         plugin = creator_caller(Phase.DESERIALIZE, "create_plugin", self.layer, fields, TensorRTPhase.RUNTIME)
         if not isinstance(plugin, IPluginV3):
-            raise PluginError(
-                f"{creator_caller.describe('create_plugin')} returned {type(plugin).__name__}; expected an IPluginV3"
+            raise creator_caller.fail(
+                "create_plugin",
+                f" returned {type(plugin).__name__}; expected an IPluginV3",
+                phase=Phase.DESERIALIZE,
             )
-        try:
-            require_hooks(plugin, ("clone", "enqueue"), IPluginV3)
-        except MissingHookError as exc:
-            raise MissingHookError(f"layer {self.layer!r} (v3): {exc}") from None
+        require_hooks(self.caller(plugin), ("clone", "enqueue"), IPluginV3, self.family)
         runtime = _capability(self.caller(plugin), Phase.DESERIALIZE, PluginCapabilityType.RUNTIME)
         runtime(Phase.DESERIALIZE, "set_tactic", tactic)
         self.tactic = tactic
@@ -305,13 +340,7 @@ class V3Adapter(PluginAdapter):
 
     def attach(self, engine_plugin: Any, resource_context: Any) -> Any:
         source = self.runtime_callers[id(engine_plugin)]
-        clone = source(Phase.CONTEXT, "attach_to_context", resource_context)
-        if not isinstance(clone, IPluginV3) or clone is engine_plugin:
-            raise PluginError(
-                f"{source.describe('attach_to_context')} returned {type(clone).__name__}"
-                + (" (the plugin itself)" if clone is engine_plugin else "")
-                + "; it must return a new IPluginV3 (usually self.clone())"
-            )
+        clone = self.clone_of(source, Phase.CONTEXT, "attach_to_context", resource_context, original=engine_plugin)
         runtime = _capability(self.caller(clone), Phase.CONTEXT, PluginCapabilityType.RUNTIME)
         self.runtime_callers[id(clone)] = runtime
         self.root_callers[id(clone)] = self.caller(clone)

@@ -17,7 +17,7 @@ import numpy as np
 from ...core.layouts import SUPPORTED_FORMATS
 from ...core.types import DataType, TensorFormat
 from ..context import CheckContext, compare_outputs
-from ..drivers import Combination
+from ..driver import Combination
 from ..hooks import HookError
 from ..report import CheckFailedError
 

@@ -56,7 +56,7 @@ def check_format_consistency(ctx: CheckContext) -> str:
     count = len(combo.inputs)
     problems = []
     before = snapshot(plugin)
-    first = driver.ask_all(plugin, combo, rule)
+    first = driver.ask_all(driver.probe(plugin), combo, rule)
     rejected = [_role(p, count) for p, ok in enumerate(first) if not ok]
     if rejected:
         problems.append(

@@ -32,7 +32,7 @@ def check_identity(ctx: CheckContext) -> str:
     """Name, version and namespace are strings and equal the creator's; clones keep them."""
     driver, plugin = ctx.driver, ctx.first
     labels = _labels(ctx)
-    identity = driver.identity(plugin)
+    identity = driver.raw_identity(plugin)
     problems = [
         f"{label} is {value!r}; it must be a str"
         for label, value in zip(labels, identity)
@@ -60,7 +60,7 @@ def check_identity(ctx: CheckContext) -> str:
                     f"creator up by the plugin's values and fails with 'no creator'. Fix: make {label} equal the "
                     f"creator's {attr}"
                 )
-    clone_identity = driver.identity(driver.clone(plugin))
+    clone_identity = driver.raw_identity(driver.clone(plugin))
     if clone_identity != identity:
         problems.append(f"clone() changes the identity from {identity} to {clone_identity}; copy all three attributes")
     if problems:
@@ -116,7 +116,7 @@ def check_fields_roundtrip(ctx: CheckContext) -> str:
                 f"field {field.name!r} is given as {field.type.name} but declared as {declared[field.name].name}"
             )
     before = [(f.name, f.type, f.data.copy()) for f in ctx.fields]
-    plugin = ctx.driver.create(creator, ctx.name, ctx.fields)
+    plugin = ctx.driver.create(creator, ctx.fields)
     after = [(f.name, f.type, f.data) for f in ctx.fields]
     for (name, kind, old), (_, new_kind, new) in zip(before, after):
         if kind != new_kind or not np.array_equal(old, new):
@@ -125,7 +125,7 @@ def check_fields_roundtrip(ctx: CheckContext) -> str:
     again: bytes | None
     try:
         state = _state(ctx, plugin)
-        again = _state(ctx, ctx.driver.create(creator, ctx.name, ctx.fields))
+        again = _state(ctx, ctx.driver.create(creator, ctx.fields))
     except HookError:
         state = again = None  # serialization checks report it
     if state is not None and state != again:
@@ -141,7 +141,7 @@ def check_fields_roundtrip(ctx: CheckContext) -> str:
             continue
         variant = PluginFieldCollection([changed if j == i else f for j, f in enumerate(ctx.fields)])
         try:
-            other = _state(ctx, ctx.driver.create(creator, ctx.name, variant))
+            other = _state(ctx, ctx.driver.create(creator, variant))
         except HookError:
             continue  # the creator rejected the value: it reads the field
         if other == state:

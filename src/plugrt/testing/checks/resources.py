@@ -10,6 +10,8 @@ context may be created after another one was destroyed.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...backends.memory import DeviceBuffer, live_allocations
 from ..context import CheckContext
 from ..hooks import HookError
@@ -29,15 +31,16 @@ def _describe(buffers: list[DeviceBuffer]) -> str:
 
 def _build_cycle(ctx: CheckContext, problems: list[str]) -> None:
     """initialize -> terminate twice on one build instance: each terminate releases what initialize took."""
-    driver = ctx.driver
-    plugin = driver.clone(ctx.fresh())
-    rule = ctx.rule_of(plugin, [t for t, _ in ctx.combo.inputs])
-    driver.configure_build(plugin, ctx.combo, rule)
+    driver, combo = ctx.driver, ctx.combo
+    adapter: Any = driver.adapter()
+    adapter.begin_build(ctx.fresh())
+    rule = driver.rule_with(adapter, [t for t, _ in combo.inputs])
+    adapter.configure_build(driver.request(combo), driver.output_ports(rule, combo.outputs), 1)
     before = set(live_allocations())
     for cycle in (1, 2):
-        driver.initialize(plugin)
+        adapter.initialize_build()
         acquired = _new_since(before)
-        driver.terminate(plugin)
+        adapter.terminate_build()
         left = [b for b in acquired if b in live_allocations()]
         if left:
             problems.append(
@@ -45,7 +48,7 @@ def _build_cycle(ctx: CheckContext, problems: list[str]) -> None:
                 + (" (second initialize/terminate cycle)" if cycle == 2 else "")
             )
             break
-    driver.destroy(plugin)
+    adapter.abort_build()
 
 
 def check_initialize_terminate(ctx: CheckContext) -> str:

@@ -95,8 +95,8 @@ def check_serialization_roundtrip(ctx: CheckContext) -> str:
         raise CheckFailedError(f"recreating the plugin through {how} failed: {exc}") from None
     problems = []
     with session:
-        original = driver.identity(session.network)
-        revived = driver.identity(session.engine)
+        original = driver.raw_identity(session.network)
+        revived = driver.raw_identity(session.engine)
         if revived != original:
             problems.append(f"the recreated plugin's identity is {revived}, not {original}")
         again = driver.payload(session.engine)

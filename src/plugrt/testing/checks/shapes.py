@@ -17,7 +17,7 @@ from ...core.types import DataType
 from ...shape.builder import constant
 from ..buffers import unwritten_mask
 from ..context import CheckContext
-from ..drivers import OutputRule
+from ..driver import OutputRule
 from ..hooks import HookError
 from ..report import CheckFailedError
 from ..state import describe_change, snapshot

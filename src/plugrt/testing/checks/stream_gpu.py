@@ -194,7 +194,7 @@ def check_stream_gpu(ctx: CheckContext) -> str:
     shape_set = next((s for s in ctx.shape_sets if s.label == "opt"), ctx.shape_sets[0])
     try:
         inputs = ctx.inputs_for(shape_set)
-        identity = ctx.driver.identity(ctx.first)
+        identity = ctx.driver.raw_identity(ctx.first)
         with creator_registered(ctx.creator, identity[2]):
             plan = build_plan(ctx)
             gpu_engine = Runtime(quiet_logger(), device=gpu_backend().name).deserialize_cuda_engine(plan)
