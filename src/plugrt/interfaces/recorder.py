@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import PluginError, PlugrtError
+from ..core.finalizers import run_pending
 from ..core.logger import ILogger, Severity
 
 __all__ = ["ENGINE_ERRORS", "CallRecorder", "ErrorPolicy", "Phase", "PluginCall", "PluginCaller", "trace_plugin_calls"]
@@ -79,7 +80,12 @@ _ACTIVE_LOCK = threading.Lock()
 
 @contextmanager
 def trace_plugin_calls() -> Iterator[CallRecorder]:
-    """Record every plugin hook call made inside the ``with`` block."""
+    """Record every plugin hook call made inside the ``with`` block.
+
+    Releases of engines and contexts the garbage collector queued earlier run first
+    (:func:`~plugrt.core.finalizers.run_pending`): their teardown calls belong before the block.
+    """
+    run_pending()
     recorder = CallRecorder()
     with _ACTIVE_LOCK:
         _ACTIVE.append(recorder)
