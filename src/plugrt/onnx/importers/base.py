@@ -146,6 +146,13 @@ class ImportContext:
         return self.attr(name)
 
     # --- tensors -------------------------------------------------------------------
+    def input(self, inputs: Sequence[Any], index: int = 0, what: str = "") -> Any:
+        """Node input ``index``; omitted, it fails naming the position (and ``what`` the input is)."""
+        tensor = inputs[index] if index < len(inputs) else None
+        if tensor is None:
+            self.fail(f"input {index} ({what}) is missing" if what else f"input {index} is missing")
+        return tensor
+
     def constant(self, value: Any, dtype: Any = None) -> Any:
         """A constant tensor holding ``value`` (its value stays known to later importers).
 

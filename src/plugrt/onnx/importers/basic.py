@@ -23,16 +23,9 @@ from .base import ImportContext, register_importer
 __all__: list[str] = []
 
 
-def _first(ctx: ImportContext, inputs: list[Any]) -> ITensor:
-    if not inputs or inputs[0] is None:
-        ctx.fail("input 0 is missing")
-    tensor: ITensor = inputs[0]
-    return tensor
-
-
 @register_importer("Identity")
 def import_identity(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
-    return [_first(ctx, inputs)]
+    return [ctx.input(inputs)]
 
 
 @register_importer("Constant")
@@ -98,14 +91,14 @@ def _cast(ctx: ImportContext, x: ITensor, dtype: DataType, elem_type: int | None
 
 @register_importer("Cast")
 def import_cast(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
-    x = _first(ctx, inputs)
+    x = ctx.input(inputs)
     elem_type = int(ctx.required_attr("to"))
     return _cast(ctx, x, _target_type(ctx, elem_type), elem_type)
 
 
 @register_importer("CastLike")
 def import_cast_like(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
-    x = _first(ctx, inputs)
+    x = ctx.input(inputs)
     if len(inputs) < 2 or inputs[1] is None:
         ctx.fail("CastLike needs the target_type input")
     return _cast(ctx, x, ctx.dtype_of(inputs[1]), ctx.declared_type(ctx.node.input[1]))
@@ -113,7 +106,7 @@ def import_cast_like(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
 
 @register_importer("Reshape")
 def import_reshape(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
-    data = _first(ctx, inputs)
+    data = ctx.input(inputs)
     if len(inputs) < 2 or inputs[1] is None:
         ctx.fail("Reshape needs the shape input")
     shape = inputs[1]
@@ -132,7 +125,7 @@ def import_reshape(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
 
 @register_importer("Transpose")
 def import_transpose(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
-    x = _first(ctx, inputs)
+    x = ctx.input(inputs)
     rank = ctx.rank_of(x)
     perm = [int(p) for p in ctx.attr("perm", list(range(rank))[::-1])]
     if sorted(ctx.axis(p, rank, "perm entry") for p in perm) != list(range(rank)):
@@ -161,7 +154,7 @@ def import_concat(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
 @register_importer("Dropout")
 def import_dropout(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     # Inference: the output is the input; the mask is all ones (True from opset 10).
-    x = _first(ctx, inputs)
+    x = ctx.input(inputs)
     training = inputs[2] if len(inputs) > 2 else None
     if training is not None:
         mode = ctx.value_of(training)

@@ -29,9 +29,7 @@ _REDUCIBLE = (DataType.FLOAT, DataType.HALF, DataType.INT32, DataType.INT64)
 
 def _axes(ctx: ImportContext, inputs: list[Any], input_since: int) -> tuple[ITensor, tuple[int, ...] | None]:
     """The data input and the normalised axes (None: pass the input through)."""
-    if not inputs or inputs[0] is None:
-        ctx.fail("input 0 is missing")
-    x: ITensor = inputs[0]
+    x: ITensor = ctx.input(inputs)
     rank = ctx.rank_of(x)
     if ctx.opset >= input_since:
         given = inputs[1] if len(inputs) > 1 else None
@@ -169,16 +167,9 @@ def _softmax_axes(ctx: ImportContext, x: ITensor) -> tuple[int, ...]:
     return (ctx.axis(ctx.attr("axis", -1), rank),)
 
 
-def _first_input(ctx: ImportContext, inputs: list[Any]) -> ITensor:
-    if not inputs or inputs[0] is None:
-        ctx.fail("input 0 is missing")
-    tensor: ITensor = inputs[0]
-    return tensor
-
-
 @register_importer("Softmax")
 def import_softmax(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
-    x = _first_input(ctx, inputs)
+    x = ctx.input(inputs)
     axes = _softmax_axes(ctx, x)
     if len(axes) == 1:
         layer = ctx.named(ctx.network.add_softmax(x), "softmax")
@@ -190,7 +181,7 @@ def import_softmax(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
 @register_importer("LogSoftmax")
 def import_log_softmax(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     # x - max - log(sum(exp(x - max))): finite wherever the result is.
-    x = _first_input(ctx, inputs)
+    x = ctx.input(inputs)
     axes = _softmax_axes(ctx, x)
     shifted = ctx.elementwise(x, _reduce(ctx, x, R.MAX, axes, True), Ew.SUB)
     total = _reduce(ctx, ctx.unary(shifted, U.EXP), R.SUM, axes, True)
@@ -199,5 +190,5 @@ def import_log_softmax(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
 
 @register_importer("Hardmax")
 def import_hardmax(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
-    x = _first_input(ctx, inputs)
+    x = ctx.input(inputs)
     return ctx.op("hardmax", [x], {"axes": _mask(_softmax_axes(ctx, x))})

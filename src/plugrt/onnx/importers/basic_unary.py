@@ -24,15 +24,8 @@ _FLOATS = (DataType.FLOAT, DataType.HALF)
 _SIGNED = (DataType.INT8, DataType.INT32, DataType.INT64)
 
 
-def _input(ctx: ImportContext, inputs: list[Any]) -> ITensor:
-    if not inputs or inputs[0] is None:
-        ctx.fail("input 0 is missing")
-    tensor: ITensor = inputs[0]
-    return tensor
-
-
 def _float_input(ctx: ImportContext, inputs: list[Any]) -> ITensor:
-    x = _input(ctx, inputs)
+    x = ctx.input(inputs)
     if ctx.dtype_of(x) not in _FLOATS:
         ctx.fail(
             f"{ctx.node.op_type} takes FLOAT or FLOAT16 (or DOUBLE, imported as FLOAT), got {ctx.dtype_of(x).name}"
@@ -42,7 +35,7 @@ def _float_input(ctx: ImportContext, inputs: list[Any]) -> ITensor:
 
 def _unary(op: U, floats_only: bool = True) -> Callable[..., list[Any]]:
     def importer(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
-        x = _float_input(ctx, inputs) if floats_only else _input(ctx, inputs)
+        x = _float_input(ctx, inputs) if floats_only else ctx.input(inputs)
         return ctx.folded([ctx.unary(x, op)])
 
     return importer
@@ -81,7 +74,7 @@ def _signed_unary(op: U) -> Callable[..., list[Any]]:
     """Abs, Neg, Sign: floats and signed ints directly, other ints through INT32/INT64."""
 
     def importer(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
-        x = _input(ctx, inputs)
+        x = ctx.input(inputs)
         dtype = ctx.dtype_of(x)
         if dtype in _FLOATS or dtype in _SIGNED or (op == U.ABS and dtype == DataType.UINT8):
             return ctx.folded([ctx.unary(x, op)])
@@ -139,7 +132,7 @@ register_importer("ThresholdedRelu")(_activation(Act.THRESHOLDED_RELU, _attr("al
 
 @register_importer("Relu")
 def import_relu(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
-    x = _input(ctx, inputs)
+    x = ctx.input(inputs)
     dtype = ctx.dtype_of(x)
     if dtype in _FLOATS or dtype in (DataType.INT32, DataType.INT64):
         return ctx.folded([ctx.activation(x, Act.RELU)])
@@ -191,7 +184,7 @@ def import_swish(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
 
 @register_importer("Shrink")
 def import_shrink(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
-    x = _input(ctx, inputs)
+    x = ctx.input(inputs)
     dtype = ctx.dtype_of(x)
     lambd, bias = float(ctx.attr("lambd", 0.5)), float(ctx.attr("bias", 0.0))
     real = ctx.cast(x, DataType.FLOAT) if dtype not in _FLOATS else x

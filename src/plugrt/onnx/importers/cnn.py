@@ -30,13 +30,6 @@ __all__ = ["constant_value", "uniform"]
 _FLOATS = (DataType.FLOAT, DataType.HALF)
 
 
-def _input(ctx: ImportContext, inputs: list[Any], index: int, what: str) -> ITensor:
-    if len(inputs) <= index or inputs[index] is None:
-        ctx.fail(f"input {index} ({what}) is missing")
-    tensor: ITensor = inputs[index]
-    return tensor
-
-
 def _optional(inputs: list[Any], index: int) -> ITensor | None:
     return inputs[index] if len(inputs) > index else None
 
@@ -107,8 +100,8 @@ def _window_params(ctx: ImportContext, kernel: list[int], spatial: int) -> dict[
 
 # --- convolution ------------------------------------------------------------------------
 def _conv_like(ctx: ImportContext, inputs: list[Any], transposed: bool) -> list[Any]:
-    x = _input(ctx, inputs, 0, "X")
-    w = _input(ctx, inputs, 1, "W")
+    x = ctx.input(inputs, 0, "X")
+    w = ctx.input(inputs, 1, "W")
     bias = _optional(inputs, 2)
     _float_input(ctx, x, "X")
     kernel_value = constant_value(ctx, w)
@@ -171,8 +164,8 @@ def import_conv_transpose(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
 # --- Gemm -----------------------------------------------------------------------------------
 @register_importer("Gemm")
 def import_gemm(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
-    a = _input(ctx, inputs, 0, "A")
-    b = _input(ctx, inputs, 1, "B")
+    a = ctx.input(inputs, 0, "A")
+    b = ctx.input(inputs, 1, "B")
     c = _optional(inputs, 2)
     alpha, beta = float(ctx.attr("alpha", 1.0)), float(ctx.attr("beta", 1.0))
     for tensor, name in ((a, "A"), (b, "B")) + (((c, "C"),) if c is not None else ()):
@@ -198,7 +191,7 @@ def import_gemm(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
 
 # --- pooling --------------------------------------------------------------------------------
 def _pool(ctx: ImportContext, inputs: list[Any], mode: str) -> list[Any]:
-    x = _input(ctx, inputs, 0, "X")
+    x = ctx.input(inputs, 0, "X")
     rank = ctx.rank_of(x)
     if rank < 3:
         ctx.fail(f"pooling takes [N, C, spatial...], got rank {rank}")
@@ -237,7 +230,7 @@ def import_lp_pool(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
 
 
 def _global_pool(ctx: ImportContext, inputs: list[Any], mode: str) -> list[Any]:
-    x = _input(ctx, inputs, 0, "X")
+    x = ctx.input(inputs, 0, "X")
     if ctx.rank_of(x) < 3:
         ctx.fail(f"global pooling takes [N, C, spatial...], got rank {ctx.rank_of(x)}")
     return ctx.op("global_pooling", [x], {"mode": mode, "p": float(ctx.attr("p", 2))})
@@ -261,7 +254,7 @@ def import_global_lp_pool(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
 # --- LRN and PRelu ----------------------------------------------------------------------------
 @register_importer("LRN")
 def import_lrn(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
-    x = _input(ctx, inputs, 0, "X")
+    x = ctx.input(inputs, 0, "X")
     _float_input(ctx, x, "X")
     params = {
         "size": int(ctx.required_attr("size")),
@@ -274,8 +267,8 @@ def import_lrn(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
 
 @register_importer("PRelu")
 def import_prelu(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
-    x = _input(ctx, inputs, 0, "X")
-    slope = _input(ctx, inputs, 1, "slope")
+    x = ctx.input(inputs, 0, "X")
+    slope = ctx.input(inputs, 1, "slope")
     rank = ctx.rank_of(x)
     value = constant_value(ctx, slope)
     # Before opset 7 a 1-D slope of C values applies along the channel axis.

@@ -27,9 +27,7 @@ _FLOATS = (DataType.FLOAT, DataType.HALF)
 
 
 def _input(ctx: ImportContext, inputs: list[Any], index: int, what: str) -> ITensor:
-    if len(inputs) <= index or inputs[index] is None:
-        ctx.fail(f"input {index} ({what}) is missing")
-    tensor: ITensor = inputs[index]
+    tensor: ITensor = ctx.input(inputs, index, what)
     if ctx.dtype_of(tensor) not in _FLOATS:
         ctx.fail(f"{what} must be float or float16, got {ctx.dtype_of(tensor).name}")
     return tensor
@@ -108,12 +106,17 @@ def _affine(ctx: ImportContext, tensors: list[ITensor | None], names: tuple[str,
     return op_inputs, weights
 
 
+def _channels_first(ctx: ImportContext, inputs: list[Any], names: tuple[str, str, str]) -> tuple[ITensor, ...]:
+    """The data input, of rank >= 3 (``[N, C, spatial...]``), with its scale and bias inputs (named ``names``)."""
+    x, scale, bias = (_input(ctx, inputs, index, name) for index, name in enumerate(names))
+    if ctx.rank_of(x) < 3:
+        ctx.fail(f"{ctx.node.op_type} takes [N, C, spatial...], got rank {ctx.rank_of(x)}")
+    return x, scale, bias
+
+
 @register_importer("InstanceNormalization")
 def import_instance_normalization(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
-    x = _input(ctx, inputs, 0, "input")
-    if ctx.rank_of(x) < 3:
-        ctx.fail(f"InstanceNormalization takes [N, C, spatial...], got rank {ctx.rank_of(x)}")
-    scale, bias = _input(ctx, inputs, 1, "scale"), _input(ctx, inputs, 2, "B")
+    x, scale, bias = _channels_first(ctx, inputs, ("input", "scale", "B"))
     extra, weights = _affine(ctx, [scale, bias], ("scale", "bias"))
     params = {"mode": "instance", "epsilon": float(ctx.attr("epsilon", 1e-5))}
     return ctx.op("normalization", [x, *extra], params, weights)
@@ -142,10 +145,7 @@ def import_layer_normalization(ctx: ImportContext, inputs: list[Any]) -> list[An
 
 @register_importer("GroupNormalization")
 def import_group_normalization(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
-    x = _input(ctx, inputs, 0, "X")
-    if ctx.rank_of(x) < 3:
-        ctx.fail(f"GroupNormalization takes [N, C, spatial...], got rank {ctx.rank_of(x)}")
-    scale, bias = _input(ctx, inputs, 1, "scale"), _input(ctx, inputs, 2, "bias")
+    x, scale, bias = _channels_first(ctx, inputs, ("X", "scale", "bias"))
     groups = int(ctx.required_attr("num_groups"))
     if groups < 1:
         ctx.fail(f"num_groups must be >= 1, got {groups}")

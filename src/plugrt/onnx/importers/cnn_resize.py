@@ -20,13 +20,6 @@ from .base import ImportContext, register_importer
 __all__: list[str] = []
 
 
-def _x(ctx: ImportContext, inputs: list[Any]) -> ITensor:
-    if not inputs or inputs[0] is None:
-        ctx.fail("input 0 (X) is missing")
-    tensor: ITensor = inputs[0]
-    return tensor
-
-
 def _given(inputs: list[Any], index: int) -> ITensor | None:
     return inputs[index] if len(inputs) > index else None
 
@@ -75,7 +68,7 @@ def _resize(ctx: ImportContext, x: ITensor, params: dict[str, Any], sizes: ITens
 
 @register_importer("Resize")
 def import_resize(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
-    x = _x(ctx, inputs)
+    x = ctx.input(inputs, 0, "X")
     mode = ctx.attr("mode", "nearest")
     if mode not in ("nearest", "linear", "cubic") or (mode == "cubic" and ctx.opset < 11):
         ctx.fail(f"unknown mode {mode!r}; valid: nearest, linear" + (", cubic" if ctx.opset >= 11 else ""))
@@ -109,7 +102,7 @@ def import_resize(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
 
 @register_importer("Upsample")
 def import_upsample(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
-    x = _x(ctx, inputs)
+    x = ctx.input(inputs, 0, "X")
     mode = ctx.attr("mode", "nearest")
     if mode == "bilinear":
         mode = "linear"
@@ -124,7 +117,7 @@ def import_upsample(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
 
 @register_importer("Pad")
 def import_pad(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
-    x = _x(ctx, inputs)
+    x = ctx.input(inputs, 0, "X")
     mode = ctx.attr("mode", "constant")
     if mode not in ("constant", "reflect", "edge", "wrap") or (mode == "wrap" and ctx.opset < 19):
         ctx.fail(f"unknown mode {mode!r}; valid: constant, reflect, edge" + (", wrap" if ctx.opset >= 19 else ""))
@@ -135,9 +128,7 @@ def import_pad(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
         params["pads"] = [int(p) for p in ctx.attr("pads", ctx.attr("paddings", []))]
         fill_attr = np.asarray(ctx.attr("value", 0.0)).astype(numpy_type).reshape(1)
         return ctx.op("pad", op_inputs, params, {"value": fill_attr})
-    pads = _given(inputs, 1)
-    if pads is None:
-        ctx.fail("input 1 (pads) is missing")
+    pads = ctx.input(inputs, 1, "pads")
     pads_value = ctx.value_of(pads)
     if pads_value is not None:
         params["pads"] = [int(p) for p in np.asarray(pads_value).reshape(-1)]

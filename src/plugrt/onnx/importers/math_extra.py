@@ -13,16 +13,10 @@ from .base import ImportContext, register_importer
 __all__: list[str] = []
 
 
-def _input(ctx: ImportContext, inputs: list[Any]) -> Any:
-    if not inputs or inputs[0] is None:
-        ctx.fail("input 0 is missing")
-    return inputs[0]
-
-
 @register_importer("LpNormalization")
 def import_lp_normalization(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     """``x / ||x||_p`` along ``axis`` (p is 1 or 2); slices whose norm is 0 stay 0."""
-    x = _input(ctx, inputs)
+    x = ctx.input(inputs)
     p = int(ctx.attr("p", 2))
     if p not in (1, 2):
         ctx.fail(f"p must be 1 or 2, got {p}")
@@ -46,7 +40,7 @@ def _declared_exact(ctx: ImportContext, elem_type: int, what: str) -> Any:
 
 @register_importer("BitCast")
 def import_bitcast(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
-    x = _input(ctx, inputs)
+    x = ctx.input(inputs)
     target = _declared_exact(ctx, int(ctx.required_attr("to")), "the target type")
     declared = ctx.declared_type(ctx.node.input[0])
     if declared is not None:
@@ -56,7 +50,7 @@ def import_bitcast(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
 
 @register_importer("EyeLike")
 def import_eye_like(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
-    x = _input(ctx, inputs)
+    x = ctx.input(inputs)
     if ctx.rank_of(x) != 2:
         ctx.fail(f"EyeLike needs a 2-D input, got rank {ctx.rank_of(x)}")
     dtype = ctx.dtype_of(x)
@@ -71,7 +65,7 @@ def import_eye_like(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
 @register_importer("Unique")
 def import_unique(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     """Unique values (sorted by default) with first indices, inverse indices and counts (data-dependent sizes)."""
-    x = _input(ctx, inputs)
+    x = ctx.input(inputs)
     params: dict[str, Any] = {"sorted": bool(ctx.attr("sorted", 1))}
     if ctx.has_attr("axis"):
         params["axis"] = ctx.axis(int(ctx.attr("axis")), ctx.rank_of(x))

@@ -32,15 +32,8 @@ def _described(ctx: ImportContext, index: int, role: str) -> str:
     return f"{role} (input {index}, {name!r})"
 
 
-def _required(ctx: ImportContext, inputs: list[Any], index: int, role: str) -> ITensor:
-    if len(inputs) <= index or inputs[index] is None:
-        ctx.fail(f"{role} (input {index}) is missing")
-    tensor: ITensor = inputs[index]
-    return tensor
-
-
 def _typed(ctx: ImportContext, inputs: list[Any], index: int, role: str, allowed: tuple[DataType, ...]) -> ITensor:
-    tensor = _required(ctx, inputs, index, role)
+    tensor = ctx.input(inputs, index, role)
     dtype = ctx.dtype_of(tensor)
     if dtype not in allowed:
         ctx.fail(f"{_described(ctx, index, role)} must be {' or '.join(t.name for t in allowed)}, got {dtype.name}")
@@ -56,7 +49,7 @@ def _zero_point(ctx: ImportContext, inputs: list[Any], index: int, role: str, op
     dtype = ctx.dtype_of(operand)
     if len(inputs) <= index or inputs[index] is None:
         return ctx.constant(np.zeros(1, dtype=dtype.nptype()))
-    zero = _required(ctx, inputs, index, role)
+    zero = ctx.input(inputs, index, role)
     if ctx.dtype_of(zero) != dtype:
         ctx.fail(f"{_described(ctx, index, role)} must have {of}'s type {dtype.name}, got {ctx.dtype_of(zero).name}")
     return zero
