@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 
 from ..backends.registry import DEFAULT_DEVICE, DEVICES
+from ..core.errors import ShapeError
 from ..core.logger import RaisedErrorsLogger, Severity
-from ..core.types import nptype
+from ..engine.host_run import HostRun
 from ..engine.runtime import Runtime
 from ..interfaces.recorder import trace_plugin_calls
-from ..network.tensor import TensorIOMode
 from .errors import UsageError, check_writable
 from .exec_build import build_from_onnx
 from .libraries import load_libraries
@@ -156,70 +156,62 @@ def _print_trace(recorder: Any) -> None:
 
 
 class _Session:
-    """One execution context with its inputs and outputs (host, or device plus host copies)."""
+    """The engine run over host arrays (on the GPU: device buffers, copied to and from them per inference)."""
 
     def __init__(self, engine: Any, args: argparse.Namespace, shapes: dict[str, tuple[int, ...]]) -> None:
-        self.engine, self.args = engine, args
-        self.context = engine.create_execution_context()
-        self.backend = backend = engine.backend
-        self.cuda = not backend.host_memory  # inputs and outputs need copies between host and device
-        if args.useCudaGraph and backend.gpu:
-            self.context.use_cuda_graph = True
+        self.args = args
+        self.run = HostRun(engine)
+        #: buffers are device memory: inputs and outputs are copied between them and the host
+        self.copies = not engine.backend.host_memory
+        if args.useCudaGraph and engine.backend.gpu:
+            self.run.context.use_cuda_graph = True
         elif args.useCudaGraph:
             print("[W] --useCudaGraph needs --device cuda; running without graphs")
         files = parse_input_files(args.loadInputs)
-        names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
-        inputs = [n for n in names if engine.get_tensor_mode(n) == TensorIOMode.INPUT]
-        unknown = sorted((set(shapes) | set(files)) - set(inputs))
+        self.inputs, self.outputs = self.run.input_names, self.run.output_names
+        unknown = sorted((set(shapes) | set(files)) - set(self.inputs))
         if unknown:
-            raise UsageError(f"{unknown} are not inputs of the engine; its inputs are {inputs}")
+            raise UsageError(f"{unknown} are not inputs of the engine; its inputs are {self.inputs}")
         rng = np.random.default_rng(args.seed)
         self.host: dict[str, np.ndarray] = {}
-        for name in inputs:
-            shape = shapes.get(name) or tuple(engine.get_tensor_profile_shape(name, 0)[1])
-            low, _, high = engine.get_tensor_profile_shape(name, 0)
+        for name in self.inputs:
+            low, opt, _ = engine.get_tensor_profile_shape(name, 0)
+            shape = shapes.get(name) or tuple(opt)
             if len(shape) != len(low):
                 raise UsageError(
                     f"--shapes {name}: {'x'.join(map(str, shape))} has rank {len(shape)}; {name!r} has rank {len(low)} "
                     f"{list(engine.get_tensor_shape(name))}"
                 )
-            if not self.context.set_input_shape(name, shape):
-                raise UsageError(
-                    f"shape {shape} of {name!r} is outside the engine's profile (min {tuple(low)}, max {tuple(high)})"
-                )
-            dtype = np.dtype(nptype(engine.get_tensor_dtype(name)))
+            try:
+                self.run.set_shapes({name: shape})
+            except ShapeError as exc:
+                raise UsageError(str(exc)) from None
+            dtype = self.run.dtype(name)
             if name in files:
                 self.host[name] = load_input(files[name], tuple(shape), dtype)
             elif dtype.kind == "f":
                 self.host[name] = rng.standard_normal(shape).astype(dtype)
             else:
                 self.host[name] = rng.integers(0, 2, size=shape).astype(dtype)
-        for name in names:
-            if engine.get_tensor_mode(name) == TensorIOMode.OUTPUT:
-                shape = tuple(self.context.get_tensor_shape(name))
-                if any(d < 0 for d in shape):
-                    raise UsageError(f"output {name!r} has a data-dependent shape; plugrt exec cannot size it yet")
-                self.host[name] = np.zeros(shape, np.dtype(nptype(engine.get_tensor_dtype(name))))
-        self.inputs, self.outputs = inputs, [n for n in names if n not in inputs]
-        self.device: dict[str, Any] = {n: backend.xp.asarray(a) for n, a in self.host.items()} if self.cuda else dict(self.host)
-        for name, array in self.device.items():
-            self.context.set_tensor_address(name, backend.address_of(array))
-        self._stream_owner, self.stream = backend.create_stream()
+        if unsized := self.run.data_dependent:
+            raise UsageError(f"output {unsized[0]!r} has a data-dependent shape; plugrt exec cannot size it yet")
+        self.host.update({name: np.zeros(self.run.shape(name), self.run.dtype(name)) for name in self.outputs})
+        if self.copies:
+            self.run.allocate()
+            self.run.upload(self.host)
+        else:
+            self.run.bind_arrays(self.host)  # the host arrays themselves: no copies
+        self._stream_owner, self.stream = engine.backend.create_stream()
 
     def infer_once(self) -> None:
         """One inference, transfers included unless --noDataTransfers."""
-        backend = self.backend
-        if self.cuda and not self.args.noDataTransfers:
-            with backend.stream_scope(self.stream):
-                for name in self.inputs:
-                    backend.copy_from_host(self.device[name], self.host[name])
-        self.context.execute_async_v3(self.stream)
-        if self.cuda:
-            if not self.args.noDataTransfers:
-                with backend.stream_scope(self.stream):
-                    for name in self.outputs:
-                        backend.to_host(self.device[name], out=self.host[name])
-            backend.synchronize(self.stream)
+        transfers = self.copies and not self.args.noDataTransfers
+        if transfers:
+            self.run.upload({name: self.host[name] for name in self.inputs}, self.stream)
+        self.run.execute(self.stream)
+        if transfers:
+            self.run.results(self.stream, into=self.host)
+        self.run.backend.synchronize(self.stream)
 
     def benchmark(self) -> list[Timing]:
         """Warm up, then run for --iterations and --duration, timing each inference."""
@@ -239,16 +231,16 @@ class _Session:
     def profile(self) -> LayerTimes:
         """Per-layer times over --iterations profiled runs."""
         times = LayerTimes()
-        self.context.profiler = times
+        self.run.context.profiler = times
         try:
             for _ in range(self.args.iterations):
                 self.infer_once()
         finally:
-            self.context.profiler = None
+            self.run.context.profiler = None
         return times
 
     def host_outputs(self) -> dict[str, np.ndarray]:
         """Outputs of the last inference, on the host."""
-        if self.cuda and self.args.noDataTransfers:
-            return {n: self.backend.to_host(self.device[n]) for n in self.outputs}
+        if self.copies and self.args.noDataTransfers:
+            return self.run.results(self.stream)
         return {n: self.host[n] for n in self.outputs}

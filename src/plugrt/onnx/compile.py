@@ -12,9 +12,9 @@ array([0., 2.], dtype=float32)
 
 Underneath: ``Builder``, ``OnnxParser``, one optimization profile (from
 ``shapes={name: (min, opt, max)}``, else from the first call's shapes),
-``Runtime``, one execution context, output buffers sized from
-``context.get_tensor_shape`` and an ``IOutputAllocator`` for outputs whose
-shape depends on data. Arrays are converted at the boundary between the types
+``Runtime`` and a :class:`~plugrt.engine.host_run.HostRun` (one execution
+context, the call's arrays bound in place, new output arrays sized from the
+context, an ``IOutputAllocator`` for outputs whose shape depends on data). Arrays are converted at the boundary between the types
 the model declares and the ones plugrt computes in (DOUBLE inputs arrive as
 float64 and leave as float64, computed as FLOAT in between).
 """
@@ -29,12 +29,10 @@ from typing import Any
 import numpy as np
 import onnx
 
-from ..backends.base import Backend
 from ..backends.registry import DEFAULT_DEVICE, check_device
-from ..core.dims import Dims
 from ..core.errors import ExecutionError, ShapeError, TypeMismatchError
 from ..core.logger import ILogger, RaisedErrorsLogger, Severity
-from ..engine.output_allocator import IOutputAllocator
+from ..engine.host_run import HostRun
 from .importers.base import OnnxImportError
 from .parser import OnnxParser
 from .types import onnx_numpy_dtype
@@ -60,24 +58,6 @@ def compile(  # noqa: A001 - the public name mirrors torch.compile
     bytes or a ``ModelProto`` reads them only from ``external_data_dir``.
     """
     return CompiledModel(model, device=device, shapes=shapes, logger=logger, external_data_dir=external_data_dir)
-
-
-class _Allocator(IOutputAllocator):
-    """Places data-dependent outputs in arrays it owns (NumPy, or CuPy on the GPU)."""
-
-    def __init__(self, backend: Backend) -> None:
-        super().__init__()
-        self.backend = backend
-        self.buffer = backend.xp.zeros(0, dtype=np.uint8)
-        self.shape: tuple[int, ...] | None = None
-
-    def reallocate_output(self, tensor_name: str, memory: int, size: int, alignment: int) -> int:
-        if self.buffer.nbytes < max(size, 1):
-            self.buffer = self.backend.xp.zeros(max(size, 1), dtype=np.uint8)
-        return int(self.backend.address_of(self.buffer))
-
-    def notify_shape(self, tensor_name: str, shape: Dims) -> None:
-        self.shape = tuple(shape)
 
 
 class CompiledModel:
@@ -169,9 +149,8 @@ class CompiledModel:
             config.add_optimization_profile(profile)
         plan = self._builder.build_serialized_network(self.network, config)
         self.engine = self._runtime.deserialize_cuda_engine(plan)
-        self.context = self.engine.create_execution_context()
-        #: outputs whose shape depends on data, placed through an IOutputAllocator
-        self._allocators: dict[str, _Allocator] = {}
+        self._host_run = HostRun(self.engine)
+        self.context = self._host_run.context
 
     def serialize(self) -> bytes:
         """The engine's plan bytes (build first: call once, or pass ``shapes``)."""
@@ -265,42 +244,18 @@ class CompiledModel:
             raise ShapeError(f"input {name!r} must have shape {shown} ('?' is dynamic), got {array.shape}")
         return cp.ascontiguousarray(array.astype(engine_type, copy=False))
 
-    def _run(self, arrays: dict[str, np.ndarray], stream: int = 0) -> dict[str, np.ndarray]:
-        backend = self.engine.backend
-        on_device = not backend.host_memory
-        device_inputs = on_device and any(not isinstance(a, np.ndarray) for a in arrays.values())
-        if on_device:  # host arrays are uploaded; device arrays are used in place
-            arrays = {name: backend.xp.asarray(a) for name, a in arrays.items()}
-        self._inputs_alive = arrays
-        context = self.context
-        for name, array in arrays.items():
-            if not context.set_input_shape(name, array.shape):
-                low, _, high = self.engine.get_tensor_profile_shape(name, 0)
-                raise ShapeError(
-                    f"input {name!r} has shape {array.shape}, outside the engine's range {tuple(low)}..{tuple(high)}; "
-                    "pass shapes={name: (min, opt, max)} to plugrt.compile to cover it"
-                )
-            context.set_tensor_address(name, backend.address_of(array))
-        outputs: dict[str, Any] = {}
-        for name in self.output_names:
-            if name in self._allocators:
-                continue
-            shape = tuple(context.get_tensor_shape(name))
-            if -1 in shape:  # known only after the run: data-dependent
-                self._allocators[name] = _Allocator(backend)
-                context.set_output_allocator(name, self._allocators[name])
-                continue
-            dtype = np.dtype(self.engine.get_tensor_dtype(name).nptype())
-            outputs[name] = backend.xp.empty(shape, dtype=dtype)
-            context.set_tensor_address(name, backend.address_of(outputs[name]))
-        context.execute_async_v3(stream)
-        for name, allocator in self._allocators.items():
-            dtype = np.dtype(self.engine.get_tensor_dtype(name).nptype())
-            shape = allocator.shape or ()
-            count = int(np.prod(shape, dtype=np.int64))
-            outputs[name] = allocator.buffer[: count * dtype.itemsize].view(dtype).reshape(shape).copy()
-        if on_device and not device_inputs:  # host in, host out
-            outputs = {name: backend.to_host(array) for name, array in outputs.items()}
+    def _run(self, arrays: dict[str, Any], stream: int = 0) -> dict[str, Any]:
+        run = self._host_run
+        host_out = all(isinstance(a, np.ndarray) for a in arrays.values())  # host in, host out
+        try:
+            run.bind_arrays(arrays)  # host arrays are uploaded to a device; device arrays are used in place
+        except ShapeError as exc:
+            raise ShapeError(f"{exc}; pass shapes={{name: (min, opt, max)}} to plugrt.compile to cover it") from None
+        run.allocate(run.output_names)  # new arrays each call: they are handed to the caller
+        run.execute(stream)
+        outputs = run.output_arrays()
+        if host_out:
+            outputs = {name: run.backend.to_host(array) for name, array in outputs.items()}
         return {name: self._deliver(name, outputs[name]) for name in self.output_names}
 
     def _deliver(self, name: str, array: np.ndarray) -> np.ndarray:

@@ -20,11 +20,10 @@ import numpy as np
 
 from ..builder.builder import Builder
 from ..core.dims import volume
-from ..core.errors import ExecutionError
 from ..core.logger import Logger, Severity
+from ..engine.host_run import HostRun
 from ..interfaces.registry import get_plugin_registry
 from ..interfaces.v3 import IPluginV3
-from ..network.tensor import TensorIOMode
 
 __all__ = ["EngineRunner", "PaddedBuffer", "build_plan", "creator_registered", "quiet_logger"]
 
@@ -113,66 +112,55 @@ class PaddedBuffer:
         elif self.nbytes:
             self.cp.cuda.runtime.memset(self.ptr, byte, self.nbytes)
 
-    def upload(self, array: np.ndarray) -> None:
-        """Copy a host array (of exactly ``nbytes``) in."""
+    def upload(self, array: np.ndarray, stream: int = 0) -> None:
+        """Copy a host array (of exactly ``nbytes``) in; done when this returns, whatever ``stream``."""
         data = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
         if self._host is not None:
             self._host[_PAD : _PAD + data.size] = data
         elif data.size:
             self.cp.cuda.runtime.memcpy(self.ptr, data.ctypes.data, data.size, _H2D)
 
-    def read(self, shape: Sequence[int], dtype: np.dtype) -> np.ndarray:
-        """The contents as a new host array."""
-        out = np.empty(tuple(shape), dtype=dtype)
+    def download(self, out: np.ndarray, stream: int = 0) -> None:
+        """Copy the contents into the host array ``out`` (call once the device finished)."""
         if self._host is not None:
             out.reshape(-1).view(np.uint8)[...] = self._host[_PAD : _PAD + out.nbytes]
         elif out.nbytes:
             self.cp.cuda.runtime.memcpy(out.ctypes.data, self.ptr, out.nbytes, _D2H)
-        return out
 
 
 class EngineRunner:
-    """One execution context of an engine, its input shapes set and padded IO buffers bound."""
+    """The engine run (:class:`~plugrt.engine.host_run.HostRun`) at the checker's input shapes, on padded buffers."""
 
     def __init__(self, engine: Any, shapes: Sequence[Sequence[int]], cp: Any) -> None:
         self.cp = cp
-        self.context = engine.create_execution_context()
-        names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
-        outputs = [n for n in names if engine.get_tensor_mode(n) == TensorIOMode.OUTPUT]
-        self.inputs: list[tuple[PaddedBuffer, np.dtype]] = []
-        for i, shape in enumerate(shapes):
-            name = f"input{i}"
-            if not self.context.set_input_shape(name, tuple(shape)):
-                raise ExecutionError(f"the engine rejected shape {tuple(shape)} for {name}")
-            dtype = np.dtype(engine.get_tensor_dtype(name).nptype())
-            self.inputs.append((self._bind(name, volume(tuple(shape)) * dtype.itemsize, engine), dtype))
-        self.shapes = [tuple(int(d) for d in self.context.get_tensor_shape(n)) for n in outputs]
+        device_memory = not engine.backend.host_memory
+        self.host_run = HostRun(
+            engine, lambda shape, dtype: PaddedBuffer(cp, device_memory, volume(shape) * dtype.itemsize)
+        )
+        self.host_run.set_shapes({f"input{i}": shape for i, shape in enumerate(shapes)})
+        names = self.host_run.output_names
+        self.shapes = [self.host_run.shape(n) for n in names]
         #: True when an output's shape is only known once the plugin ran (no buffers are bound then).
-        self.data_dependent = any(d < 0 for shape in self.shapes for d in shape)
+        self.data_dependent = bool(self.host_run.data_dependent)
         self.outputs: list[tuple[PaddedBuffer, np.dtype, tuple[int, ...]]] = []
         if not self.data_dependent:
-            for name, shape in zip(outputs, self.shapes):
-                dtype = np.dtype(engine.get_tensor_dtype(name).nptype())
-                self.outputs.append((self._bind(name, volume(shape) * dtype.itemsize, engine), dtype, shape))
-
-    def _bind(self, name: str, nbytes: int, engine: Any) -> PaddedBuffer:
-        buffer = PaddedBuffer(self.cp, not engine.backend.host_memory, nbytes)
-        self.context.set_tensor_address(name, buffer.ptr)
-        return buffer
+            self.host_run.allocate()
+            buffers: Any = self.host_run.buffers
+            self.outputs = [(buffers[n], self.host_run.dtype(n), shape) for n, shape in zip(names, self.shapes)]
 
     def load(self, inputs: Sequence[np.ndarray], poison: int) -> None:
         """Fresh copies of ``inputs``, outputs filled with the ``poison`` byte; waits until done."""
-        for (buffer, dtype), array in zip(self.inputs, inputs):
-            buffer.upload(np.asarray(array, dtype=dtype))
+        run = self.host_run
+        run.upload({f"input{i}": np.asarray(a, dtype=run.dtype(f"input{i}")) for i, a in enumerate(inputs)})
         for buffer, _, _ in self.outputs:
             buffer.fill(poison)
         self.cp.cuda.Device().synchronize()
 
     def run(self, stream: int) -> None:
         """``execute_async_v3(stream)``."""
-        self.context.execute_async_v3(stream)
+        self.host_run.execute(stream)
 
     def results(self) -> list[np.ndarray]:
         """Every output as a host array (after the device finished)."""
         self.cp.cuda.Device().synchronize()
-        return [buffer.read(shape, dtype) for buffer, dtype, shape in self.outputs]
+        return list(self.host_run.results().values())
