@@ -96,6 +96,38 @@ def test_range_and_expand_values_and_shapes_from_expressions() -> None:
     assert shape == [N, constant(1), constant(3)]
 
 
+BROADCAST_A = np.arange(8, dtype=np.int32).reshape(2, 1, 4) + 1
+BROADCAST_B = np.arange(3, dtype=np.int32).reshape(3, 1) + 1
+
+
+@pytest.mark.parametrize(
+    ("kind", "params", "inputs", "expected", "mismatched"),
+    [
+        ("mod", {}, [BROADCAST_A, BROADCAST_B], np.mod(BROADCAST_A, BROADCAST_B), [c(2, 3, 4), c(2, 1)]),
+        ("bitwise", {"op": "AND"}, [BROADCAST_A, BROADCAST_B], BROADCAST_A & BROADCAST_B, [c(2, 3, 4), c(2, 1)]),
+        (
+            "where",
+            {},
+            [BROADCAST_B > 1, BROADCAST_A, np.zeros(4, np.int32)],
+            np.where(BROADCAST_B > 1, BROADCAST_A, 0),
+            [c(3, 1), c(2, 1, 4), c(2, 4)],
+        ),
+    ],
+)
+def test_operators_broadcast_as_onnx_does(
+    kind: str, params: dict, inputs: list, expected: np.ndarray, mismatched: list
+) -> None:
+    """ONNX multidirectional broadcasting: shapes right-aligned, size-1 dimensions stretch, any ranks."""
+    op = create_operator(kind, params, {})
+    shapes = [c(*a.shape) for a in inputs]
+    assert op.output_shapes(shapes, [None] * len(shapes)) == [c(2, 3, 4)]
+    out = np.empty((2, 3, 4), np.int32)
+    op.run(inputs, [out])
+    np.testing.assert_array_equal(out, expected)
+    with pytest.raises(ShapeError, match=r"dimension 1 is 3 and 2; they must be equal or one of them 1"):
+        op.output_shapes(mismatched, [None] * len(mismatched))
+
+
 def test_unknown_values_give_a_clear_error() -> None:
     expand = create_operator("expand", {}, {})
     with pytest.raises(NetworkError, match=r"the shape \(input 1\) must be known when the network is built"):

@@ -1,6 +1,6 @@
 """Bitwise operations on integers: AND, OR, XOR, NOT and the shifts (ONNX ``Bitwise*``, ``BitShift``).
 
-Binary forms broadcast over equal ranks. A shift by a negative amount or by at
+Binary forms broadcast as ONNX does (multidirectional, shapes right-aligned). A shift by a negative amount or by at
 least the bit width saturates, as NumPy's and ONNX's reference do: 0, or -1 for a
 right shift of a negative value (C leaves it undefined).
 """
@@ -16,7 +16,7 @@ from ..core.errors import NetworkError, TypeMismatchError
 from ..core.types import DataType
 from .base import Operator, ShapeExprs, register_operator
 from .elementwise import expect_inputs, label
-from .mod import broadcast_shapes
+from .tensor_common import broadcast_shapes
 
 __all__ = ["BitwiseOperator"]
 

@@ -1,4 +1,4 @@
-"""The mod operator: ONNX ``Mod`` with NumPy broadcasting over equal ranks.
+"""The mod operator: ONNX ``Mod`` with ONNX (NumPy) multidirectional broadcasting.
 
 ``fmod=False`` gives the remainder with the divisor's sign (Python's ``%``);
 ``fmod=True`` the remainder with the dividend's sign (C's ``fmod``). An integer
@@ -12,27 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import ShapeError, TypeMismatchError
+from ..core.errors import TypeMismatchError
 from ..core.types import DataType
 from ..shape import DimensionOperation, operation
 from .base import Operator, ShapeExprs, register_operator
-from .elementwise import NUMERIC_TYPES, broadcast_dim, expect_inputs, floor_div_value, label, truncating_div
+from .elementwise import NUMERIC_TYPES, expect_inputs, floor_div_value, label, truncating_div
+from .tensor_common import broadcast_shapes
 
-__all__ = ["ModOperator", "broadcast_shapes"]
-
-
-def broadcast_shapes(op: Operator, input_shapes: Sequence[ShapeExprs]) -> ShapeExprs:
-    """The broadcast shape of inputs of equal rank (size-1 dimensions stretch)."""
-    first = input_shapes[0]
-    for index, shape in enumerate(input_shapes[1:], start=1):
-        if len(shape) != len(first):
-            raise ShapeError(
-                f"{label(op)}: inputs must have the same rank, got {len(first)} and {len(shape)} (input {index})"
-            )
-    out = list(first)
-    for shape in input_shapes[1:]:
-        out = [broadcast_dim(op, x, y, axis) for axis, (x, y) in enumerate(zip(out, shape))]
-    return out
+__all__ = ["ModOperator"]
 
 
 @register_operator
