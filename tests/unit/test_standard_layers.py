@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from plugrt.core.errors import NetworkError, PlanFormatError, ShapeError
+import plugrt as trt
+from plugrt.core.errors import NetworkError, PlanFormatError, ShapeError, TypeMismatchError
 from plugrt.core.types import DataType
 from plugrt.network.definition import INetworkDefinition
 from plugrt.network.layer import ILayer, LayerType
@@ -128,3 +129,22 @@ def test_kernels_work_without_prepare_for_shape_cached_operators() -> None:
         out = np.empty(expected.shape, np.float32)
         layer.to_operator().run([data], [out], np)
         np.testing.assert_allclose(out, expected, rtol=1e-6)
+
+
+def test_built_outputs_read_the_inferred_type_and_shape() -> None:
+    """The builder records what it inferred through ITensor.set_inferred (the public way in)."""
+    builder = trt.Builder(trt.Logger(trt.Logger.ERROR))
+    network = builder.create_network(0)
+    x = network.add_input("x", trt.float32, (-1, 3))
+    cast = network.add_cast(x, trt.int32)
+    network.mark_output(cast.get_output(0))
+    config = builder.create_builder_config()
+    profile = builder.create_optimization_profile()
+    profile.set_shape("x", (1, 3), (2, 3), (4, 3))
+    config.add_optimization_profile(profile)
+    assert builder.build_serialized_network(network, config)
+    assert (cast.get_output(0).dtype, cast.get_output(0).shape) == (DataType.INT32, (-1, 3))
+    cast.get_output(0).set_inferred(DataType.HALF, (2, 3))
+    assert (cast.get_output(0).dtype, cast.get_output(0).shape) == (DataType.HALF, (2, 3))
+    with pytest.raises(TypeMismatchError, match=r"tensor '.*': dtype must be a DataType, got 'float16'"):
+        cast.get_output(0).set_inferred("float16", (2, 3))  # type: ignore[arg-type]

@@ -180,10 +180,10 @@ class _Build:
         outputs = []
         for i, tensor in enumerate(layer._outputs):
             index = self.add_tensor(tensor.name, types[i], formats[i], shapes[i], role, values[i])
-            tensor._dtype = types[i] if declared is None else declared[i]
             if declared is not None and declared[i] != types[i]:
                 self.declared_types[index] = declared[i]
-            tensor._shape = Dims([d.get_constant_value() if d.is_constant() else -1 for d in shapes[i]])
+            dims = [d.get_constant_value() if d.is_constant() else -1 for d in shapes[i]]
+            tensor.set_inferred(types[i] if declared is None else declared[i], dims)
             self.index[id(tensor)] = index
             self.note_scale(index, tensor)
             outputs.append(index)

@@ -23,13 +23,24 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
 from typing import Any, TextIO
 
 import numpy as np
 
-import plugrt as trt
-
+from .._version import __version__
+from ..builder.builder import Builder
+from ..core.errors import BuildError
+from ..core.logger import ILogger, Logger
+from ..core.types import DataType
+from ..engine.engine import ICudaEngine
+from ..engine.host_run import HostRun
+from ..engine.runtime import Runtime
+from ..interfaces.fields import PluginField, PluginFieldCollection, PluginFieldType
+from ..interfaces.recorder import trace_plugin_calls
+from ..interfaces.registry import get_plugin_registry
+from ..interfaces.v3 import TensorRTPhase
+from ..network.definition import INetworkDefinition
+from ..plugins import init_libnvinfer_plugins
 from .demo_models import NMS_FIELDS, detector, transformer_block
 from .demo_reference import batched_nms_reference
 
@@ -50,23 +61,25 @@ def _median_us(fn: Callable[[], object], iterations: int) -> float:
     return statistics.median(times)
 
 
-def _save_and_reload(plan: bytes, directory: str, name: str, logger: trt.ILogger) -> tuple[trt.ICudaEngine, str]:
+def _save_and_reload(plan: bytes, directory: str, name: str, logger: ILogger) -> tuple[ICudaEngine, str]:
     path = os.path.join(directory, name)
     with open(path, "wb") as f:
         f.write(plan)
     with open(path, "rb") as f:
-        return trt.Runtime(logger).deserialize_cuda_engine(f.read()), path
+        return Runtime(logger).deserialize_cuda_engine(f.read()), path
 
 
 def _build_onnx(
-    model: Any, shapes: Mapping[str, tuple[Sequence[int], Sequence[int], Sequence[int]]], logger: trt.ILogger
+    model: Any, shapes: Mapping[str, tuple[Sequence[int], Sequence[int], Sequence[int]]], logger: ILogger
 ) -> tuple[bytes, float]:
     """OnnxParser → Builder with one profile → plan bytes, build seconds."""
-    builder = trt.Builder(logger)
+    builder = Builder(logger)
     network = builder.create_network(0)
-    parser = trt.OnnxParser(network, logger)
+    from ..onnx.parser import OnnxParser  # onnx is imported only when the demo runs
+
+    parser = OnnxParser(network, logger)
     if not parser.parse(model.SerializeToString()):
-        raise trt.BuildError("; ".join(str(parser.get_error(i)) for i in range(parser.num_errors)))
+        raise BuildError("; ".join(str(parser.get_error(i)) for i in range(parser.num_errors)))
     config = builder.create_builder_config()
     profile = builder.create_optimization_profile()
     for name, (lo, opt, hi) in shapes.items():
@@ -77,19 +90,11 @@ def _build_onnx(
     return bytes(plan), time.perf_counter() - start
 
 
-def _bind(context: trt.IExecutionContext, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Set shapes and addresses; returns the output arrays the engine writes."""
-    engine = context.engine
-    for name, array in inputs.items():
-        context.set_input_shape(name, array.shape)
-        context.set_tensor_address(name, array.ctypes.data)
-    outputs = {}
-    for i in range(engine.num_io_tensors):
-        name = engine.get_tensor_name(i)
-        if engine.get_tensor_mode(name) == trt.TensorIOMode.OUTPUT:
-            outputs[name] = np.zeros(tuple(context.get_tensor_shape(name)), trt.nptype(engine.get_tensor_dtype(name)))
-            context.set_tensor_address(name, outputs[name].ctypes.data)
-    return outputs
+def _bind(run: HostRun, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Bind ``arrays`` in place and new arrays for the other outputs; returns the outputs the engine writes."""
+    run.bind_arrays(arrays)
+    run.allocate([name for name in run.output_names if name not in arrays])
+    return run.output_arrays()
 
 
 def _reference_run(model: Any, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -99,14 +104,14 @@ def _reference_run(model: Any, inputs: dict[str, np.ndarray]) -> list[np.ndarray
     return [np.asarray(v) for v in ReferenceEvaluator(model).run(None, inputs)]
 
 
-def _detector(out: TextIO, directory: str, iterations: int, logger: trt.ILogger) -> int:
+def _detector(out: TextIO, directory: str, iterations: int, logger: ILogger) -> int:
     model, reference_model = detector()
     plan, build_s = _build_onnx(model, {"image": ((1, 3, 32, 32), (2, 3, 32, 32), (4, 3, 32, 32))}, logger)
     engine, path = _save_and_reload(plan, directory, "detector.plan", logger)
-    context = engine.create_execution_context()
+    run = HostRun(engine)
     image = np.random.default_rng(7).random((2, 3, 32, 32), dtype=np.float32)
-    outputs = _bind(context, {"image": image})
-    latency = _median_us(lambda: context.execute_async_v3(0), iterations)
+    outputs = _bind(run, {"image": image})
+    latency = _median_us(run.execute, iterations)
     boxes, scores = _reference_run(reference_model, {"image": image})
     expected = batched_nms_reference(boxes, scores, NMS_FIELDS)
     failures = 0
@@ -138,18 +143,18 @@ def _detector(out: TextIO, directory: str, iterations: int, logger: trt.ILogger)
     return failures
 
 
-def _transformer(out: TextIO, directory: str, iterations: int, logger: trt.ILogger) -> int:
+def _transformer(out: TextIO, directory: str, iterations: int, logger: ILogger) -> int:
     model, reference_model = transformer_block()
     shapes = {"x": ((1, 1, 64), (1, 16, 64), (8, 64, 64))}
     plan, build_s = _build_onnx(model, shapes, logger)
     engine, path = _save_and_reload(plan, directory, "transformer.plan", logger)
-    context = engine.create_execution_context()
+    run = HostRun(engine)
     failures = 0
     print(f"2. transformer block (ONNX, 2 LayerNorm plugins): build {build_s * 1e3:.0f} ms -> {path}", file=out)
     for shape in ((1, 16, 64), (4, 48, 64)):
         x = np.random.default_rng(shape[1]).standard_normal(shape).astype(np.float32)
-        outputs = _bind(context, {"x": x})
-        latency = _median_us(lambda: context.execute_async_v3(0), iterations)
+        outputs = _bind(run, {"x": x})
+        latency = _median_us(run.execute, iterations)
         [expected] = _reference_run(reference_model, {"x": x})
         error = float(np.abs(outputs["y"] - expected).max())
         ok = error < 1e-4
@@ -167,21 +172,21 @@ def _reference(x: np.ndarray) -> np.ndarray:
     return np.pad(padded, [(0, 0), (1, 0), (0, 1)], mode="wrap")
 
 
-def _plugin_network(builder: trt.Builder) -> trt.INetworkDefinition:
-    registry = trt.get_plugin_registry()
+def _plugin_network(builder: Builder) -> INetworkDefinition:
+    registry = get_plugin_registry()
     network = builder.create_network(0)
     network.name = "circ_pad_demo"
-    x = network.add_input("x", trt.float32, (-1, 3, -1))
+    x = network.add_input("x", DataType.FLOAT, (-1, 3, -1))
     v2_creator = registry.get_plugin_creator("CircPadPlugin", "1", "")
-    pads = trt.PluginFieldCollection([trt.PluginField("pads", np.array([1, 2], np.int32), trt.PluginFieldType.INT32)])
+    pads = PluginFieldCollection([PluginField("pads", np.array([1, 2], np.int32), PluginFieldType.INT32)])
     first = network.add_plugin_v2([x], v2_creator.create_plugin("pad_last", pads))
     first.name = "pad_last_dim (IPluginV2DynamicExt)"
     v3_creator = registry.get_creator("CircPadPluginV3", "1", "")
-    pads3 = trt.PluginFieldCollection(
-        [trt.PluginField("pads", np.array([0, 1, 1, 0], np.int32), trt.PluginFieldType.INT32)]
+    pads3 = PluginFieldCollection(
+        [PluginField("pads", np.array([0, 1, 1, 0], np.int32), PluginFieldType.INT32)]
     )
     second = network.add_plugin_v3(
-        [first.get_output(0)], [], v3_creator.create_plugin("pad_two", pads3, trt.TensorRTPhase.BUILD)
+        [first.get_output(0)], [], v3_creator.create_plugin("pad_two", pads3, TensorRTPhase.BUILD)
     )
     second.name = "pad_two_dims (IPluginV3)"
     second.get_output(0).name = "y"
@@ -189,13 +194,13 @@ def _plugin_network(builder: trt.Builder) -> trt.INetworkDefinition:
     return network
 
 
-def _plugin_chain(out: TextIO, directory: str, iterations: int, logger: trt.ILogger, trace: bool) -> int:
+def _plugin_chain(out: TextIO, directory: str, iterations: int, logger: ILogger, trace: bool) -> int:
     from plugrt.examples import circ_pad_v2, circ_pad_v3  # the example plugins register only for the demo
 
     circ_pad_v2.register()
     circ_pad_v3.register()
-    with trt.trace_plugin_calls() as recorder:
-        builder = trt.Builder(logger)
+    with trace_plugin_calls() as recorder:
+        builder = Builder(logger)
         network = _plugin_network(builder)
         config = builder.create_builder_config()
         profile = builder.create_optimization_profile()
@@ -205,30 +210,29 @@ def _plugin_chain(out: TextIO, directory: str, iterations: int, logger: trt.ILog
         plan = builder.build_serialized_network(network, config)
         build_ms = (time.perf_counter() - start) * 1e3
         engine, path = _save_and_reload(plan, directory, "circ_pad.plan", logger)
-        context = engine.create_execution_context()
+        run = HostRun(engine)
         rng = np.random.default_rng(0)
         cases = []
         for shape in SHAPES:  # the first run of each shape is traced
             x = rng.standard_normal(shape).astype(np.float32)
-            outputs = _bind(context, {"x": x})
-            context.execute_async_v3(0)
+            outputs = _bind(run, {"x": x})
+            run.execute()
             cases.append((shape, x, outputs["y"]))
     print(
         f"3. plugin chain (TensorRT API; IPluginV2DynamicExt -> IPluginV3): build {build_ms:.1f} ms -> {path}", file=out
     )
     failures = 0
     for shape, x, y in cases:
-        _bind(context, {"x": x})
-        context.set_tensor_address("y", y.ctypes.data)
-        latency = _median_us(partial(context.execute_async_v3, 0), iterations)
+        _bind(run, {"x": x, "y": y})
+        latency = _median_us(run.execute, iterations)
         ok = np.array_equal(y, _reference(x))
         failures += not ok
         print(
             f"   x{shape} -> y{y.shape}: {'matches NumPy' if ok else 'MISMATCH'}; {latency:.1f} us per inference",
             file=out,
         )
-    with trt.trace_plugin_calls() as teardown:
-        del context, engine
+    with trace_plugin_calls() as teardown:
+        del run, engine
     if trace:
         calls = [c for c in recorder.calls + teardown.calls if c.method != "get_capability_interface"]
         print(f"   plugin call trace ({len(calls)} calls; get_capability_interface omitted):", file=out)
@@ -239,12 +243,12 @@ def _plugin_chain(out: TextIO, directory: str, iterations: int, logger: trt.ILog
 
 def run_demo(out: TextIO, trace: bool = True, iterations: int = 20, plan_dir: str | None = None) -> int:
     """Run the three parts, printing to ``out``; returns the exit code (1 if any check failed)."""
-    logger = trt.Logger(trt.Logger.ERROR)
-    trt.init_libnvinfer_plugins(logger, "")
+    logger = Logger(Logger.ERROR)
+    init_libnvinfer_plugins(logger, "")
     directory = plan_dir or tempfile.mkdtemp(prefix="plugrt-demo-")
     os.makedirs(directory, exist_ok=True)
     where = f"plans are written to {directory}" + ("" if plan_dir else " (a temporary folder, removed at the end)")
-    print(f"plugrt {trt.__version__} demo, on the CPU; {where}", file=out)
+    print(f"plugrt {__version__} demo, on the CPU; {where}", file=out)
     try:
         failures = _detector(out, directory, iterations, logger)
         failures += _transformer(out, directory, iterations, logger)

@@ -24,7 +24,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, object]]:
     parser = argparse.ArgumentParser(
         prog="plugrt", description="TensorRT's plugin system in Python: build, run, check and inspect engines."
     )
-    from .. import __version__
+    from .._version import __version__
 
     parser.add_argument("--version", action="version", version=f"plugrt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)

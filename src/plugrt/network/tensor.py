@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..core.dims import Dims
@@ -84,6 +85,13 @@ class ITensor:
         if not isinstance(value, DataType):
             raise TypeMismatchError(f"tensor {self._name!r}: dtype must be a DataType, got {value!r}")
         self._dtype = value
+
+    def set_inferred(self, dtype: DataType, shape: Sequence[int]) -> None:
+        """Record the type and shape the builder inferred for this tensor (``-1`` where dynamic)."""
+        if not isinstance(dtype, DataType):
+            raise TypeMismatchError(f"tensor {self._name!r}: dtype must be a DataType, got {dtype!r}")
+        self._dtype = dtype
+        self._shape = Dims(shape)
 
     def set_dynamic_range(self, min_value: float, max_value: float) -> bool:
         """Record an INT8 dynamic range."""
