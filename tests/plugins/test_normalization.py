@@ -185,3 +185,12 @@ def test_group_norm_errors() -> None:
         "eps": 1e-5,
         "num_groups": 1,
     }
+
+
+def test_instance_norm_bytes_carry_their_version() -> None:
+    fields = fc(scales=np.ones(2, np.float32), bias=np.zeros(2, np.float32))
+    data = creator("InstanceNormalization_TRT", "1").create_plugin("in", fields).serialize()
+    revived = creator("InstanceNormalization_TRT", "1").deserialize_plugin("in", data)
+    assert revived.serialize() == data
+    with pytest.raises(trt.SerializationError, match=r"version 2: these bytes are tagged '1', not '2'"):
+        creator("InstanceNormalization_TRT", "2").deserialize_plugin("in", data)

@@ -17,7 +17,7 @@ from plugrt.engine.plan import EnginePlan
 from plugrt.interfaces.field_codec import decode_fields
 from plugrt.plugin import _lib
 from plugrt.plugin._aot import decode_kernels
-from plugrt.plugin._template import AOT_KERNELS
+from plugrt.plugin._stored import AOT_KERNELS
 
 Flag = trt.NetworkDefinitionCreationFlag
 

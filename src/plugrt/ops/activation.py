@@ -13,11 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import NetworkError, TypeMismatchError
 from ..core.types import DataType
-from .base import Operator, ShapeExprs, register_operator
-from .elementwise import FLOAT_TYPES, expect_inputs, label
+from .base import Operator, register_operator
+from .elementwise import FLOAT_TYPES, expect_inputs
 from .fast_math import gelu_erf_into
+from .params import param
+from .shared_rules import SameShape, expect_type
 from .unary import erf
 
 __all__ = ["ActivationOperator"]
@@ -109,36 +110,22 @@ _RELU_TYPES = FLOAT_TYPES | {DataType.INT32, DataType.INT64}
 
 
 @register_operator
-class ActivationOperator(Operator):
+class ActivationOperator(SameShape, Operator):
     """``out = f(x)``; params: ``type`` (an ActivationType name), ``alpha``, ``beta`` (floats)."""
 
     kind = "activation"
-
-    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
-        super().__init__(params, weights)
-        self.type = str(self.param("type"))
-        if self.type not in _KERNELS:
-            raise NetworkError(f"activation: unknown type {self.type!r}; valid: {', '.join(_KERNELS)}")
-        self.alpha = float(self.params.get("alpha", 0.0))
-        self.beta = float(self.params.get("beta", 0.0))
-        self._kernel = _KERNELS[self.type]
+    type: str = param(choices=_KERNELS)
+    alpha: float = param(float, default=0.0)
+    beta: float = param(float, default=0.0)
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
         expect_inputs(self, len(input_types), 1)
         allowed = _RELU_TYPES if self.type == "RELU" else FLOAT_TYPES
-        if input_types[0] not in allowed:
-            valid = ", ".join(sorted(t.name for t in allowed))
-            raise TypeMismatchError(f"{label(self)}: activation {self.type} takes {valid}, got {input_types[0].name}")
+        expect_type(self, input_types[0], allowed, f"activation {self.type}")
         return [input_types[0]]
-
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
-        expect_inputs(self, len(input_shapes), 1)
-        return [list(input_shapes[0])]
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         x = inputs[0]
         if x.dtype == np.float16 and self.type != "RELU":
             x = x.astype(np.float32)
-        self._kernel(xp, x, outputs[0], self.alpha, self.beta)
+        _KERNELS[self.type](xp, x, outputs[0], self.alpha, self.beta)

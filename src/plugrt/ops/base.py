@@ -27,10 +27,22 @@ import numpy as np
 from ..core.errors import NetworkError, PlanFormatError
 from ..core.types import DataType
 from ..shape.expr import IDimensionExpr
+from .params import read_params
 
-__all__ = ["Operator", "ShapeExprs", "create_operator", "register_operator", "registered_operators"]
+__all__ = [
+    "InputShapes",
+    "InputValues",
+    "Operator",
+    "ShapeExprs",
+    "create_operator",
+    "register_operator",
+    "registered_operators",
+]
 
 ShapeExprs = list[IDimensionExpr]
+#: the parameter types of the shape rules (``output_shapes``, ``output_values``)
+InputShapes = Sequence[ShapeExprs]
+InputValues = Sequence[ShapeExprs | None]
 
 
 class Operator:
@@ -58,6 +70,7 @@ class Operator:
         self._device_copies: dict[tuple[Hashable, Any], tuple[Any, Any]] = {}
         #: key -> (array module, work array, its shape, the type asked for)
         self._scratch: dict[Hashable, tuple[Any, Any, tuple[int, ...], Any]] = {}
+        read_params(self)  # the parameters the class declares (ops/params.py)
 
     def declare_size(self, output_index: int, opt: IDimensionExpr, upper: IDimensionExpr) -> IDimensionExpr:
         """Declare 0-d output ``output_index`` as a data-dependent size; use the result in other output shapes.

@@ -12,10 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import NetworkError, TypeMismatchError
+from ..core.errors import TypeMismatchError
 from ..core.types import DataType
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import expect_inputs, label
+from .params import param
 from .tensor_common import broadcast_shapes
 
 __all__ = ["BitwiseOperator"]
@@ -36,13 +37,12 @@ class BitwiseOperator(Operator):
     """``out = op(a, b)`` (``op(a)`` for NOT); params: ``op`` (AND, OR, XOR, NOT, LEFT_SHIFT, RIGHT_SHIFT)."""
 
     kind = "bitwise"
+    op: str = param(choices=_UFUNCS)
 
-    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
-        super().__init__(params, weights)
-        self.op = str(self.param("op"))
-        if self.op not in _UFUNCS:
-            raise NetworkError(f"bitwise: unknown op {self.op!r}; valid: {', '.join(_UFUNCS)}")
-        self.arity = 1 if self.op == "NOT" else 2
+    @property
+    def arity(self) -> int:
+        """How many inputs the operation takes (NOT one, the others two)."""
+        return 1 if self.op == "NOT" else 2
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
         expect_inputs(self, len(input_types), self.arity)
@@ -51,9 +51,7 @@ class BitwiseOperator(Operator):
             raise TypeMismatchError(f"{label(self)}: bitwise {self.op} needs integer inputs of one type, got {names}")
         return [input_types[0]]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_inputs(self, len(input_shapes), self.arity)
         return [broadcast_shapes(self, input_shapes)]
 

@@ -14,8 +14,9 @@ import numpy as np
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..shape import DimensionOperation, operation
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import label, merge_dim
+from .params import param
 
 __all__ = ["ConcatenationOperator", "default_axis"]
 
@@ -30,11 +31,7 @@ class ConcatenationOperator(Operator):
     """``out = concatenate(inputs, axis)``; params: ``axis`` (int; absent: the default)."""
 
     kind = "concatenation"
-
-    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
-        super().__init__(params, weights)
-        axis = self.params.get("axis")
-        self.axis: int | None = None if axis is None else int(axis)
+    axis: int | None = param(int, default=None)
 
     def _resolve_axis(self, rank: int) -> int:
         axis = default_axis(rank) if self.axis is None else self.axis
@@ -56,9 +53,7 @@ class ConcatenationOperator(Operator):
                 )
         return [input_types[0]]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         if not input_shapes:
             raise NetworkError(f"{label(self)}: concatenation needs at least one input")
         first = input_shapes[0]
@@ -76,9 +71,7 @@ class ConcatenationOperator(Operator):
                     out[dim] = merge_dim(self, a, b, f"dimension {dim} of input 0 and input {index} (axis is {axis})")
         return [out]
 
-    def output_values(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs | None]:
+    def output_values(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs | None]:
         if not input_values or any(v is None or len(s) != 1 for v, s in zip(input_values, input_shapes)):
             return [None]
         return [[dim for value in input_values if value is not None for dim in value]]

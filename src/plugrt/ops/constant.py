@@ -10,7 +10,7 @@ import numpy as np
 from ..core.errors import NetworkError, ShapeError
 from ..core.types import DataType, from_nptype
 from ..shape import constant
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import expect_inputs, label
 
 __all__ = ["ConstantOperator"]
@@ -49,15 +49,11 @@ class ConstantOperator(Operator):
         expect_inputs(self, len(input_types), 0)
         return [from_nptype(self.value().dtype)]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_inputs(self, len(input_shapes), 0)
         return [[constant(d) for d in self.shape]]
 
-    def output_values(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs | None]:
+    def output_values(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs | None]:
         value = self.value()
         if value.ndim <= 1 and value.dtype.kind in "iu" and value.size <= _MAX_VALUES:
             return [[constant(int(v)) for v in value.reshape(-1)]]

@@ -21,13 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import NetworkError, ShapeError, TypeMismatchError
+from ..core.errors import NetworkError, ShapeError
 from ..core.types import DataType
 from ..shape import constant
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .blas_threads import blas_threads_for
-from .elementwise import FLOAT_TYPES, label
+from .elementwise import label
 from .products import matmul_into
+from .shared_rules import expect_float_inputs
 from .spatial import Window, tap_slices
 
 __all__ = ["ConvolutionOperator", "pack_conv_kernel"]
@@ -86,16 +87,10 @@ class ConvolutionOperator(Operator):
             self._bias = np.asarray(self.weights["bias"], dtype=np.float32).reshape(-1, 1)
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
-        if len(input_types) != self._inputs:
-            raise NetworkError(f"{label(self)}: expected {self._inputs} input(s), got {len(input_types)}")
-        for index, dtype in enumerate(input_types):
-            if dtype not in FLOAT_TYPES:
-                raise TypeMismatchError(f"{label(self)}: input {index} must be FLOAT or HALF, got {dtype.name}")
+        expect_float_inputs(self, input_types, self._inputs)
         return [input_types[0]]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         x = input_shapes[0]
         rank = self.window.rank
         if len(x) != rank + 2:
@@ -163,6 +158,18 @@ class ConvolutionOperator(Operator):
         self._bound = (xp, cols.reshape(shape[0], self.group, -1, math.prod(shape[3:])), taps)
         return self._bound
 
+    def _columns(self, x: Any, xp: Any) -> Any:
+        """The FLOAT columns ``[N, group, rows, positions]`` of input ``x`` (``x`` itself for a pointwise kernel)."""
+        if self._cols_shape is None:
+            cols = x.reshape(x.shape[0], self.group, -1, math.prod(x.shape[2:]))
+            return cols if cols.dtype == np.float32 else cols.astype(np.float32)
+        bound = self._bound
+        if bound is None or bound[0] is not xp:
+            bound = self._bind(xp)
+        for dst, src in bound[2]:
+            xp.copyto(dst, x[src])
+        return bound[1]
+
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         x, out = inputs[0], outputs[0]
         if self._shapes is None or self._shapes != (x.shape, out.shape):
@@ -174,17 +181,7 @@ class ConvolutionOperator(Operator):
             kernel = inputs[1].reshape(self.group, self.maps // self.group, -1)
             if kernel.dtype != np.float32:
                 kernel = kernel.astype(np.float32)
-        if self._cols_shape is None:
-            cols = x.reshape(n, self.group, -1, math.prod(x.shape[2:]))
-            if cols.dtype != np.float32:
-                cols = cols.astype(np.float32)
-        else:
-            bound = self._bound
-            if bound is None or bound[0] is not xp:
-                bound = self._bind(xp)
-            cols = bound[1]
-            for dst, src in bound[2]:
-                xp.copyto(dst, x[src])
+        cols = self._columns(x, xp)
         target = out
         if out.dtype != np.float32:
             target = self.scratch("acc", out.shape, np.float32, xp)

@@ -10,8 +10,9 @@ import numpy as np
 
 from ..core.errors import TypeMismatchError
 from ..core.types import DataType
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import NUMERIC_TYPES, label
+from .params import param
 from .tensor_common import along, expect_index_type, expect_input_count, host_ints, normalize_axis
 
 __all__ = ["CumSumOperator"]
@@ -26,14 +27,10 @@ class CumSumOperator(Operator):
     """
 
     kind = "cumsum"
-
-    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
-        super().__init__(params, weights)
-        self.exclusive = bool(self.params.get("exclusive", False))
-        self.reverse = bool(self.params.get("reverse", False))
-        self.product = bool(self.params.get("product", False))
-        axis = self.params.get("axis")
-        self.axis: int | None = None if axis is None else int(axis)
+    exclusive: bool = param(bool, default=False)
+    reverse: bool = param(bool, default=False)
+    product: bool = param(bool, default=False)
+    axis: int | None = param(int, default=None)
 
     def _count(self) -> int:
         return 1 if self.axis is not None else 2
@@ -46,9 +43,7 @@ class CumSumOperator(Operator):
             expect_index_type(self, input_types[1], "the axis")
         return [input_types[0]]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_input_count(self, len(input_shapes), self._count())
         if self.axis is not None:
             normalize_axis(self, self.axis, len(input_shapes[0]))

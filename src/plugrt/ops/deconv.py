@@ -20,12 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import NetworkError, ShapeError, TypeMismatchError
+from ..core.errors import NetworkError, ShapeError
 from ..core.types import DataType
 from ..shape import DimensionOperation, IDimensionExpr, constant, operation
-from .base import Operator, ShapeExprs, register_operator
-from .elementwise import FLOAT_TYPES, label
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
+from .elementwise import label
 from .products import matmul_into
+from .shared_rules import expect_float_inputs
 from .spatial import Window, tap_slices
 
 __all__ = ["DeconvolutionOperator", "pack_deconv_kernel"]
@@ -75,16 +76,10 @@ class DeconvolutionOperator(Operator):
         self._cols_shape: tuple[int, ...] = ()
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
-        if len(input_types) != self._inputs:
-            raise NetworkError(f"{label(self)}: expected {self._inputs} input(s), got {len(input_types)}")
-        for index, dtype in enumerate(input_types):
-            if dtype not in FLOAT_TYPES:
-                raise TypeMismatchError(f"{label(self)}: input {index} must be FLOAT or HALF, got {dtype.name}")
+        expect_float_inputs(self, input_types, self._inputs)
         return [input_types[0]]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         x, rank = input_shapes[0], self.window.rank
         if len(x) != rank + 2:
             raise ShapeError(

@@ -11,23 +11,18 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import NetworkError, ShapeError
+from ..core.errors import ShapeError
 from ..shape import DimensionOperation, IDimensionExpr, constant, operation
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import expect_inputs, label
+from .params import param
 
 __all__ = ["DepthToSpaceOperator", "SpaceToDepthOperator"]
 
 
 class _Blocks(Operator):
-    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
-        super().__init__(params, weights)
-        self.block = int(self.param("blocksize"))
-        self.mode = str(self.params.get("mode", "DCR"))
-        if self.block < 1:
-            raise NetworkError(f"{self.kind}: blocksize must be >= 1, got {self.block}")
-        if self.mode not in ("DCR", "CRD"):
-            raise NetworkError(f"{self.kind}: mode must be 'DCR' or 'CRD', got {self.mode!r}")
+    block: int = param(int, key="blocksize", minimum=1)
+    mode: str = param(default="DCR", choices=("DCR", "CRD"))
 
     def _nchw(self, input_shapes: Sequence[ShapeExprs]) -> ShapeExprs:
         expect_inputs(self, len(input_shapes), 1)
@@ -47,9 +42,7 @@ class DepthToSpaceOperator(_Blocks):
 
     kind = "depth_to_space"
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         n, c, h, w = self._nchw(input_shapes)
         b = constant(self.block)
         channels = self._divided(c, self.block * self.block, "channels")
@@ -72,9 +65,7 @@ class SpaceToDepthOperator(_Blocks):
 
     kind = "space_to_depth"
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         n, c, h, w = self._nchw(input_shapes)
         channels = operation(DimensionOperation.PROD, c, constant(self.block * self.block))
         return [[n, channels, self._divided(h, self.block, "height"), self._divided(w, self.block, "width")]]

@@ -15,8 +15,9 @@ import numpy as np
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..shape import IDimensionExpr
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import NUMERIC_TYPES, label, merge_dim
+from .params import param
 from .tensor_common import broadcast_shapes
 
 __all__ = ["EinsumOperator", "parse_equation"]
@@ -45,10 +46,10 @@ class EinsumOperator(Operator):
     """params: ``equation`` (str)."""
 
     kind = "einsum"
+    equation: str = param()
 
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
-        self.equation = str(self.param("equation"))
         self.terms, self.output = parse_equation(self.equation)
         self._np_equation = ",".join(self.terms) + "->" + self.output
 
@@ -60,9 +61,7 @@ class EinsumOperator(Operator):
                 raise TypeMismatchError(f"{label(self)}: einsum needs numeric inputs of one type, got {input_types}")
         return [input_types[0]]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         if len(input_shapes) != len(self.terms):
             raise NetworkError(f"{label(self)}: equation {self.equation!r} needs {len(self.terms)} inputs")
         sizes: dict[str, IDimensionExpr] = {}

@@ -16,7 +16,8 @@ from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..shape import DimensionOperation, IDimensionExpr, constant, operation
 from ..shape.simplify import nonnegative
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
+from .params import param
 
 __all__ = ["FLOAT_TYPES", "NUMERIC_TYPES", "ElementwiseOperator", "broadcast_dim", "expect_inputs", "label"]
 __all__ += ["floor_div_value", "merge_dim", "quiet", "truncating_div"]
@@ -86,6 +87,7 @@ _ARITHMETIC = {
 }
 _LOGICAL = {"AND": "logical_and", "OR": "logical_or", "XOR": "logical_xor"}
 _COMPARISON = {"EQUAL": "equal", "GREATER": "greater", "LESS": "less"}
+_UFUNCS = _ARITHMETIC | _LOGICAL | _COMPARISON
 _VALUE_OPS = {
     "SUM": DimensionOperation.SUM,
     "SUB": DimensionOperation.SUB,
@@ -101,14 +103,7 @@ class ElementwiseOperator(Operator):
     """``out = op(a, b)`` with broadcasting; params: ``op`` (an ElementWiseOperation name)."""
 
     kind = "elementwise"
-
-    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
-        super().__init__(params, weights)
-        self.op = str(self.param("op"))
-        ufuncs = _ARITHMETIC | _LOGICAL | _COMPARISON
-        if self.op not in ufuncs:
-            raise NetworkError(f"elementwise: unknown op {self.op!r}; valid: {', '.join(ufuncs)}")
-        self._ufunc = ufuncs[self.op]
+    op: str = param(choices=_UFUNCS)
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
         expect_inputs(self, len(input_types), 2)
@@ -123,9 +118,7 @@ class ElementwiseOperator(Operator):
                 raise TypeMismatchError(f"{label(self)}: {self.op} needs numeric inputs ({valid}), got {a.name}")
         return [DataType.BOOL if self.op in _COMPARISON else a]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_inputs(self, len(input_shapes), 2)
         a, b = input_shapes
         if len(a) != len(b):
@@ -135,9 +128,7 @@ class ElementwiseOperator(Operator):
             )
         return [[broadcast_dim(self, x, y, axis) for axis, (x, y) in enumerate(zip(a, b))]]
 
-    def output_values(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs | None]:
+    def output_values(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs | None]:
         a, b = [*input_values, None, None][:2]
         if a is None or b is None or (len(a) != len(b) and 1 not in (len(a), len(b))):
             return [None]
@@ -163,7 +154,7 @@ class ElementwiseOperator(Operator):
         if self.op == "DIV" and out.dtype.kind in "iu":
             _int_divide(xp, a, b, out)
             return
-        getattr(xp, self._ufunc)(a, b, out=out)
+        getattr(xp, _UFUNCS[self.op])(a, b, out=out)
 
 
 def _int_divide(xp: Any, a: Any, b: Any, out: Any) -> None:

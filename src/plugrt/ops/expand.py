@@ -15,7 +15,7 @@ import numpy as np
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType, from_nptype
 from ..shape import DimensionOperation, constant, operation
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import expect_inputs, label
 from .tensor_common import INDEX_TYPES, broadcast_shapes, constant_ints, expect_index_type, values_of
 
@@ -33,15 +33,11 @@ class ExpandOperator(Operator):
         expect_index_type(self, input_types[1], "the shape")
         return [input_types[0]]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_inputs(self, len(input_shapes), 2)
         return [broadcast_shapes(self, [input_shapes[0], values_of(self, input_values, 1, "shape")])]
 
-    def output_values(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs | None]:
+    def output_values(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs | None]:
         value = input_values[0]
         out = self.output_shapes(input_shapes, input_values)[0]
         if value is None or len(out) > 1 or not all(d.is_constant() for d in out):
@@ -64,18 +60,14 @@ class TileOperator(Operator):
         expect_index_type(self, input_types[1], "the repeats")
         return [input_types[0]]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_inputs(self, len(input_shapes), 2)
         shape, repeats = input_shapes[0], values_of(self, input_values, 1, "repeats")
         if len(repeats) != len(shape):
             raise ShapeError(f"{label(self)}: {len(repeats)} repeats for an input of rank {len(shape)}")
         return [[operation(DimensionOperation.PROD, d, r) for d, r in zip(shape, repeats)]]
 
-    def output_values(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs | None]:
+    def output_values(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs | None]:
         value, repeats = input_values[0], constant_ints(input_values[1])
         if value is None or repeats is None or len(input_shapes[0]) != 1:
             return [None]
@@ -105,17 +97,13 @@ class ConstantOfShapeOperator(Operator):
         expect_index_type(self, input_types[0], "the shape")
         return [from_nptype(self.weights["value"].dtype)]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_inputs(self, len(input_shapes), 1)
         if len(input_shapes[0]) != 1:
             raise ShapeError(f"{label(self)}: the shape input must be 1-D, got rank {len(input_shapes[0])}")
         return [values_of(self, input_values, 0, "shape")]
 
-    def output_values(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs | None]:
+    def output_values(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs | None]:
         value = self.weights["value"]
         out = constant_ints(self.output_shapes(input_shapes, input_values)[0])
         if value.dtype.kind not in "iu" or out is None or len(out) > 1:
@@ -147,9 +135,7 @@ class RangeOperator(Operator):
             )
         return [input_types[0]]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_inputs(self, len(input_shapes), 3)
         start, limit, delta = (values_of(self, input_values, i, n) for i, n in enumerate(("start", "limit", "delta")))
         if not len(start) == len(limit) == len(delta) == 1:
@@ -163,9 +149,7 @@ class RangeOperator(Operator):
         length = operation(DimensionOperation.CEIL_DIV, span, constant(abs(step[0])))
         return [[operation(DimensionOperation.MAX, length, constant(0))]]
 
-    def output_values(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs | None]:
+    def output_values(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs | None]:
         length = constant_ints(self.output_shapes(input_shapes, input_values)[0])
         start, delta = input_values[0], input_values[2]
         if length is None or start is None or delta is None or length[0] > 64:

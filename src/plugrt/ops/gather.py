@@ -14,8 +14,9 @@ import numpy as np
 
 from ..core.errors import ShapeError
 from ..core.types import DataType
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import expect_inputs, label, merge_dim
+from .params import param
 from .tensor_common import constant_ints, expect_index_type, normalize_axis
 
 __all__ = ["GatherElementsOperator", "GatherNdOperator", "GatherOperator"]
@@ -29,9 +30,7 @@ def _wrap(xp: Any, indices: Any, size: Any) -> Any:
 class _Gather(Operator):
     """What the gathers share: data and integer indices in, the data's type out; ``axis`` (default 0)."""
 
-    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
-        super().__init__(params, weights)
-        self.axis = int(self.params.get("axis", 0))
+    axis: int = param(int, default=0)
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
         expect_inputs(self, len(input_types), 2)
@@ -45,9 +44,7 @@ class GatherOperator(_Gather):
 
     kind = "gather"
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_inputs(self, len(input_shapes), 2)
         data, indices = input_shapes
         if not data:
@@ -55,9 +52,7 @@ class GatherOperator(_Gather):
         axis = normalize_axis(self, self.axis, len(data))
         return [list(data[:axis]) + list(indices) + list(data[axis + 1 :])]
 
-    def output_values(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs | None]:
+    def output_values(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs | None]:
         data, indices = input_values
         picks = constant_ints(indices)
         if data is None or picks is None or len(input_shapes[0]) != 1:
@@ -82,9 +77,7 @@ class GatherElementsOperator(_Gather):
 
     kind = "gather_elements"
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_inputs(self, len(input_shapes), 2)
         data, indices = input_shapes
         if len(data) != len(indices) or not data:
@@ -108,14 +101,9 @@ class GatherNdOperator(_Gather):
     """
 
     kind = "gather_nd"
+    batch_dims: int = param(int, default=0)
 
-    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
-        super().__init__(params, weights)
-        self.batch_dims = int(self.params.get("batch_dims", 0))
-
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_inputs(self, len(input_shapes), 2)
         data, indices = input_shapes
         b = self.batch_dims

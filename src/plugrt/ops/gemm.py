@@ -14,12 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import NetworkError, ShapeError, TypeMismatchError
+from ..core.errors import ShapeError
 from ..core.types import DataType
 from ..shape import constant
-from .base import Operator, ShapeExprs, register_operator
-from .elementwise import FLOAT_TYPES, label, merge_dim
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
+from .elementwise import label, merge_dim
+from .params import param
 from .products import matmul_into
+from .shared_rules import expect_float_inputs
 
 __all__ = ["GemmOperator", "pack_gemm_weights"]
 
@@ -45,28 +47,22 @@ class GemmOperator(Operator):
     """
 
     kind = "gemm"
+    trans_a: bool = param(bool, default=False)
+    trans_b: bool = param(bool, default=False)
+    alpha: float = param(float, default=1.0)
+    beta: float = param(float, default=1.0)
 
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
-        self.trans_a = bool(self.params.get("trans_a", False))
-        self.trans_b = bool(self.params.get("trans_b", False))
-        self.alpha = float(self.params.get("alpha", 1.0))
-        self.beta = float(self.params.get("beta", 1.0))
         self.has_c = bool(self.params.get("has_c", "c" in self.weights))
         self.uniform = bool(self.params.get("uniform_b", False))
         self._inputs = 1 + ("b" not in self.weights) + (self.has_c and "c" not in self.weights)
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
-        if len(input_types) != self._inputs:
-            raise NetworkError(f"{label(self)}: expected {self._inputs} input(s), got {len(input_types)}")
-        for index, dtype in enumerate(input_types):
-            if dtype not in FLOAT_TYPES:
-                raise TypeMismatchError(f"{label(self)}: input {index} must be FLOAT or HALF, got {dtype.name}")
+        expect_float_inputs(self, input_types, self._inputs)
         return [input_types[0]]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         a = input_shapes[0]
         b = [constant(d) for d in self.weights["b"].shape] if "b" in self.weights else input_shapes[1]
         for name, shape in (("A", a), ("B", b)):

@@ -7,34 +7,24 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import ShapeError, TypeMismatchError
-from ..core.types import DataType
-from .base import Operator, ShapeExprs, register_operator
-from .elementwise import FLOAT_TYPES, expect_inputs, label
+from ..core.errors import ShapeError
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
+from .elementwise import expect_inputs, label
+from .params import param
 from .reduce import axes_from_mask
+from .shared_rules import FloatInput
 
 __all__ = ["HardmaxOperator"]
 
 
 @register_operator
-class HardmaxOperator(Operator):
+class HardmaxOperator(FloatInput, Operator):
     """One-hot of the (first) maximum over the axes of the ``axes`` bitmask, taken jointly."""
 
     kind = "hardmax"
+    mask: int = param(int, key="axes")
 
-    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
-        super().__init__(params, weights)
-        self.mask = int(self.param("axes"))
-
-    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
-        expect_inputs(self, len(input_types), 1)
-        if input_types[0] not in FLOAT_TYPES:
-            raise TypeMismatchError(f"{label(self)}: hardmax takes FLOAT or HALF, got {input_types[0].name}")
-        return [input_types[0]]
-
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_inputs(self, len(input_shapes), 1)
         if not axes_from_mask(self, self.mask, len(input_shapes[0])):
             raise ShapeError(f"{label(self)}: hardmax needs at least one axis")

@@ -8,14 +8,15 @@ from typing import Any
 import numpy as np
 
 from ..core.types import DataType
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import expect_inputs
+from .shared_rules import SameShape
 
 __all__ = ["IdentityOperator"]
 
 
 @register_operator
-class IdentityOperator(Operator):
+class IdentityOperator(SameShape, Operator):
     """``out = x``; shape tensors pass their values through."""
 
     kind = "identity"
@@ -24,15 +25,7 @@ class IdentityOperator(Operator):
         expect_inputs(self, len(input_types), 1)
         return [input_types[0]]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
-        expect_inputs(self, len(input_shapes), 1)
-        return [list(input_shapes[0])]
-
-    def output_values(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs | None]:
+    def output_values(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs | None]:
         value = input_values[0] if input_values else None
         return [None if value is None else list(value)]
 

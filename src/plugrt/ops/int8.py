@@ -41,7 +41,6 @@ __all__ = [
     "Int8ConvolutionOperator",
     "Int8GemmOperator",
     "Int8MatrixMultiplyOperator",
-    "conv_columns",
     "dequantize_into",
     "exact_product",
     "quantize_into",
@@ -109,20 +108,6 @@ def exact_product(op: Operator, xp: Any, a: Any, b: Any, out: Any, magnitude: in
         out[...] = total
 
 
-def conv_columns(op: ConvolutionOperator, xp: Any, x: Any) -> Any:
-    """The im2col columns ``[N, group, rows, positions]`` of ``x`` for ``op`` (prepared for ``x``'s shape),
-    as float32: ``x`` itself reshaped for a pointwise kernel, else the operator's column buffer."""
-    n = x.shape[0]
-    if op._cols_shape is None:
-        return x.reshape(n, op.group, -1, int(np.prod(x.shape[2:]))).astype(np.float32, copy=False)
-    bound = op._bound
-    if bound is None or bound[0] is not xp:
-        bound = op._bind(xp)
-    for dst, src in bound[2]:
-        xp.copyto(dst, x[src])
-    return bound[1]
-
-
 def _epilogue(xp: Any, acc: Any, out: Any, output_scale: float) -> None:
     """Write the dequantized ``acc`` to ``out``: as is (FLOAT/HALF) or requantized (INT8)."""
     if out.dtype == np.int8:
@@ -179,7 +164,7 @@ class Int8ConvolutionOperator(ConvolutionOperator):
         if self._shapes is None or self._shapes != (x.shape, out.shape):
             self.prepare([x.shape], [out.shape])
         n = x.shape[0]
-        cols = conv_columns(self, xp, x)
+        cols = self._columns(x, xp)
         acc = out if out.dtype == np.float32 else self.scratch("acc", out.shape, np.float32, xp)
         grouped = acc.reshape(n, self.group, self.maps // self.group, -1)
         exact_product(self, xp, self.on_device("kernel", self._kernel, xp), cols, grouped)

@@ -25,7 +25,7 @@ from ..core.types import DataType
 from .base import Operator, ShapeExprs, register_operator
 from .conv import ConvolutionOperator
 from .elementwise import FLOAT_TYPES, expect_inputs, label
-from .int8 import conv_columns, exact_product
+from .int8 import exact_product
 from .matrix_multiply import MatrixMultiplyOperator, _operand
 
 __all__ = [
@@ -120,7 +120,7 @@ class IntegerConvolutionOperator(ConvolutionOperator):
         shifted = _shifted(self, xp, "x", x, x_zero.reshape(()))
         kernel = _shifted(self, xp, "w", w, w_zero.reshape((-1,) + (1,) * (w.ndim - 1)))
         grouped = out.reshape(x.shape[0], self.group, self.maps // self.group, -1)
-        cols = conv_columns(self, xp, shifted)
+        cols = self._columns(shifted, xp)
         exact_product(
             self, xp, kernel.reshape(self.group, self.maps // self.group, -1), cols, grouped, self.product_bound
         )

@@ -13,42 +13,34 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import NetworkError, ShapeError, TypeMismatchError
-from ..core.types import DataType
-from .base import Operator, ShapeExprs, register_operator
-from .elementwise import FLOAT_TYPES, expect_inputs, label
+from ..core.errors import ShapeError
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
+from .elementwise import expect_inputs, label
+from .params import param
+from .shared_rules import FloatInput
 
 __all__ = ["LRNOperator"]
 
 
 @register_operator
-class LRNOperator(Operator):
+class LRNOperator(FloatInput, Operator):
     """params: ``size`` (odd or even window, >= 1), ``alpha``, ``beta``, ``bias``."""
 
     kind = "lrn"
+    title = "LRN"
+    size: int = param(int, minimum=1)
+    alpha: float = param(float, default=1e-4)
+    beta: float = param(float, default=0.75)
+    bias: float = param(float, default=1.0)
 
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
-        self.size = int(self.param("size"))
-        if self.size < 1:
-            raise NetworkError(f"lrn: size must be >= 1, got {self.size}")
-        self.alpha = float(self.params.get("alpha", 1e-4))
-        self.beta = float(self.params.get("beta", 0.75))
-        self.bias = float(self.params.get("bias", 1.0))
         self._shape: tuple[int, ...] | None = None
         self._shifts: list[tuple[slice, slice]] = []
         #: (array module, squares, window sums): FLOAT work buffers of the input's shape
         self._work: tuple[Any, Any, Any] | None = None
 
-    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
-        expect_inputs(self, len(input_types), 1)
-        if input_types[0] not in FLOAT_TYPES:
-            raise TypeMismatchError(f"{label(self)}: LRN takes FLOAT or HALF, got {input_types[0].name}")
-        return [input_types[0]]
-
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_inputs(self, len(input_shapes), 1)
         if len(input_shapes[0]) < 2:
             raise ShapeError(f"{label(self)}: LRN takes [N, C, ...], got rank {len(input_shapes[0])}")

@@ -17,7 +17,7 @@ import numpy as np
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..shape import IDimensionExpr
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .blas_threads import blas_threads_for
 from .elementwise import FLOAT_TYPES, broadcast_dim, expect_inputs, label, merge_dim
 from .products import matmul_into
@@ -58,9 +58,7 @@ class MatrixMultiplyOperator(Operator):
             raise TypeMismatchError(f"{label(self)}: the bias must have type {a.name}, got {input_types[2].name}")
         return [a]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_inputs(self, len(input_shapes), 2 + self.bias)
         (batch_a, rows, k_a), (batch_b, cols, k_b) = (self._split(i, s) for i, s in enumerate(input_shapes[:2]))
         if len(batch_a) != len(batch_b):

@@ -15,8 +15,9 @@ import numpy as np
 from ..core.errors import ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..shape import DimensionOperation, constant, operation
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import expect_inputs, label
+from .params import param
 from .tensor_common import normalize_axis, volume
 
 __all__ = ["CompressOperator", "NonZeroOperator"]
@@ -41,9 +42,7 @@ class NonZeroOperator(Operator):
         expect_inputs(self, len(input_types), 1)
         return [DataType.INT64, DataType.INT64]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_inputs(self, len(input_shapes), 1)
         upper = volume(input_shapes[0])
         count = self.declare_size(1, operation(DimensionOperation.CEIL_DIV, upper, constant(2)), upper)
@@ -62,11 +61,7 @@ class CompressOperator(Operator):
     whose condition is true; a shorter condition drops the rest. Output 1 is the kept count."""
 
     kind = "compress"
-
-    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
-        super().__init__(params, weights)
-        axis = self.params.get("axis")
-        self.axis: int | None = None if axis is None else int(axis)
+    axis: int | None = param(int, default=None)
 
     @property
     def num_outputs(self) -> int:
@@ -78,9 +73,7 @@ class CompressOperator(Operator):
             raise TypeMismatchError(f"{label(self)}: the condition must be BOOL, got {input_types[1].name}")
         return [input_types[0], DataType.INT64]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_inputs(self, len(input_shapes), 2)
         shape, condition = input_shapes
         if len(condition) != 1:

@@ -17,11 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import NetworkError, ShapeError, TypeMismatchError
+from ..core.errors import NetworkError, ShapeError
 from ..core.types import DataType
 from ..shape import constant
-from .base import Operator, ShapeExprs, register_operator
-from .elementwise import FLOAT_TYPES, label
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
+from .elementwise import label
+from .params import param
+from .shared_rules import expect_float_inputs
 
 __all__ = ["BatchNormalizationOperator", "NormalizationOperator", "fold_batch_norm"]
 
@@ -34,14 +36,6 @@ def fold_batch_norm(scale: Any, bias: Any, mean: Any, var: Any, epsilon: float, 
     factor = xp.asarray(scale, np.float64) / xp.sqrt(xp.asarray(var, np.float64) + epsilon)
     shift = xp.asarray(bias, np.float64) - xp.asarray(mean, np.float64) * factor
     return {"scale": factor.astype(np.float32).reshape(-1), "shift": shift.astype(np.float32).reshape(-1)}
-
-
-def _check_float_inputs(op: Operator, input_types: Sequence[DataType], expected: int) -> None:
-    if len(input_types) != expected:
-        raise NetworkError(f"{label(op)}: expected {expected} input(s), got {len(input_types)}")
-    for index, dtype in enumerate(input_types):
-        if dtype not in FLOAT_TYPES:
-            raise TypeMismatchError(f"{label(op)}: input {index} must be FLOAT or HALF, got {dtype.name}")
 
 
 def _channel_view(vector: Any, rank: int, xp: Any = np) -> Any:
@@ -60,13 +54,13 @@ class BatchNormalizationOperator(Operator):
     """
 
     kind = "batch_normalization"
+    epsilon: float = param(float, default=1e-5)
+    training: bool = param(bool, key="training_mode", default=False)
+    momentum: float = param(float, default=0.9)
+    outputs: int = param(int, key="num_outputs", default=1)
 
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
-        self.epsilon = float(self.params.get("epsilon", 1e-5))
-        self.training = bool(self.params.get("training_mode", False))
-        self.momentum = float(self.params.get("momentum", 0.9))
-        self.outputs = int(self.params.get("num_outputs", 1))
         self.folded = "scale" in self.weights and "shift" in self.weights
         if self.folded and self.training:
             raise NetworkError("batch_normalization: training mode takes its statistics as inputs, not weights")
@@ -78,12 +72,10 @@ class BatchNormalizationOperator(Operator):
         return self.outputs
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
-        _check_float_inputs(self, input_types, 1 if self.folded else 5)
+        expect_float_inputs(self, input_types, 1 if self.folded else 5)
         return [input_types[0]] + [input_types[min(3, len(input_types) - 1)]] * (self.outputs - 1)
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         x = input_shapes[0]
         if len(x) < 2:
             raise ShapeError(f"{label(self)}: batch normalization takes [N, C, ...], got rank {len(x)}")
@@ -132,18 +124,16 @@ class NormalizationOperator(Operator):
     """
 
     kind = "normalization"
+    mode: str = param(choices=_MODES)
+    epsilon: float = param(float, default=1e-5)
+    axis: int = param(int, default=-1)
+    groups: int = param(int, key="num_groups", default=1)
+    per_group: bool = param(bool, key="per_group_affine", default=False)
+    has_bias: bool = param(bool, default=True)
+    stash: int = param(int, key="stash_outputs", default=0)
 
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
-        self.mode = str(self.param("mode"))
-        if self.mode not in _MODES:
-            raise NetworkError(f"normalization: unknown mode {self.mode!r}; valid: {', '.join(_MODES)}")
-        self.epsilon = float(self.params.get("epsilon", 1e-5))
-        self.axis = int(self.params.get("axis", -1))
-        self.groups = int(self.params.get("num_groups", 1))
-        self.per_group = bool(self.params.get("per_group_affine", False))
-        self.has_bias = bool(self.params.get("has_bias", True))
-        self.stash = int(self.params.get("stash_outputs", 0))
         if self.stash and self.mode != "layer":
             raise NetworkError("normalization: only layer normalization gives mean and inverse deviation outputs")
         self._inputs = 1 + ("scale" not in self.weights) + (self.has_bias and "bias" not in self.weights)
@@ -155,7 +145,7 @@ class NormalizationOperator(Operator):
         return 1 + self.stash
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
-        _check_float_inputs(self, input_types, self._inputs)
+        expect_float_inputs(self, input_types, self._inputs)
         return [input_types[0]] + [DataType.FLOAT] * self.stash
 
     def _first_axis(self, rank: int) -> int:
@@ -166,9 +156,7 @@ class NormalizationOperator(Operator):
             raise ShapeError(f"{label(self)}: axis {self.axis} is outside the input's {rank} dimensions")
         return axis
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         x = input_shapes[0]
         if self.mode != "layer" and len(x) < 3:
             raise ShapeError(f"{label(self)}: {self.mode} normalization takes [N, C, spatial...], got rank {len(x)}")

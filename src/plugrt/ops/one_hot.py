@@ -14,8 +14,9 @@ import numpy as np
 from ..core.errors import ShapeError
 from ..core.types import DataType
 from ..shape import IDimensionExpr, constant
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import label
+from .params import param
 from .tensor_common import expect_index_type, expect_input_count, values_of
 
 __all__ = ["OneHotOperator"]
@@ -29,12 +30,8 @@ class OneHotOperator(Operator):
     """
 
     kind = "one_hot"
-
-    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
-        super().__init__(params, weights)
-        self.axis = int(self.params.get("axis", -1))
-        depth = self.params.get("depth")
-        self.depth: int | None = None if depth is None else int(depth)
+    axis: int = param(int, default=-1)
+    depth: int | None = param(int, default=None)
 
     def _count(self) -> int:
         return 2 if self.depth is not None else 3
@@ -51,9 +48,7 @@ class OneHotOperator(Operator):
             raise ShapeError(f"{label(self)}: one-hot axis {self.axis} is out of range for indices of rank {rank}")
         return axis
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_input_count(self, len(input_shapes), self._count())
         depth: IDimensionExpr
         if self.depth is not None:

@@ -21,8 +21,9 @@ import numpy as np
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..shape import DimensionOperation, IDimensionExpr, constant, operation
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import label
+from .params import ints, param
 from .tensor_common import host_ints
 
 __all__ = ["PadOperator"]
@@ -37,18 +38,14 @@ class PadOperator(Operator):
     ``value_input`` (the constant is the last input); weights: ``value`` (one element, default 0)."""
 
     kind = "pad"
+    mode: str = param(default="constant", choices=_MODES)
+    pads: list[int] | None = param(ints, default=None)
+    axes: list[int] | None = param(ints, default=None)
+    value_input: bool = param(bool, default=False)
 
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
-        self.mode = str(self.params.get("mode", "constant"))
-        if self.mode not in _MODES:
-            raise NetworkError(f"pad: unknown mode {self.mode!r}; valid: {', '.join(_MODES)}")
-        pads = self.params.get("pads")
-        self.pads = None if pads is None else [int(p) for p in pads]
-        axes = self.params.get("axes")
-        self.axes = None if axes is None else [int(a) for a in axes]
         self.value = np.asarray(self.weights.get("value", np.zeros(1))).reshape(-1)[0]
-        self.value_input = bool(self.params.get("value_input", False))
         self._inputs = 1 + (self.pads is None) + self.value_input
         self._key: tuple[Any, ...] | None = None
         self._interior: tuple[Index, Index] = ((), ())
@@ -74,9 +71,7 @@ class PadOperator(Operator):
             full[axis], full[rank + axis] = pads[i], pads[len(axes) + i]
         return full
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         x = input_shapes[0]
         rank = len(x)
         if self.pads is not None:

@@ -24,7 +24,7 @@ import numpy as np
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..shape import constant
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import FLOAT_TYPES, expect_inputs, label
 from .spatial import Window, tap_slices
 
@@ -86,9 +86,7 @@ class PoolingOperator(Operator):
         _check_type(self, self.mode, input_types[0])
         return [input_types[0], DataType.INT64][: self.num_outputs]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_inputs(self, len(input_shapes), 1)
         x, rank = input_shapes[0], self.window.rank
         if len(x) != rank + 2:
@@ -262,9 +260,7 @@ class GlobalPoolingOperator(Operator):
         _check_type(self, self.mode, input_types[0])
         return [input_types[0]]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_inputs(self, len(input_shapes), 1)
         x = input_shapes[0]
         if len(x) < 3:

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import FLOAT_TYPES, label
 
 __all__ = ["PReluOperator"]
@@ -45,9 +45,7 @@ class PReluOperator(Operator):
             )
         return [input_types[0]]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         x = input_shapes[0]
         slope = list(self.weights["slope"].shape) if "slope" in self.weights else input_shapes[1]
         if len(slope) > len(x):

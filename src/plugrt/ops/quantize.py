@@ -19,7 +19,7 @@ import numpy as np
 
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import expect_inputs, label
 from .storage_cast import round_to_narrow
 
@@ -70,8 +70,17 @@ def _check_scale(op: Operator, x: ShapeExprs, scale: ShapeExprs) -> None:
         raise ShapeError(f"{label(op)}: a blocked scale must have the input's rank {len(x)}, got {len(scale)}")
 
 
+class _Scaled(Operator):
+    """What quantize and dequantize share: inputs ``x, scale`` and an output of ``x``'s shape."""
+
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
+        expect_inputs(self, len(input_shapes), 2)
+        _check_scale(self, input_shapes[0], input_shapes[1])
+        return [list(input_shapes[0])]
+
+
 @register_operator
-class QuantizeOperator(Operator):
+class QuantizeOperator(_Scaled):
     """Inputs ``x, scale``; params ``to`` (a :data:`QUANTIZED` name), ``axis``, ``block_size``, ``saturate``."""
 
     kind = "quantize"
@@ -88,13 +97,6 @@ class QuantizeOperator(Operator):
             )
         return [QUANTIZED[name][0]]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
-        expect_inputs(self, len(input_shapes), 2)
-        _check_scale(self, input_shapes[0], input_shapes[1])
-        return [list(input_shapes[0])]
-
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         x, scale = inputs
         name = self.param("to")
@@ -109,7 +111,7 @@ class QuantizeOperator(Operator):
 
 
 @register_operator
-class DequantizeOperator(Operator):
+class DequantizeOperator(_Scaled):
     """Inputs ``x, scale``; params ``axis`` and ``block_size``; the result has the scale's type."""
 
     kind = "dequantize"
@@ -119,13 +121,6 @@ class DequantizeOperator(Operator):
         if input_types[1] not in _FLOATS:
             raise TypeMismatchError(f"{label(self)}: the scale must be FLOAT or HALF, got {input_types[1].name}")
         return [input_types[1]]
-
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
-        expect_inputs(self, len(input_shapes), 2)
-        _check_scale(self, input_shapes[0], input_shapes[1])
-        return [list(input_shapes[0])]
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         x, scale = inputs

@@ -21,9 +21,10 @@ import numpy as np
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..shape import IDimensionExpr, constant
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .blas_threads import blas_threads_for
 from .elementwise import FLOAT_TYPES, label
+from .params import param
 from .rnn_activations import activation_functions
 
 __all__ = ["RECURRENT_INPUTS", "RecurrentOperator"]
@@ -42,30 +43,24 @@ class RecurrentOperator(Operator):
     ``linear_before_reset`` (GRU) and ``input_forget`` (LSTM)."""
 
     kind = "recurrent"
+    cell: str = param(choices=_GATES)
+    direction: str = param(default="forward", choices=_DIRECTIONS)
+    hidden_size: int | None = param(int, default=None)
+    layout: int = param(int, default=0)
+    clip: float | None = param(float, default=None)
+    linear_before_reset: bool = param(bool, default=False)
+    input_forget: bool = param(bool, default=False)
 
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
-        self.cell = str(self.param("cell"))
-        if self.cell not in _GATES:
-            raise NetworkError(f"recurrent: cell must be one of {sorted(_GATES)}, got {self.cell!r}")
         self.inputs = [str(n) for n in self.params.get("inputs", RECURRENT_INPUTS[:3])]
         if self.inputs[:3] != list(RECURRENT_INPUTS[:3]) or any(n not in RECURRENT_INPUTS for n in self.inputs):
             raise NetworkError(
                 f"recurrent: inputs {self.inputs} must start with X, W, R and name only {RECURRENT_INPUTS}"
             )
-        self.direction = str(self.params.get("direction", "forward"))
-        if self.direction not in _DIRECTIONS:
-            raise NetworkError(f"recurrent: direction must be one of {sorted(_DIRECTIONS)}, got {self.direction!r}")
         self.num_directions = _DIRECTIONS[self.direction]
-        hidden = self.params.get("hidden_size")
-        self.hidden_size: int | None = None if hidden is None else int(hidden)
-        self.layout = int(self.params.get("layout", 0))
         if self.layout not in (0, 1):
             raise NetworkError(f"recurrent: layout must be 0 or 1, got {self.layout}")
-        clip = self.params.get("clip")
-        self.clip: float | None = None if clip is None else float(clip)
-        self.linear_before_reset = bool(self.params.get("linear_before_reset", 0))
-        self.input_forget = bool(self.params.get("input_forget", 0))
         names = self.params.get("activations") or _DEFAULT_ACTIVATIONS[self.cell] * self.num_directions
         per_direction = len(_DEFAULT_ACTIVATIONS[self.cell])
         if len(names) != per_direction * self.num_directions:
@@ -93,9 +88,7 @@ class RecurrentOperator(Operator):
                 raise TypeMismatchError(f"{label(self)}: input {name} is {dtype.name}; expected {input_types[0].name}")
         return [input_types[0]] * self.num_outputs
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         if len(input_shapes) != len(self.inputs):
             raise NetworkError(f"{label(self)}: expected inputs {self.inputs}, got {len(input_shapes)} tensors")
         shapes = dict(zip(self.inputs, input_shapes))

@@ -11,11 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import NetworkError, ShapeError, TypeMismatchError
+from ..core.errors import ShapeError
 from ..core.types import DataType
 from ..shape import constant
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import FLOAT_TYPES, expect_inputs, label
+from .params import param
+from .shared_rules import expect_type
 
 __all__ = ["ReduceOperator", "axes_from_mask"]
 
@@ -35,28 +37,18 @@ class ReduceOperator(Operator):
     """params: ``op`` (a ReduceOperation name), ``axes`` (bitmask), ``keep_dims`` (bool)."""
 
     kind = "reduce"
-
-    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
-        super().__init__(params, weights)
-        self.op = str(self.param("op"))
-        if self.op not in _FUNCTIONS:
-            raise NetworkError(f"reduce: unknown op {self.op!r}; valid: {', '.join(_FUNCTIONS)}")
-        self.mask = int(self.param("axes"))
-        self.keep_dims = bool(self.param("keep_dims"))
-        self._axes: tuple[int, ...] = ()
-        self._rank = -1
+    op: str = param(choices=_FUNCTIONS)
+    mask: int = param(int, key="axes")
+    keep_dims: bool = param(bool)
+    _axes: tuple[int, ...] = ()
+    _rank = -1
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
         expect_inputs(self, len(input_types), 1)
-        allowed = FLOAT_TYPES if self.op == "AVG" else _TYPES
-        if input_types[0] not in allowed:
-            valid = ", ".join(sorted(t.name for t in allowed))
-            raise TypeMismatchError(f"{label(self)}: reduce {self.op} takes {valid}, got {input_types[0].name}")
+        expect_type(self, input_types[0], FLOAT_TYPES if self.op == "AVG" else _TYPES, f"reduce {self.op}")
         return [input_types[0]]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_inputs(self, len(input_shapes), 1)
         shape = input_shapes[0]
         axes = axes_from_mask(self, self.mask, len(shape))

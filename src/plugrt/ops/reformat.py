@@ -9,7 +9,7 @@ import numpy as np
 
 from ..core.layouts import from_storage, to_storage
 from ..core.types import DataType, TensorFormat
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 
 __all__ = ["Reformat"]
 
@@ -28,14 +28,10 @@ class Reformat(Operator):
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
         return [DataType[self.param("dst_type")]]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         return [list(input_shapes[0])]
 
-    def output_values(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs | None]:
+    def output_values(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs | None]:
         return [input_values[0]]
 
     def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:

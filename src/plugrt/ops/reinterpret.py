@@ -10,8 +10,9 @@ import numpy as np
 
 from ..core.errors import ShapeError, TypeMismatchError
 from ..core.types import DataType
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import expect_inputs, label
+from .shared_rules import SameShape
 
 __all__ = ["BitCastOperator", "EyeLikeOperator"]
 
@@ -25,7 +26,7 @@ def _target(op: Operator) -> DataType:
 
 
 @register_operator
-class BitCastOperator(Operator):
+class BitCastOperator(SameShape, Operator):
     """params: ``to_type`` (a DataType name of the input's element size)."""
 
     kind = "bitcast"
@@ -39,12 +40,6 @@ class BitCastOperator(Operator):
                 f"bytes) cannot become {target.name} ({target.itemsize} bytes)"
             )
         return [target]
-
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
-        expect_inputs(self, len(input_shapes), 1)
-        return [list(input_shapes[0])]
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         outputs[0][...] = xp.ascontiguousarray(inputs[0]).view(outputs[0].dtype)
@@ -60,9 +55,7 @@ class EyeLikeOperator(Operator):
         expect_inputs(self, len(input_types), 1)
         return [_target(self)]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_inputs(self, len(input_shapes), 1)
         if len(input_shapes[0]) != 2:
             raise ShapeError(f"{label(self)}: EyeLike needs a 2-D input, got rank {len(input_shapes[0])}")

@@ -23,8 +23,9 @@ import numpy as np
 from ..core.errors import NetworkError, ShapeError
 from ..core.types import DataType
 from ..shape import DimensionOperation, IDimensionExpr, constant, operation
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import NUMERIC_TYPES, label
+from .params import floats, ints, param
 
 __all__ = ["ResizeOperator"]
 
@@ -75,31 +76,22 @@ class ResizeOperator(Operator):
     ``axes``) or ``sizes_input`` (input 1 holds the sizes, known at build time), ``roi``."""
 
     kind = "resize"
+    mode: str = param(default="nearest", choices=_MODES)
+    coordinates: str = param(key="coordinate_transformation_mode", default="half_pixel", choices=_COORDINATES)
+    nearest: str = param(key="nearest_mode", default="round_prefer_floor", choices=_NEAREST)
+    policy: str = param(key="keep_aspect_ratio_policy", default="stretch", choices=_POLICIES)
+    cubic_a: float = param(float, key="cubic_coeff_a", default=-0.75)
+    exclude_outside: bool = param(bool, default=False)
+    extrapolation: float = param(float, key="extrapolation_value", default=0.0)
+    axes: list[int] | None = param(ints, default=None)
+    scales: list[float] | None = param(floats, default=None)
+    sizes: list[int] | None = param(ints, default=None)
+    sizes_input: bool = param(bool, default=False)
+    roi: list[float] | None = param(floats, default=None)
 
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
-        p = self.params
-        self.mode = str(p.get("mode", "nearest"))
-        self.coordinates = str(p.get("coordinate_transformation_mode", "half_pixel"))
-        self.nearest = str(p.get("nearest_mode", "round_prefer_floor"))
-        self.policy = str(p.get("keep_aspect_ratio_policy", "stretch"))
-        for name, value, valid in (
-            ("mode", self.mode, _MODES),
-            ("coordinate_transformation_mode", self.coordinates, _COORDINATES),
-            ("nearest_mode", self.nearest, _NEAREST),
-            ("keep_aspect_ratio_policy", self.policy, _POLICIES),
-        ):
-            if value not in valid:
-                raise NetworkError(f"resize: unknown {name} {value!r}; valid: {', '.join(valid)}")
-        self.cubic_a = float(p.get("cubic_coeff_a", -0.75))
-        self.exclude_outside = bool(p.get("exclude_outside", False))
-        self.extrapolation = float(p.get("extrapolation_value", 0.0))
-        self.antialias = bool(p.get("antialias", False)) and self.mode != "nearest"
-        self.axes = None if p.get("axes") is None else [int(a) for a in p["axes"]]
-        self.scales = None if p.get("scales") is None else [float(s) for s in p["scales"]]
-        self.sizes = None if p.get("sizes") is None else [int(s) for s in p["sizes"]]
-        self.sizes_input = bool(p.get("sizes_input", False))
-        self.roi = None if p.get("roi") is None else [float(r) for r in p["roi"]]
+        self.antialias = bool(self.params.get("antialias", False)) and self.mode != "nearest"
         if sum(v is not None and v is not False for v in (self.scales, self.sizes, self.sizes_input or None)) != 1:
             raise NetworkError("resize: give exactly one of scales, sizes or sizes_input")
         self._key: tuple[Any, ...] | None = None
@@ -126,9 +118,7 @@ class ResizeOperator(Operator):
             raise ShapeError(f"{label(self)}: {count} scales or sizes for {len(axes)} axes")
         return axes
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         x = list(input_shapes[0])
         axes = self._axes(len(x))
         out = list(x)

@@ -9,8 +9,9 @@ import numpy as np
 
 from ..core.errors import ShapeError
 from ..core.types import DataType
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import expect_inputs, label, merge_dim
+from .params import param
 from .tensor_common import expect_index_type
 
 __all__ = ["ReverseSequenceOperator"]
@@ -21,11 +22,11 @@ class ReverseSequenceOperator(Operator):
     """Inputs: x and sequence lengths (one per batch entry); params: ``time_axis`` (0), ``batch_axis`` (1)."""
 
     kind = "reverse_sequence"
+    time_axis: int = param(int, default=0)
+    batch_axis: int = param(int, default=1)
 
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
-        self.time_axis = int(self.params.get("time_axis", 0))
-        self.batch_axis = int(self.params.get("batch_axis", 1))
         if {self.time_axis, self.batch_axis} not in ({0, 1},):
             raise ShapeError(
                 f"reverse_sequence: time_axis and batch_axis must be 0 and 1 in some order, "
@@ -37,9 +38,7 @@ class ReverseSequenceOperator(Operator):
         expect_index_type(self, input_types[1], "the sequence lengths")
         return [input_types[0]]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_inputs(self, len(input_shapes), 2)
         shape, lens = input_shapes
         if len(shape) < 2 or len(lens) != 1:

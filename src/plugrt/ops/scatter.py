@@ -14,8 +14,9 @@ import numpy as np
 
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import expect_inputs, label, merge_dim
+from .params import param
 from .tensor_common import expect_index_type, normalize_axis
 
 __all__ = ["ScatterElementsOperator", "ScatterNdOperator"]
@@ -28,9 +29,10 @@ def _host(array: Any) -> Any:
 
 
 class _Scatter(Operator):
+    reduction: str = param(default="none")
+
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
-        self.reduction = str(self.params.get("reduction", "none"))
         if self.reduction not in _REDUCTIONS:
             raise NetworkError(f"{self.kind}: unknown reduction {self.reduction!r}; valid: {', '.join(_REDUCTIONS)}")
 
@@ -63,9 +65,7 @@ class ScatterNdOperator(_Scatter):
 
     kind = "scatter_nd"
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_inputs(self, len(input_shapes), 3)
         data, indices, updates = input_shapes
         if not indices or not indices[-1].is_constant():
@@ -98,14 +98,9 @@ class ScatterElementsOperator(_Scatter):
     """ONNX ScatterElements; params: ``axis`` (default 0), ``reduction`` (none, add, mul, max, min)."""
 
     kind = "scatter_elements"
+    axis: int = param(int, default=0)
 
-    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
-        super().__init__(params, weights)
-        self.axis = int(self.params.get("axis", 0))
-
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_inputs(self, len(input_shapes), 3)
         data, indices, updates = input_shapes
         if not len(data) == len(indices) == len(updates) or not data:

@@ -14,27 +14,32 @@ import numpy as np
 
 from ..core.types import DataType
 from ..shape import constant
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import expect_inputs
+from .params import param
 from .tensor_common import volume
 
 __all__ = ["ShapeOperator", "SizeOperator"]
 
 
+class _ShapeInfo(Operator):
+    """What shape and size share: one input, an INT64 output whose values are known at build time."""
+
+    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
+        expect_inputs(self, len(input_types), 1)
+        return [DataType.INT64]
+
+
 @register_operator
-class ShapeOperator(Operator):
+class ShapeOperator(_ShapeInfo):
     """``out = shape(x)[start:end]`` (INT64); params: ``start`` (int, default 0), ``end`` (int or None).
 
     Negative ``start``/``end`` count from the end; both are clamped to ``[0, rank]`` (ONNX's rule).
     """
 
     kind = "shape"
-
-    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
-        super().__init__(params, weights)
-        self.start = int(self.params.get("start", 0))
-        end = self.params.get("end")
-        self.end: int | None = None if end is None else int(end)
+    start: int = param(int, default=0)
+    end: int | None = param(int, default=None)
 
     def _range(self, rank: int) -> tuple[int, int]:
         start = self.start + rank if self.start < 0 else self.start
@@ -42,20 +47,12 @@ class ShapeOperator(Operator):
         start, end = min(max(start, 0), rank), min(max(end, 0), rank)
         return start, max(start, end)
 
-    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
-        expect_inputs(self, len(input_types), 1)
-        return [DataType.INT64]
-
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_inputs(self, len(input_shapes), 1)
         start, end = self._range(len(input_shapes[0]))
         return [[constant(end - start)]]
 
-    def output_values(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs | None]:
+    def output_values(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs | None]:
         start, end = self._range(len(input_shapes[0]))
         return [list(input_shapes[0][start:end])]
 
@@ -66,24 +63,16 @@ class ShapeOperator(Operator):
 
 
 @register_operator
-class SizeOperator(Operator):
+class SizeOperator(_ShapeInfo):
     """``out = number of elements of x`` (0-d INT64)."""
 
     kind = "size"
 
-    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
-        expect_inputs(self, len(input_types), 1)
-        return [DataType.INT64]
-
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_inputs(self, len(input_shapes), 1)
         return [[]]
 
-    def output_values(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs | None]:
+    def output_values(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs | None]:
         return [[volume(input_shapes[0])]]
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:

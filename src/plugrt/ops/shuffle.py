@@ -18,8 +18,9 @@ import numpy as np
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..shape import DimensionOperation, IDimensionExpr, constant, operation
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import label
+from .params import ints, param
 
 __all__ = ["ShuffleOperator"]
 
@@ -30,14 +31,13 @@ class ShuffleOperator(Operator):
     and, when set, ``reshape_dims`` (list)."""
 
     kind = "shuffle"
+    first: list[int] = param(ints, key="first_transpose", default=())
+    second: list[int] = param(ints, key="second_transpose", default=())
+    reshape: list[int] | None = param(ints, key="reshape_dims", default=None)
+    zero_is_placeholder: bool = param(bool, default=True)
 
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
-        self.first = [int(p) for p in self.params.get("first_transpose", [])]
-        self.second = [int(p) for p in self.params.get("second_transpose", [])]
-        reshape = self.params.get("reshape_dims")
-        self.reshape = None if reshape is None else [int(d) for d in reshape]
-        self.zero_is_placeholder = bool(self.params.get("zero_is_placeholder", True))
         self._prepared: tuple[tuple[int, ...], tuple[int, ...]] | None = None
         self._p1: tuple[int, ...] | None = None
         self._p2_inverse: tuple[int, ...] | None = None
@@ -52,9 +52,7 @@ class ShuffleOperator(Operator):
             )
         return [input_types[0]]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         self._check_count(len(input_shapes))
         shape = input_shapes[0]
         moved = [shape[p] for p in self._perm(self.first, len(shape), "first_transpose")]
@@ -62,9 +60,7 @@ class ShuffleOperator(Operator):
         mid = moved if spec is None else self._reshape(moved, spec)
         return [[mid[p] for p in self._perm(self.second, len(mid), "second_transpose")]]
 
-    def output_values(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs | None]:
+    def output_values(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs | None]:
         value = input_values[0] if input_values else None
         if value is None or len(input_shapes[0]) > 1:
             return [None]

@@ -18,7 +18,7 @@ import numpy as np
 from ..core.errors import NetworkError, ShapeError
 from ..core.types import DataType
 from ..shape import DimensionOperation, IDimensionExpr, constant, operation
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import label
 from .tensor_common import (
     clamp,
@@ -98,18 +98,14 @@ class SliceOperator(Operator):
             plan[axis] = (start, end, step)
         return plan
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_input_count(self, len(input_shapes), 1 + len(self.tensor_inputs))
         shape = list(input_shapes[0])
         for axis, (start, end, step) in self._plan(len(shape), self._fields(input_values)).items():
             shape[axis] = _sliced_length(shape[axis], start, end, step)
         return [shape]
 
-    def output_values(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs | None]:
+    def output_values(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs | None]:
         data = input_values[0]
         if data is None or len(input_shapes[0]) != 1:
             return [None]

@@ -18,9 +18,10 @@ import numpy as np
 
 from ..core.errors import ShapeError, TypeMismatchError
 from ..core.types import DataType
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .concatenation import default_axis
 from .elementwise import FLOAT_TYPES, expect_inputs, label
+from .params import param
 from .reduce import axes_from_mask
 
 __all__ = ["SoftmaxOperator"]
@@ -59,12 +60,11 @@ class SoftmaxOperator(Operator):
     """
 
     kind = "softmax"
+    mask: int | None = param(int, key="axes", default=None)
+    scaled: bool = param(bool, default=False)
 
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
-        axes = self.params.get("axes")
-        self.mask: int | None = None if axes is None else int(axes)
-        self.scaled = bool(self.params.get("scaled", False))
         self._axes: tuple[int, ...] = ()
         self._rank = -1
 
@@ -88,9 +88,7 @@ class SoftmaxOperator(Operator):
             )
         return [input_types[0]]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_inputs(self, len(input_shapes), 1 + self.scaled)
         self.axes_for(len(input_shapes[0]))
         if self.scaled:

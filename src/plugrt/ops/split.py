@@ -13,11 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import NetworkError, ShapeError
+from ..core.errors import ShapeError
 from ..core.types import DataType
 from ..shape import DimensionOperation, IDimensionExpr, constant, operation
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import label
+from .params import ints, param
 from .tensor_common import along, constant_ints, expect_index_type, expect_input_count, normalize_axis, values_of
 
 __all__ = ["SplitOperator"]
@@ -31,15 +32,12 @@ class SplitOperator(Operator):
     """
 
     kind = "split"
+    axis: int = param(int, default=0)
+    count: int = param(int, key="num_outputs", minimum=1)
+    split: list[int] | None = param(ints, default=None)
 
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
-        self.axis = int(self.params.get("axis", 0))
-        self.count = int(self.param("num_outputs"))
-        if self.count < 1:
-            raise NetworkError(f"split: num_outputs must be >= 1, got {self.count}")
-        split = self.params.get("split")
-        self.split = None if split is None else [int(s) for s in split]
         self._offsets: list[int] = []
 
     @property
@@ -70,18 +68,14 @@ class SplitOperator(Operator):
             raise ShapeError(f"{label(self)}: split sizes {known} must be >= 0 and add up to the axis length {dim}")
         return sizes
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_input_count(self, len(input_shapes), 1, 2)
         shape = input_shapes[0]
         axis = normalize_axis(self, self.axis, len(shape))
         sizes = self._sizes(shape[axis], input_values)
         return [[size if k == axis else d for k, d in enumerate(shape)] for size in sizes]
 
-    def output_values(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs | None]:
+    def output_values(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs | None]:
         data = input_values[0]
         if data is None or len(input_shapes[0]) != 1:
             return [None] * self.count

@@ -15,8 +15,9 @@ import numpy as np
 from ..core.errors import ShapeError
 from ..core.types import DataType
 from ..shape import constant
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import expect_inputs, label
+from .params import ints, param
 from .tensor_common import constant_ints, expect_index_type, expect_input_count, normalize_axis, values_of, volume
 
 __all__ = ["FlattenOperator", "SqueezeOperator", "UnsqueezeOperator"]
@@ -25,10 +26,7 @@ __all__ = ["FlattenOperator", "SqueezeOperator", "UnsqueezeOperator"]
 class _AxesReshape(Operator):
     """Shared by squeeze and unsqueeze: axes as a parameter or a second input; values pass through."""
 
-    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
-        super().__init__(params, weights)
-        axes = self.params.get("axes")
-        self.axes = None if axes is None else [int(a) for a in axes]
+    axes: list[int] | None = param(ints, default=None)
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
         expect_input_count(self, len(input_types), 1, 2)
@@ -36,17 +34,19 @@ class _AxesReshape(Operator):
             expect_index_type(self, input_types[1], "the axes")
         return [input_types[0]]
 
-    def _axes(self, input_values: Sequence[ShapeExprs | None]) -> list[int] | None:
+    def _shape_and_axes(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> tuple[ShapeExprs, list[int] | None]:
+        """Input 0's shape and the axes (None when neither the parameter nor input 1 gives them)."""
+        expect_input_count(self, len(input_shapes), 1, 2)
         if len(input_values) < 2:
-            return self.axes
+            return input_shapes[0], self.axes
         axes = constant_ints(values_of(self, input_values, 1, "axes"))
         if axes is None:
             raise ShapeError(f"{label(self)}: the axes must be build-time constants")
-        return axes
+        return input_shapes[0], axes
 
-    def output_values(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs | None]:
+    def output_values(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs | None]:
         value = input_values[0]
         out = self.output_shapes(input_shapes, input_values)[0]
         return [list(value) if value is not None and len(out) <= 1 else None]
@@ -62,12 +62,8 @@ class SqueezeOperator(_AxesReshape):
 
     kind = "squeeze"
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
-        expect_input_count(self, len(input_shapes), 1, 2)
-        shape = input_shapes[0]
-        axes = self._axes(input_values)
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
+        shape, axes = self._shape_and_axes(input_shapes, input_values)
         if axes is None:
             if any(not d.is_constant() for d in shape):
                 raise ShapeError(
@@ -88,12 +84,8 @@ class UnsqueezeOperator(_AxesReshape):
 
     kind = "unsqueeze"
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
-        expect_input_count(self, len(input_shapes), 1, 2)
-        shape = input_shapes[0]
-        axes = self._axes(input_values)
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
+        shape, axes = self._shape_and_axes(input_shapes, input_values)
         if axes is None:
             raise ShapeError(f"{label(self)}: unsqueeze needs axes")
         rank = len(shape) + len(axes)
@@ -109,14 +101,9 @@ class FlattenOperator(Operator):
     """``out`` is 2-D: ``[prod(shape[:axis]), prod(shape[axis:])]``; params: ``axis`` (default 1)."""
 
     kind = "flatten"
+    axis: int = param(int, default=1)
 
-    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
-        super().__init__(params, weights)
-        self.axis = int(self.params.get("axis", 1))
-
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_inputs(self, len(input_shapes), 1)
         shape = input_shapes[0]
         rank = len(shape)

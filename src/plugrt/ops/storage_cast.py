@@ -20,8 +20,9 @@ import numpy as np
 
 from ..core.errors import NetworkError
 from ..core.types import DataType
-from .base import Operator, ShapeExprs, register_operator
+from .base import Operator, register_operator
 from .elementwise import expect_inputs
+from .shared_rules import SameShape
 
 __all__ = ["NARROW_TYPES", "StorageCastOperator", "narrow_numpy_type"]
 
@@ -62,7 +63,7 @@ def round_to_narrow(values: np.ndarray, name: str, saturate: bool) -> np.ndarray
 
 
 @register_operator
-class StorageCastOperator(Operator):
+class StorageCastOperator(SameShape, Operator):
     """Params: ``narrow`` (a :data:`NARROW_TYPES` name) and ``saturate`` (FP8 only)."""
 
     kind = "storage_cast"
@@ -71,14 +72,10 @@ class StorageCastOperator(Operator):
         expect_inputs(self, len(input_types), 1)
         name = self.param("narrow")
         if name not in NARROW_TYPES:
-            raise NetworkError(f"storage_cast {self.name!r}: unknown narrow type {name!r}; known: {sorted(NARROW_TYPES)}")
+            raise NetworkError(
+                f"storage_cast {self.name!r}: unknown narrow type {name!r}; known: {sorted(NARROW_TYPES)}"
+            )
         return [NARROW_TYPES[name]]
-
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
-        expect_inputs(self, len(input_shapes), 1)
-        return [list(input_shapes[0])]
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         values = inputs[0] if xp is np else xp.asnumpy(inputs[0])

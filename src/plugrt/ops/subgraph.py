@@ -22,7 +22,7 @@ from ..core.errors import ExecutionError, NetworkError, ShapeError
 from ..core.types import DataType
 from ..shape import DimensionOperation, constant, operation
 from ..shape.expr import IDimensionExpr
-from .base import Operator, ShapeExprs
+from .base import InputShapes, InputValues, Operator, ShapeExprs
 
 __all__ = ["ControlFlowOperator", "SubgraphEngine", "template_dim"]
 
@@ -114,8 +114,13 @@ class _BoundEngine:
         return {name: buffer.copy() for name, buffer in self.outputs.items()}
 
 
-def template_dim(template: Any, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None],
-                 sizes: dict[int, IDimensionExpr], op: ControlFlowOperator) -> IDimensionExpr:
+def template_dim(
+    template: Any,
+    input_shapes: Sequence[ShapeExprs],
+    input_values: Sequence[ShapeExprs | None],
+    sizes: dict[int, IDimensionExpr],
+    op: ControlFlowOperator,
+) -> IDimensionExpr:
     """One output dimension from its template.
 
     ``["c", n]``: the constant n; ``["i", k, a]``: dimension a of input k;
@@ -175,9 +180,7 @@ class ControlFlowOperator(Operator):
             self.params.get("num_sizes", 0)
         )
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         sizes: dict[int, IDimensionExpr] = {}
         shapes = [
             [template_dim(d, input_shapes, input_values, sizes, self) for d in result]

@@ -11,11 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import NetworkError, ShapeError
+from ..core.errors import ShapeError
 from ..core.types import DataType
 from ..shape import IDimensionExpr, constant
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import label
+from .params import param
 from .tensor_common import constant_ints, expect_index_type, expect_input_count, host_ints, normalize_axis, values_of
 
 __all__ = ["ArgReduceOperator", "TopKOperator", "sort_order"]
@@ -39,13 +40,9 @@ class TopKOperator(Operator):
     """
 
     kind = "topk"
-
-    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
-        super().__init__(params, weights)
-        self.axis = int(self.params.get("axis", -1))
-        self.largest = bool(self.params.get("largest", True))
-        k = self.params.get("k")
-        self.k: int | None = None if k is None else int(k)
+    axis: int = param(int, default=-1)
+    largest: bool = param(bool, default=True)
+    k: int | None = param(int, default=None)
 
     @property
     def num_outputs(self) -> int:
@@ -65,9 +62,7 @@ class TopKOperator(Operator):
             raise ShapeError(f"{label(self)}: k must hold one value, got {len(k)}")
         return k[0]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_input_count(self, len(input_shapes), 1 if self.k is not None else 2)
         shape = list(input_shapes[0])
         axis = normalize_axis(self, self.axis, len(shape))
@@ -99,23 +94,16 @@ class ArgReduceOperator(Operator):
     """
 
     kind = "arg_reduce"
-
-    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
-        super().__init__(params, weights)
-        self.op = str(self.param("op"))
-        if self.op not in ("max", "min"):
-            raise NetworkError(f"arg_reduce: op must be 'max' or 'min', got {self.op!r}")
-        self.axis = int(self.params.get("axis", 0))
-        self.keepdims = bool(self.params.get("keepdims", True))
-        self.last = bool(self.params.get("select_last_index", False))
+    op: str = param(choices=("max", "min"))
+    axis: int = param(int, default=0)
+    keepdims: bool = param(bool, default=True)
+    last: bool = param(bool, key="select_last_index", default=False)
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
         expect_input_count(self, len(input_types), 1)
         return [DataType.INT64]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_input_count(self, len(input_shapes), 1)
         shape = list(input_shapes[0])
         axis = normalize_axis(self, self.axis, len(shape))

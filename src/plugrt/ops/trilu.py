@@ -9,8 +9,9 @@ import numpy as np
 
 from ..core.errors import ShapeError
 from ..core.types import DataType
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import label
+from .params import param
 from .tensor_common import expect_index_type, expect_input_count, host_ints
 
 __all__ = ["TriluOperator"]
@@ -24,11 +25,8 @@ class TriluOperator(Operator):
     """
 
     kind = "trilu"
-
-    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
-        super().__init__(params, weights)
-        self.upper = bool(self.params.get("upper", True))
-        self.k = int(self.params.get("k", 0))
+    upper: bool = param(bool, default=True)
+    k: int = param(int, default=0)
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
         expect_input_count(self, len(input_types), 1, 2)
@@ -36,9 +34,7 @@ class TriluOperator(Operator):
             expect_index_type(self, input_types[1], "k")
         return [input_types[0]]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_input_count(self, len(input_shapes), 1, 2)
         if len(input_shapes[0]) < 2:
             raise ShapeError(f"{label(self)}: trilu needs rank >= 2, got {len(input_shapes[0])}")

@@ -13,11 +13,12 @@ from typing import Any
 import numpy as np
 
 from ..backends.registry import backend_for
-from ..core.errors import NetworkError, TypeMismatchError
 from ..core.types import DataType
-from .base import Operator, ShapeExprs, register_operator
-from .elementwise import FLOAT_TYPES, NUMERIC_TYPES, expect_inputs, label
+from .base import Operator, register_operator
+from .elementwise import FLOAT_TYPES, NUMERIC_TYPES, expect_inputs
 from .fast_math import erf_into
+from .params import param
+from .shared_rules import SameShape, expect_type
 
 __all__ = ["UnaryOperator", "erf"]
 
@@ -60,30 +61,16 @@ def _input_types(op: str) -> frozenset[DataType]:
 
 
 @register_operator
-class UnaryOperator(Operator):
+class UnaryOperator(SameShape, Operator):
     """``out = op(x)``; params: ``op`` (a UnaryOperation name)."""
 
     kind = "unary"
-
-    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
-        super().__init__(params, weights)
-        self.op = str(self.param("op"))
-        if self.op not in _UFUNCS:
-            raise NetworkError(f"unary: unknown op {self.op!r}; valid: {', '.join(_UFUNCS)}")
+    op: str = param(choices=_UFUNCS)
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
         expect_inputs(self, len(input_types), 1)
-        allowed = _input_types(self.op)
-        if input_types[0] not in allowed:
-            valid = ", ".join(sorted(t.name for t in allowed))
-            raise TypeMismatchError(f"{label(self)}: unary {self.op} takes {valid}, got {input_types[0].name}")
+        expect_type(self, input_types[0], _input_types(self.op), f"unary {self.op}")
         return [DataType.BOOL if self.op in ("ISINF", "ISNAN") else input_types[0]]
-
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
-        expect_inputs(self, len(input_shapes), 1)
-        return [list(input_shapes[0])]
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         if self.op == "ERF":

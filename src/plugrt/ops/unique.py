@@ -14,7 +14,7 @@ import numpy as np
 
 from ..core.types import DataType
 from ..shape import DimensionOperation, constant, operation
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import expect_inputs
 from .tensor_common import normalize_axis, volume
 
@@ -43,9 +43,7 @@ class UniqueOperator(Operator):
         expect_inputs(self, len(input_types), 1)
         return [input_types[0], DataType.INT64, DataType.INT64, DataType.INT64, DataType.INT64]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_inputs(self, len(input_shapes), 1)
         shape = list(input_shapes[0])
         axis = self._axis(len(shape))

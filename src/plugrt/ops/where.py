@@ -9,7 +9,7 @@ import numpy as np
 
 from ..core.errors import TypeMismatchError
 from ..core.types import DataType
-from .base import Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import expect_inputs, label
 from .tensor_common import broadcast_shapes, select
 
@@ -31,15 +31,11 @@ class WhereOperator(Operator):
             raise TypeMismatchError(f"{label(self)}: x is {x.name} but y is {y.name}; they must match")
         return [x]
 
-    def output_shapes(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs]:
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         expect_inputs(self, len(input_shapes), 3)
         return [broadcast_shapes(self, input_shapes)]
 
-    def output_values(
-        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
-    ) -> list[ShapeExprs | None]:
+    def output_values(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs | None]:
         out = self.output_shapes(input_shapes, input_values)[0]
         if any(v is None for v in input_values) or len(out) > 1 or not all(d.is_constant() for d in out):
             return [None]

@@ -15,9 +15,10 @@ import numpy as np
 from ..core.errors import PluginDefinitionError
 from ..core.types import DataType, TensorFormat
 from ..interfaces.descriptors import DynamicPluginTensorDesc, PluginTensorDesc
+from ..shape.builder import DimsExprs, IExprBuilder
 from ._expr import ShapeExpr, ShapeExprs, SizeTensorShapeExpr, SymIntExpr
 
-__all__ = ["Shape", "SizeTensorDesc", "TensorDesc", "from_shape_expr", "size_tensor"]
+__all__ = ["Shape", "SizeTensorDesc", "TensorDesc", "from_shape_expr", "lower_outputs", "size_tensor"]
 
 
 class Shape:
@@ -342,3 +343,36 @@ def from_shape_expr(shape_expr: ShapeExprs | tuple[Any, ...], dtype: DataType) -
     if isinstance(shape_expr, ShapeExprs):
         shape_expr = shape_expr._copy()
     return TensorDesc(shape_expr, dtype)
+
+
+def lower_outputs(
+    outputs: list[TensorDesc], builder: IExprBuilder, who: str
+) -> tuple[list[DimsExprs], list[tuple[int, int]]]:
+    """Output shapes as dimension expressions (declaring size tensors), and the data-dependent (output, axis) pairs."""
+    for index, out in enumerate(outputs):
+        if isinstance(out, SizeTensorDesc):
+            if out.dtype not in (DataType.INT32, DataType.INT64):
+                raise PluginDefinitionError(
+                    f"{who}: size tensor output {index} must be INT32 or INT64, got {out.dtype!r}"
+                )
+            object.__setattr__(out, "_index", index)
+            object.__setattr__(
+                out, "_declared", builder.declare_size_tensor(index, out.opt._expr, out.upper_bound._expr)
+            )
+    sizes = {e.symbol for e in builder.declared_size_tensors.values()}
+    shapes: list[DimsExprs] = []
+    dependent: list[tuple[int, int]] = []
+    for index, out in enumerate(outputs):
+        if isinstance(out, SizeTensorDesc):
+            shapes.append(DimsExprs(0))
+            continue
+        dims = []
+        for axis, entry in enumerate(out.shape_expr):
+            if entry is None:
+                raise PluginDefinitionError(f"{who}: dimension {axis} of output {index} was never set")
+            dim = entry._expr
+            if dim.symbols() & sizes:
+                dependent.append((index, axis))
+            dims.append(dim)
+        shapes.append(DimsExprs(dims))
+    return shapes, dependent

@@ -23,7 +23,8 @@ from ..interfaces.fields import PluginFieldCollection
 from ..interfaces.registry import get_plugin_registry
 from ..interfaces.v3 import TensorRTPhase
 from ._schema import Schema, check_hook, parse_register, split_id
-from ._template import AOT_KERNELS, QuickPlugin
+from ._stored import AOT_KERNELS
+from ._template import QuickPlugin
 
 __all__ = [
     "PluginDef",

@@ -16,18 +16,14 @@ plugin. Its hooks call the user's functions:
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from ..backends.registry import active_backend, backend_class, gpu_backend
-from ..backends.views import as_array
-from ..core.errors import FieldError, PluginDefinitionError, PluginError, PlugrtError
+from ..backends.registry import active_backend, backend_class
+from ..core.errors import PluginDefinitionError, PluginError, PlugrtError
 from ..core.types import DataType, TensorFormat
 from ..interfaces.descriptors import DynamicPluginTensorDesc, PluginTensorDesc
-from ..interfaces.fields import PluginField, PluginFieldCollection, PluginFieldType
+from ..interfaces.fields import PluginFieldCollection
 from ..interfaces.v3 import (
     IPluginResourceContext,
     IPluginV3,
@@ -37,22 +33,17 @@ from ..interfaces.v3 import (
     PluginCapabilityType,
 )
 from ..shape.builder import DimsExprs, IExprBuilder
-from ._aot import AOTKernel, decode_kernels, encode_kernels, input_symbol, kernel_from_aot_impl
+from ._aot import AOTKernel, input_symbol, kernel_from_aot_impl
 from ._autotune import AutoTuneCombination, Combination
-from ._desc import SizeTensorDesc, TensorDesc
+from ._desc import TensorDesc, lower_outputs
 from ._expr import ShapeExpr, ShapeExprs
-from ._tensor import Tensor
+from ._run import RunTensors, copy_aliased_inputs, time_aot_kernel
+from ._stored import revive, stored_fields
 
 if TYPE_CHECKING:
     from ._lib import PluginDef
 
-__all__ = ["RESERVED_FIELDS", "QuickPlugin"]
-
-ALIASES = "qdp.aliases"
-DATA_DEPENDENT = "qdp.data_dependent"
-AOT_KERNELS = "qdp.aot_kernels"
-#: Field names the template keeps for itself (never valid attribute names: they hold a '.').
-RESERVED_FIELDS = frozenset({ALIASES, DATA_DEPENDENT, AOT_KERNELS})
+__all__ = ["QuickPlugin"]
 
 
 class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3OneRuntime):
@@ -84,7 +75,7 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3One
         self.tactic = 0
         self._configured: list[DynamicPluginTensorDesc] = []
         self._resolved: Any = None
-        self._tensors: tuple[Any, list[Tensor], tuple[Tensor, ...]] | None = None
+        self._tensors = RunTensors()
 
     @property
     def plugin_id(self) -> str:
@@ -235,7 +226,7 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3One
 
     def get_aliased_input(self, output_index: int) -> int:
         """The input an output declared with ``TensorDesc.aliased()`` shares its buffer with (-1: none)."""
-        aliases = self._run_facts()[0]
+        aliases = self.run_facts()[0]
         return aliases[output_index] if 0 <= output_index < len(aliases) else -1
 
     def configure_plugin(self, inp: list[DynamicPluginTensorDesc], out: list[DynamicPluginTensorDesc]) -> None:
@@ -251,24 +242,11 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3One
                 tactics.extend(t for t in c.tactics if t not in tactics)
         return tactics
 
-    # --- serialization -------------------------------------------------------------------
+    # --- serialization (the fields: _stored.py) -------------------------------------------
     def get_fields_to_serialize(self) -> PluginFieldCollection:
-        d = self.definition
-        fields = PluginFieldCollection()
-        for name in d.impl_attrs if d.impl_func is not None else []:
-            if name in self.attrs:
-                fields.append(d.schema.to_field(name, self.attrs[name]))
-        aliases, dependent = self._run_facts()
-        if any(a >= 0 for a in aliases):
-            fields.append(PluginField(ALIASES, np.array(aliases, np.int32), PluginFieldType.INT32))
-        if dependent:
-            flat = [v for pair in dependent for v in pair]
-            fields.append(PluginField(DATA_DEPENDENT, np.array(flat, np.int32), PluginFieldType.INT32))
-        if self.aot:
-            fields.append(PluginField(AOT_KERNELS, encode_kernels(self._compile_kernels()), PluginFieldType.UNKNOWN))
-        return fields
+        return stored_fields(self)
 
-    def _run_facts(self) -> tuple[list[int], list[tuple[int, int]]]:
+    def run_facts(self) -> tuple[list[int], list[tuple[int, int]]]:
         """(aliased input per output, data-dependent (output, axis) pairs): stored in a revived
         plugin, worked out from the register function in a build instance."""
         if self.inputs is None:
@@ -277,7 +255,7 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3One
         _, dependent = lower_outputs(outputs, IExprBuilder(owner=self.plugin_id), self.definition.schema.function)
         return self._aliases(inputs, outputs), dependent
 
-    def _compile_kernels(self) -> dict[int, AOTKernel]:
+    def compile_kernels(self) -> dict[int, AOTKernel]:
         """Call ``aot_impl`` once per tactic of the chosen combination, on plugin-local shapes."""
         if self.kernels:
             return self.kernels
@@ -301,38 +279,7 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3One
     @classmethod
     def from_fields(cls, definition: PluginDef, fields: PluginFieldCollection) -> QuickPlugin:
         """The run-time plugin from the fields ``get_fields_to_serialize`` wrote."""
-        schema = definition.schema
-        attrs: dict[str, Any] = {}
-        extra: dict[str, PluginField] = {}
-        for f in fields:
-            if f.name in RESERVED_FIELDS:
-                extra[f.name] = f
-            elif f.name in schema.attrs:
-                attrs[f.name] = schema.from_field(f)
-            else:
-                raise FieldError(
-                    f"QDP plugin {schema.plugin_id!r}: unknown field {f.name!r}; its attributes: "
-                    f"{', '.join(schema.attrs) or 'none'}"
-                )
-        plugin = cls(definition, attrs, AOT_KERNELS in extra)
-        inputs, outputs = len(schema.tensor_names), schema.num_outputs
-        if ALIASES in extra:
-            plugin.aliases = [int(v) for v in extra[ALIASES].data]
-            if len(plugin.aliases) != outputs or any(not -1 <= a < inputs for a in plugin.aliases):
-                raise FieldError(
-                    f"QDP plugin {schema.plugin_id!r}: stored aliases {plugin.aliases} do not fit {outputs} outputs "
-                    f"and {inputs} inputs"
-                )
-        if DATA_DEPENDENT in extra:
-            flat = [int(v) for v in extra[DATA_DEPENDENT].data]
-            plugin.data_dependent = list(zip(flat[0::2], flat[1::2]))
-            if len(flat) % 2 or any(not (0 <= o < outputs and 0 <= a < 8) for o, a in plugin.data_dependent):
-                raise FieldError(
-                    f"QDP plugin {schema.plugin_id!r}: stored data-dependent dimensions {flat} do not fit {outputs} outputs"
-                )
-        if AOT_KERNELS in extra:
-            plugin.kernels = decode_kernels(extra[AOT_KERNELS].data.tobytes())
-        return plugin
+        return revive(cls, definition, fields)
 
     # --- run -----------------------------------------------------------------------------
     def _aot_needs_cuda(self) -> PluginError:
@@ -355,7 +302,7 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3One
         self.tactic = int(tactic)
 
     def on_shape_change(self, inputs: list[PluginTensorDesc], outputs: list[PluginTensorDesc]) -> None:
-        self._tensors = None
+        self._tensors.clear()
         self._resolved = None
         if self.aot and active_backend().gpu:
             self._resolved = self._kernel().resolve([list(d.dims) for d in inputs], f"QDP plugin {self.plugin_id!r}")
@@ -363,7 +310,7 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3One
     def _kernel(self) -> AOTKernel:
         """The AOT kernel of the current tactic; a build instance compiles its kernels on first use."""
         if not self.kernels:
-            self.kernels = self._compile_kernels()
+            self.kernels = self.compile_kernels()
         kernel = self.kernels.get(self.tactic)
         if kernel is None:
             raise PluginError(
@@ -383,7 +330,7 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3One
         backend = active_backend()
         if self.aot:
             if self.inputs is not None:  # a build instance: only tactic timing enqueues it
-                self._time_on_device(input_desc, inputs, outputs, output_desc, stream)
+                time_aot_kernel(self._kernel, self.plugin_id, (input_desc, output_desc), (inputs, outputs), stream)
                 return
             if not backend.gpu:
                 raise self._aot_needs_cuda()
@@ -398,8 +345,11 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3One
             raise PluginError(
                 f"QDP plugin {self.plugin_id!r} has no JIT implementation; define @trtp.impl({self.plugin_id!r})"
             )
-        inputs = self._in_place(input_desc, inputs, outputs, stream)
-        ins, outs = self._tensors_for(input_desc, output_desc, inputs, outputs, stream, backend.name)
+        aliases, data_dependent = self.run_facts()
+        inputs = copy_aliased_inputs(aliases, input_desc, inputs, outputs, stream)
+        ins, outs = self._tensors.get(
+            (input_desc, output_desc), (inputs, outputs), stream, backend.name, aliases, data_dependent
+        )
         values = [self.attrs[k] for k in d.impl_attrs]
         if d.impl_takes_tactic:
             values = [*values, outs, stream, self.tactic]
@@ -409,128 +359,3 @@ class QuickPlugin(IPluginV3, IPluginV3OneCore, IPluginV3OneBuildV2, IPluginV3One
             d.impl_func(*ins, *values)
         except Exception as exc:  # the message is made only on failure
             raise self._failure(exc, f"impl function {d.impl_func.__name__}") from exc
-
-    def _time_on_device(
-        self,
-        input_desc: Sequence[PluginTensorDesc],
-        inputs: Sequence[int],
-        outputs: Sequence[int],
-        output_desc: Sequence[PluginTensorDesc],
-        stream: int,
-    ) -> None:
-        """One timing run of an AOT kernel at build (each kernel is compiled once per build): on the
-        given buffers and stream in a GPU build (``Builder(device="cuda")``); in a CPU build the host
-        buffers are copied to the GPU, where CuPy sees one."""
-        if active_backend().gpu:
-            kernel = self._kernel()
-            kernel.launch_on(
-                kernel.resolve([list(d.dims) for d in input_desc], self.plugin_id), inputs, outputs, stream
-            )
-            return
-        try:
-            gpu = gpu_backend()
-        except Exception as exc:
-            raise PluginError(
-                f"QDP plugin {self.plugin_id!r}: its AOT kernels can be timed only on a GPU ({exc}); on this machine "
-                "give its AutoTuneCombinations no custom tactics (aot_impl is then called with tactic 0)"
-            ) from None
-        kernel = self._kernel()
-        on_device_in = [gpu.xp.asarray(as_array(p, d)) for p, d in zip(inputs, input_desc)]
-        on_device_out = [gpu.xp.asarray(as_array(p, d)) for p, d in zip(outputs, output_desc)]
-        resolved = kernel.resolve([list(d.dims) for d in input_desc], f"QDP plugin {self.plugin_id!r}")
-        kernel.launch_on(resolved, [gpu.address_of(a) for a in on_device_in], [gpu.address_of(a) for a in on_device_out], 0)
-        gpu.synchronize(0)
-
-    def _in_place(
-        self, input_desc: Sequence[PluginTensorDesc], inputs: Sequence[int], outputs: Sequence[int], stream: int
-    ) -> list[int]:
-        """Input addresses as the impl sees them: an aliased output given its own buffer (the engine
-        did not honour the aliasing, or a build timing run) gets the input's values, and the impl's
-        in-place work happens there."""
-        pointers = list(inputs)
-        for out, inp in enumerate(self._run_facts()[0]):
-            if inp >= 0 and outputs[out] != inputs[inp]:
-                source, target = as_array(inputs[inp], input_desc[inp]), as_array(outputs[out], input_desc[inp])
-                with active_backend().stream_scope(stream):
-                    target[...] = source
-                pointers[inp] = outputs[out]
-        return pointers
-
-    def _tensors_for(
-        self,
-        input_desc: Sequence[PluginTensorDesc],
-        output_desc: Sequence[PluginTensorDesc],
-        inputs: Sequence[int],
-        outputs: Sequence[int],
-        stream: int,
-        device: str,
-    ) -> tuple[list[Tensor], tuple[Tensor, ...]]:
-        # The executor passes the same descriptors until shapes change; the cache holds them, so
-        # comparing them by identity is safe (and cheap on every run).
-        cached = self._tensors
-        if cached is not None:
-            (c_in, c_out, c_inputs, c_outputs, c_stream, c_device), ins, outs = cached
-            if (
-                c_stream == stream
-                and c_device == device
-                and c_inputs == inputs
-                and c_outputs == outputs
-                and len(c_in) == len(input_desc)
-                and len(c_out) == len(output_desc)
-                and all(map(operator.is_, c_in, input_desc))
-                and all(map(operator.is_, c_out, output_desc))
-            ):
-                return ins, outs
-        key = (list(input_desc), list(output_desc), list(inputs), list(outputs), stream, device)
-        aliases, data_dependent = self._run_facts()
-        written = {i for i in aliases if i >= 0}
-        ins = [
-            Tensor._make(desc, p, stream, device, i not in written)
-            for i, (desc, p) in enumerate(zip(input_desc, inputs))
-        ]
-        dependent: dict[int, list[int]] = {}
-        for out, axis in data_dependent:
-            dependent.setdefault(out, []).append(axis)
-        made = [
-            Tensor._make(desc, p, stream, device, False, dependent.get(i, ()))
-            for i, (desc, p) in enumerate(zip(output_desc, outputs))
-        ]
-        for out, inp in enumerate(aliases):
-            if inp >= 0:
-                object.__setattr__(made[out], "_aliased_to", ins[inp])
-                object.__setattr__(ins[inp], "_aliased_to", made[out])
-        self._tensors = (key, ins, tuple(made))
-        return ins, self._tensors[2]
-
-
-def lower_outputs(
-    outputs: list[TensorDesc], builder: IExprBuilder, who: str
-) -> tuple[list[DimsExprs], list[tuple[int, int]]]:
-    """Output shapes as dimension expressions (declaring size tensors), and the data-dependent (output, axis) pairs."""
-    for index, out in enumerate(outputs):
-        if isinstance(out, SizeTensorDesc):
-            if out.dtype not in (DataType.INT32, DataType.INT64):
-                raise PluginDefinitionError(
-                    f"{who}: size tensor output {index} must be INT32 or INT64, got {out.dtype!r}"
-                )
-            object.__setattr__(out, "_index", index)
-            object.__setattr__(
-                out, "_declared", builder.declare_size_tensor(index, out.opt._expr, out.upper_bound._expr)
-            )
-    sizes = {e.symbol for e in builder.declared_size_tensors.values()}
-    shapes: list[DimsExprs] = []
-    dependent: list[tuple[int, int]] = []
-    for index, out in enumerate(outputs):
-        if isinstance(out, SizeTensorDesc):
-            shapes.append(DimsExprs(0))
-            continue
-        dims = []
-        for axis, entry in enumerate(out.shape_expr):
-            if entry is None:
-                raise PluginDefinitionError(f"{who}: dimension {axis} of output {index} was never set")
-            dim = entry._expr
-            if dim.symbols() & sizes:
-                dependent.append((index, axis))
-            dims.append(dim)
-        shapes.append(DimsExprs(dims))
-    return shapes, dependent

@@ -1,4 +1,4 @@
-"""The creator every library plugin shares, and small helpers for plugin hooks."""
+"""The creator every library plugin shares, and small helpers for plugin hooks (the plugins' own scaffolding: ``_scaffold.py``)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,10 @@ from ..core.logger import ILogger
 from ..core.types import DataType
 from ..interfaces.creator import IPluginCreator
 from ..interfaces.fields import PluginFieldCollection
-from ..interfaces.serialization import SerializationReader, SerializationWriter
 
 __all__ = [
     "FLOAT_TYPES",
     "LibraryCreator",
-    "SchemaSerialized",
     "check_dim",
     "copy_to",
     "host_buffers",
@@ -30,42 +28,6 @@ __all__ = [
 
 #: Element types the library's float tensors accept (kernels compute in float32 either way).
 FLOAT_TYPES = (DataType.FLOAT, DataType.HALF)
-
-
-class SchemaSerialized:
-    """``serialize`` / ``deserialize`` / ``clone`` for a plugin whose whole state is ``params``.
-
-    The class sets ``SCHEMA`` (its field schema), ``MAGIC`` and ``FORMAT`` (the header
-    :class:`~plugrt.SerializationWriter` writes), and takes ``params`` in its constructor.
-    """
-
-    SCHEMA: ClassVar[Any]
-    MAGIC: ClassVar[int]
-    FORMAT: ClassVar[int]
-    params: dict[str, Any]
-    plugin_namespace: str
-
-    def serialize(self) -> bytes:
-        """Magic, format version, then every field of ``params`` in schema order."""
-        writer = SerializationWriter(magic=self.MAGIC, version=self.FORMAT)
-        self.SCHEMA.write(writer, self.params)
-        return writer.to_bytes()
-
-    @classmethod
-    def deserialize(cls, data: bytes) -> Any:
-        """The plugin :meth:`serialize` wrote; damaged or leftover bytes raise SerializationError."""
-        reader = SerializationReader(data, magic=cls.MAGIC, version=cls.FORMAT)
-        make: Any = cls  # the plugin class's constructor takes params
-        plugin = make(cls.SCHEMA.read(reader))
-        reader.finish()
-        return plugin
-
-    def clone(self) -> Any:
-        """A plugin with the same params and namespace."""
-        make: Any = type(self)
-        copy = make(self.params)
-        copy.plugin_namespace = self.plugin_namespace
-        return copy
 
 
 class LibraryCreator(IPluginCreator):

@@ -67,7 +67,9 @@ def batched_nms_device(boxes: Any, scores: Any, config: Any, outputs: tuple[Any,
     merged = cp.where(keep, value, np.float32(-np.inf)).reshape(batch, classes * k)
     best, best_score, picked = top_k_rows(merged, min(config.keep_top_k, classes * k), float("-inf"))
     # 4. write, padding the rest
-    write_detections(best, best_score, picked, index, boxes4, classes, config.share_location, config.clip_boxes, outputs)
+    write_detections(
+        best, best_score, picked, index, boxes4, classes, config.share_location, config.clip_boxes, outputs
+    )
 
 
 def efficient_nms_device(

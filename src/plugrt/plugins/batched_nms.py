@@ -9,13 +9,18 @@ implicit-batch variant sees every shape without ``B``. The computation is in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 import plugrt as trt
 
-from ._base import FLOAT_TYPES, LibraryCreator, check_dim, host_buffers, on_gpu, plugin_arrays
+from ._base import FLOAT_TYPES, LibraryCreator, check_dim
 from ._nms_device import batched_nms_device, fits_device
+from ._scaffold import DynamicLibraryPlugin, LibraryPlugin, launch
 from ._schema import BOOL, FLOAT, INT, FieldSpec, Schema, at_least, between
+from ._workspace import WorkspaceLayout
 from .batched_nms_kernel import NMSConfig, batched_nms, workspace_layout
 
 __all__ = ["BatchedNMSDynamicPlugin", "BatchedNMSDynamicPluginCreator", "BatchedNMSPlugin", "BatchedNMSPluginCreator"]
@@ -58,18 +63,39 @@ def _output_type(index: int, input_types: list[trt.DataType]) -> trt.DataType:
     return trt.int32 if index == 0 else input_types[0]
 
 
-class BatchedNMSDynamicPlugin(trt.IPluginV2DynamicExt):
-    """BatchedNMS with dynamic shapes: any batch size and box count within the profile."""
+class _BatchedNMS(LibraryPlugin):
+    """What both interface styles share: the fields, the bytes (the plugin's name first) and the run.
 
-    NAME, VERSION = "BatchedNMSDynamic_TRT", "1"
-    SCHEMA = Schema(NAME, FIELDS)
+    A run uses the GPU kernels on a CUDA engine when they take ``topK`` and
+    ``keepTopK``, the NumPy pipeline otherwise (on host copies under CUDA).
+    """
+
+    VERSION, MAGIC, FORMAT, NUM_OUTPUTS = "1", _MAGIC, _FORMAT, 4
 
     def __init__(self, params: dict[str, Any]) -> None:
-        trt.IPluginV2DynamicExt.__init__(self)
-        self.num_outputs = 4
-        self.plugin_type, self.plugin_version, self.plugin_namespace = self.NAME, self.VERSION, ""
-        self.params = dict(params)
+        super().__init__(params)
         self.config = _check_fields(self.NAME, self.params)
+
+    def workspace_layout(self, input_desc: Sequence[trt.PluginTensorDesc]) -> WorkspaceLayout:
+        scores = input_desc[1].dims
+        return workspace_layout(scores[0], scores[1], self.config)
+
+    def runs_on_host(self) -> bool:
+        return not fits_device(self.config.top_k, self.config.keep_top_k)
+
+    def compute(self, xp: Any, inputs: list[Any], outputs: list[Any], scratch: dict[str, Any]) -> None:
+        boxes, scores = inputs
+        if xp is np:
+            batched_nms(boxes, scores, self.config, tuple(outputs), scratch)  # type: ignore[arg-type]
+        else:
+            batched_nms_device(boxes, scores, self.config, tuple(outputs))  # type: ignore[arg-type]
+
+
+class BatchedNMSDynamicPlugin(_BatchedNMS, DynamicLibraryPlugin):
+    """BatchedNMS with dynamic shapes: any batch size and box count within the profile."""
+
+    NAME = TAG = "BatchedNMSDynamic_TRT"
+    SCHEMA = Schema(NAME, FIELDS)
 
     def get_output_datatype(self, index: int, input_types: list[trt.DataType]) -> trt.DataType:
         return _output_type(index, input_types)
@@ -104,56 +130,15 @@ class BatchedNMSDynamicPlugin(trt.IPluginV2DynamicExt):
             check_dim(self.NAME, "scores dim 3", scores[3], 1)
         check_dim(self.NAME, "scores dim 1 (number of boxes)", scores[1], boxes[1])
 
-    def get_workspace_size(
-        self, input_desc: list[trt.PluginTensorDesc], output_desc: list[trt.PluginTensorDesc]
-    ) -> int:
-        batch, num_boxes = input_desc[1].dims[0], input_desc[1].dims[1]
-        return workspace_layout(batch, num_boxes, self.config).nbytes
 
-    def enqueue(
-        self,
-        input_desc: list[trt.PluginTensorDesc],
-        output_desc: list[trt.PluginTensorDesc],
-        inputs: list[int],
-        outputs: list[int],
-        workspace: int,
-        stream: int,
-    ) -> int:
-        _run(self.config, inputs, input_desc, outputs, output_desc, workspace, stream)
-        return 0
-
-    def serialize(self) -> bytes:
-        writer = trt.SerializationWriter(magic=_MAGIC, version=_FORMAT)
-        writer.write_str(self.NAME)
-        self.SCHEMA.write(writer, self.params)
-        return writer.to_bytes()
-
-    @classmethod
-    def deserialize(cls, data: bytes) -> BatchedNMSDynamicPlugin:
-        reader = trt.SerializationReader(data, magic=_MAGIC, version=_FORMAT)
-        _expect_name(reader, cls.NAME)
-        plugin = cls(cls.SCHEMA.read(reader))
-        reader.finish()
-        return plugin
-
-    def clone(self) -> BatchedNMSDynamicPlugin:
-        copy = BatchedNMSDynamicPlugin(self.params)
-        copy.plugin_namespace = self.plugin_namespace
-        return copy
-
-
-class BatchedNMSPlugin(trt.IPluginV2Ext):
+class BatchedNMSPlugin(_BatchedNMS, trt.IPluginV2Ext):
     """BatchedNMS with implicit batch: shapes are per image; the batch size comes with each run."""
 
-    NAME, VERSION = "BatchedNMS_TRT", "1"
+    NAME = TAG = "BatchedNMS_TRT"
     SCHEMA = Schema(NAME, FIELDS)
 
     def __init__(self, params: dict[str, Any]) -> None:
-        trt.IPluginV2Ext.__init__(self)
-        self.num_outputs = 4
-        self.plugin_type, self.plugin_version, self.plugin_namespace = self.NAME, self.VERSION, ""
-        self.params = dict(params)
-        self.config = _check_fields(self.NAME, self.params)
+        super().__init__(params)
         # What configure_plugin learns and execute_async needs (serialized with the fields).
         self.num_boxes, self.locations, self.dtype = 0, 1, trt.float32
         self._descs: dict[int, tuple[trt.PluginTensorDesc, ...]] = {}
@@ -201,7 +186,7 @@ class BatchedNMSPlugin(trt.IPluginV2Ext):
         self, batch_size: int, inputs: list[int], outputs: list[int], workspace: int, stream_handle: int
     ) -> int:
         descs = self._descs.get(batch_size) or self._make_descs(batch_size)
-        _run(self.config, inputs, descs[:2], outputs, descs[2:], workspace, stream_handle)
+        launch(self, descs[:2], descs[2:], inputs, outputs, workspace, stream_handle)
         return 0
 
     def _make_descs(self, batch: int) -> tuple[trt.PluginTensorDesc, ...]:
@@ -211,57 +196,22 @@ class BatchedNMSPlugin(trt.IPluginV2Ext):
         self._descs[batch] = tuple(trt.PluginTensorDesc(trt.Dims((batch, *s)), t) for s, t in zip(shapes, types))
         return self._descs[batch]
 
-    def serialize(self) -> bytes:
-        writer = trt.SerializationWriter(magic=_MAGIC, version=_FORMAT)
-        writer.write_str(self.NAME)
-        self.SCHEMA.write(writer, self.params)
+    def write_state(self, writer: trt.SerializationWriter) -> None:
+        """What configure_plugin learned: the box count and the float type."""
         writer.write_i32(self.num_boxes)
         writer.write_i32(int(self.dtype))
-        return writer.to_bytes()
 
-    @classmethod
-    def deserialize(cls, data: bytes) -> BatchedNMSPlugin:
-        reader = trt.SerializationReader(data, magic=_MAGIC, version=_FORMAT)
-        _expect_name(reader, cls.NAME)
-        plugin = cls(cls.SCHEMA.read(reader))
-        plugin.num_boxes, dtype = reader.read_i32(), reader.read_i32()
-        reader.finish()
-        if plugin.num_boxes < 0 or dtype not in (int(t) for t in FLOAT_TYPES):
-            raise trt.SerializationError(f"{cls.NAME}: serialized shape/type ({plugin.num_boxes}, {dtype}) is invalid")
-        plugin.dtype = trt.DataType(dtype)
-        plugin.locations = 1 if plugin.config.share_location else plugin.config.num_classes
-        return plugin
+    def read_state(self, reader: trt.SerializationReader) -> None:
+        self.num_boxes, dtype = reader.read_i32(), reader.read_i32()
+        if self.num_boxes < 0 or dtype not in (int(t) for t in FLOAT_TYPES):
+            raise trt.SerializationError(f"{self.NAME}: serialized shape/type ({self.num_boxes}, {dtype}) is invalid")
+        self.dtype = trt.DataType(dtype)
+        self.locations = 1 if self.config.share_location else self.config.num_classes
 
     def clone(self) -> BatchedNMSPlugin:
-        copy = BatchedNMSPlugin(self.params)
-        copy.plugin_namespace = self.plugin_namespace
+        copy: BatchedNMSPlugin = super().clone()
         copy.num_boxes, copy.locations, copy.dtype = self.num_boxes, self.locations, self.dtype
         return copy
-
-
-def _run(
-    config: NMSConfig,
-    inputs: list[int],
-    input_desc: Any,
-    outputs: list[int],
-    output_desc: Any,
-    workspace: int,
-    stream: int,
-) -> None:
-    """One BatchedNMS run: the GPU kernels on a CUDA engine, the NumPy pipeline otherwise."""
-    if on_gpu() and fits_device(config.top_k, config.keep_top_k):
-        with plugin_arrays(inputs, input_desc, outputs, output_desc, stream) as (_, (boxes, scores), results):
-            batched_nms_device(boxes, scores, config, tuple(results))  # type: ignore[arg-type]
-        return
-    with host_buffers(inputs, input_desc, outputs, output_desc, stream) as ((boxes, scores), results):
-        scratch = workspace_layout(scores.shape[0], scores.shape[1], config).bind(workspace)
-        batched_nms(boxes, scores, config, tuple(results), scratch)  # type: ignore[arg-type]
-
-
-def _expect_name(reader: trt.SerializationReader, name: str) -> None:
-    found = reader.read_str()
-    if found != name:
-        raise trt.SerializationError(f"{name}: these bytes were written by {found!r}")
 
 
 class BatchedNMSDynamicPluginCreator(LibraryCreator):

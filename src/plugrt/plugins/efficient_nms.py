@@ -16,15 +16,17 @@ when a kept, better pair of the same class (any class with ``class_agnostic``) h
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 import plugrt as trt
 
-from ._base import FLOAT_TYPES, LibraryCreator, SchemaSerialized, check_dim, host_buffers, on_gpu, plugin_arrays
+from ._base import FLOAT_TYPES, LibraryCreator, check_dim
 from ._nms import OverlapRule, corners, greedy_nms, top_k_desc
 from ._nms_device import efficient_nms_device
+from ._scaffold import DynamicLibraryPlugin
 from ._schema import BOOL, FLOAT, INT, FieldSpec, Schema, at_least, between, one_of
 from ._workspace import WorkspaceLayout
 
@@ -112,11 +114,11 @@ def _decode(deltas: np.ndarray, priors: np.ndarray, coding: int) -> np.ndarray:
     return np.concatenate([centre, size], axis=-1)
 
 
-class EfficientNMSPlugin(SchemaSerialized, trt.IPluginV2DynamicExt):
+class EfficientNMSPlugin(DynamicLibraryPlugin):
     """EfficientNMS: standard mode with 2 inputs, fused box decoder with 3 (anchors)."""
 
     NAME, VERSION = "EfficientNMS_TRT", "1"
-    MAGIC, FORMAT = _MAGIC, _FORMAT
+    MAGIC, FORMAT, NUM_OUTPUTS = _MAGIC, _FORMAT, 4
     SCHEMA = Schema(
         NAME,
         (
@@ -129,12 +131,6 @@ class EfficientNMSPlugin(SchemaSerialized, trt.IPluginV2DynamicExt):
             FieldSpec("box_coding", INT, 0, one_of(0, 1), doc="0 = BoxCorner, 1 = BoxCenterSize"),
         ),
     )
-
-    def __init__(self, params: dict[str, Any]) -> None:
-        trt.IPluginV2DynamicExt.__init__(self)
-        self.num_outputs = 4
-        self.plugin_type, self.plugin_version, self.plugin_namespace = self.NAME, self.VERSION, ""
-        self.params = dict(params)
 
     def get_output_datatype(self, index: int, input_types: list[trt.DataType]) -> trt.DataType:
         return trt.int32 if index in (0, 3) else input_types[0]
@@ -172,33 +168,17 @@ class EfficientNMSPlugin(SchemaSerialized, trt.IPluginV2DynamicExt):
             check_dim(self.NAME, "anchors dim 1 (number of boxes)", inp[2].desc.dims[1], boxes[1])
             check_dim(self.NAME, "anchors dim 2", inp[2].desc.dims[2], 4)
 
-    def get_workspace_size(
-        self, input_desc: list[trt.PluginTensorDesc], output_desc: list[trt.PluginTensorDesc]
-    ) -> int:
+    def workspace_layout(self, input_desc: Sequence[trt.PluginTensorDesc]) -> WorkspaceLayout:
         scores = input_desc[1].dims
-        return workspace_layout(scores[0], scores[1] * scores[2]).nbytes
+        return workspace_layout(scores[0], scores[1] * scores[2])
 
-    def enqueue(
-        self,
-        input_desc: list[trt.PluginTensorDesc],
-        output_desc: list[trt.PluginTensorDesc],
-        inputs: list[int],
-        outputs: list[int],
-        workspace: int,
-        stream: int,
-    ) -> int:
-        if on_gpu():  # at most MAX_CANDIDATES enter NMS: always within the GPU kernels' range
-            with plugin_arrays(inputs, input_desc, outputs, output_desc, stream) as (_, arrays, results):
-                anchors = arrays[2] if len(arrays) == 3 else None
-                threshold = float(score_threshold(self.params))
-                efficient_nms_device(arrays[0], arrays[1], anchors, self.params, threshold, tuple(results))
-            return 0
-        with host_buffers(inputs, input_desc, outputs, output_desc, stream) as (arrays, results):
-            scores = arrays[1]
-            scratch = workspace_layout(scores.shape[0], scores.shape[1] * scores.shape[2]).bind(workspace)
-            anchors = arrays[2] if len(arrays) == 3 else None
-            efficient_nms(arrays[0], scores, anchors, self.params, tuple(results), scratch)
-        return 0
+    def compute(self, xp: Any, inputs: list[Any], outputs: list[Any], scratch: dict[str, Any]) -> None:
+        anchors = inputs[2] if len(inputs) == 3 else None
+        if xp is not np:  # at most MAX_CANDIDATES enter NMS: always within the GPU kernels' range
+            threshold = float(score_threshold(self.params))
+            efficient_nms_device(inputs[0], inputs[1], anchors, self.params, threshold, tuple(outputs))
+            return
+        efficient_nms(inputs[0], inputs[1], anchors, self.params, tuple(outputs), scratch)
 
 
 class EfficientNMSPluginCreator(LibraryCreator):

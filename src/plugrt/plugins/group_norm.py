@@ -8,14 +8,16 @@ variance are taken per image and group, then
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 import plugrt as trt
 
-from ._base import FLOAT_TYPES, LibraryCreator, SchemaSerialized, check_dim, plugin_arrays
+from ._base import LibraryCreator, check_dim
 from ._norm import standardize
+from ._scaffold import DynamicLibraryPlugin
 from ._schema import FLOAT, INT, FieldSpec, Schema, at_least
 from ._workspace import WorkspaceLayout
 
@@ -24,7 +26,7 @@ __all__ = ["GroupNormalizationPlugin", "GroupNormalizationPluginCreator"]
 _MAGIC, _FORMAT = 0x474E4F52, 1  # "GNOR"
 
 
-class GroupNormalizationPlugin(SchemaSerialized, trt.IPluginV2DynamicExt):
+class GroupNormalizationPlugin(DynamicLibraryPlugin):
     """Group normalization with per-channel scale and bias given as inputs."""
 
     NAME, VERSION = "GroupNormalizationPlugin", "1"
@@ -37,15 +39,6 @@ class GroupNormalizationPlugin(SchemaSerialized, trt.IPluginV2DynamicExt):
         ),
     )
 
-    def __init__(self, params: dict[str, Any]) -> None:
-        trt.IPluginV2DynamicExt.__init__(self)
-        self.num_outputs = 1
-        self.plugin_type, self.plugin_version, self.plugin_namespace = self.NAME, self.VERSION, ""
-        self.params = dict(params)
-
-    def get_output_datatype(self, index: int, input_types: list[trt.DataType]) -> trt.DataType:
-        return input_types[0]
-
     def get_output_dimensions(
         self, output_index: int, inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder
     ) -> trt.DimsExprs:
@@ -53,10 +46,6 @@ class GroupNormalizationPlugin(SchemaSerialized, trt.IPluginV2DynamicExt):
         if ranks != [4, 1, 1]:
             raise trt.ShapeError(f"{self.NAME}: expects x [N, C, H, W], scale [C] and bias [C], got ranks {ranks}")
         return trt.DimsExprs(inputs[0])
-
-    def supports_format_combination(self, pos: int, in_out: list[trt.PluginTensorDesc], num_inputs: int) -> bool:
-        desc = in_out[pos]
-        return desc.format == trt.TensorFormat.LINEAR and desc.type in FLOAT_TYPES and desc.type == in_out[0].type
 
     def configure_plugin(self, inp: list[trt.DynamicPluginTensorDesc], out: list[trt.DynamicPluginTensorDesc]) -> None:
         channels, groups = inp[0].desc.dims[1], self.params["num_groups"]
@@ -67,32 +56,17 @@ class GroupNormalizationPlugin(SchemaSerialized, trt.IPluginV2DynamicExt):
         check_dim(self.NAME, "scale length (channels)", inp[1].desc.dims[0], channels)
         check_dim(self.NAME, "bias length (channels)", inp[2].desc.dims[0], channels)
 
-    def _layout(self, dims: trt.Dims) -> WorkspaceLayout:
-        shape, groups = tuple(dims), self.params["num_groups"]
+    def workspace_layout(self, input_desc: Sequence[trt.PluginTensorDesc]) -> WorkspaceLayout:
+        shape, groups = tuple(input_desc[0].dims), self.params["num_groups"]
         return WorkspaceLayout().add("rows", (shape[0] * groups, int(np.prod(shape[1:])) // groups), np.float32)
 
-    def get_workspace_size(
-        self, input_desc: list[trt.PluginTensorDesc], output_desc: list[trt.PluginTensorDesc]
-    ) -> int:
-        return self._layout(input_desc[0].dims).nbytes
-
-    def enqueue(
-        self,
-        input_desc: list[trt.PluginTensorDesc],
-        output_desc: list[trt.PluginTensorDesc],
-        inputs: list[int],
-        outputs: list[int],
-        workspace: int,
-        stream: int,
-    ) -> int:
-        with plugin_arrays(inputs, input_desc, outputs, output_desc, stream) as (xp, (x, scale, bias), (y,)):
-            rows = self._layout(input_desc[0].dims).bind(workspace, xp=xp)["rows"]
-            standardize(x.reshape(rows.shape), self.params["eps"], out=rows, xp=xp)
-            per_channel = rows.reshape(x.shape[0], x.shape[1], -1)
-            per_channel *= scale.astype(np.float32)[:, None]
-            per_channel += bias.astype(np.float32)[:, None]
-            xp.copyto(y, per_channel.reshape(y.shape), casting="same_kind")
-        return 0
+    def compute(self, xp: Any, inputs: list[Any], outputs: list[Any], scratch: dict[str, Any]) -> None:
+        (x, scale, bias), (y,), rows = inputs, outputs, scratch["rows"]
+        standardize(x.reshape(rows.shape), self.params["eps"], out=rows, xp=xp)
+        per_channel = rows.reshape(x.shape[0], x.shape[1], -1)
+        per_channel *= scale.astype(np.float32)[:, None]
+        per_channel += bias.astype(np.float32)[:, None]
+        xp.copyto(y, per_channel.reshape(y.shape), casting="same_kind")
 
 
 class GroupNormalizationPluginCreator(LibraryCreator):

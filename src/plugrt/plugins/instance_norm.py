@@ -14,14 +14,16 @@ them there, on the engine's device like everything else it computes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 import plugrt as trt
 
-from ._base import FLOAT_TYPES, LibraryCreator, check_dim, plugin_arrays
+from ._base import LibraryCreator, check_dim
 from ._norm import DeviceWeights, leaky_relu, standardize
+from ._scaffold import DynamicLibraryPlugin
 from ._schema import FLOAT, FLOATS, INT, FieldSpec, Schema, at_least
 from ._workspace import WorkspaceLayout
 
@@ -48,17 +50,18 @@ FIELDS = (
 )
 
 
-class InstanceNormalizationPlugin(trt.IPluginV2DynamicExt):
-    """Instance normalization with per-channel scale and bias, optionally followed by a leaky ReLU."""
+class InstanceNormalizationPlugin(DynamicLibraryPlugin):
+    """Instance normalization with per-channel scale and bias, optionally followed by a leaky ReLU.
+
+    Its bytes start with the plugin version, as TensorRT's do.
+    """
 
     NAME, VERSION = "InstanceNormalization_TRT", "1"
+    MAGIC, FORMAT, TAG = _MAGIC, _FORMAT, VERSION
     SCHEMA = Schema(NAME, FIELDS)
 
     def __init__(self, params: dict[str, Any]) -> None:
-        trt.IPluginV2DynamicExt.__init__(self)
-        self.num_outputs = 1
-        self.plugin_type, self.plugin_version, self.plugin_namespace = self.NAME, self.VERSION, ""
-        self.params = dict(params)
+        super().__init__(params)
         self.weights = DeviceWeights(scales=params["scales"], bias=params["bias"])
         channels = self.weights.host["scales"].size
         if channels == 0 or channels != self.weights.host["bias"].size:
@@ -67,19 +70,12 @@ class InstanceNormalizationPlugin(trt.IPluginV2DynamicExt):
                 f"got {channels} and {self.weights.host['bias'].size}"
             )
 
-    def get_output_datatype(self, index: int, input_types: list[trt.DataType]) -> trt.DataType:
-        return input_types[0]
-
     def get_output_dimensions(
         self, output_index: int, inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder
     ) -> trt.DimsExprs:
         if len(inputs[0]) not in (3, 4, 5):
             raise trt.ShapeError(f"{self.NAME}: expects an input [N, C, ...] of rank 3 to 5, got rank {len(inputs[0])}")
         return trt.DimsExprs(inputs[0])
-
-    def supports_format_combination(self, pos: int, in_out: list[trt.PluginTensorDesc], num_inputs: int) -> bool:
-        desc = in_out[pos]
-        return desc.format == trt.TensorFormat.LINEAR and desc.type in FLOAT_TYPES and desc.type == in_out[0].type
 
     def configure_plugin(self, inp: list[trt.DynamicPluginTensorDesc], out: list[trt.DynamicPluginTensorDesc]) -> None:
         check_dim(
@@ -96,55 +92,22 @@ class InstanceNormalizationPlugin(trt.IPluginV2DynamicExt):
     def destroy(self) -> None:
         self.terminate()
 
-    @staticmethod
-    def _layout(dims: trt.Dims) -> WorkspaceLayout:
-        shape = tuple(dims)
+    def workspace_layout(self, input_desc: Sequence[trt.PluginTensorDesc]) -> WorkspaceLayout:
+        shape = tuple(input_desc[0].dims)
         return WorkspaceLayout().add("rows", (shape[0] * shape[1], int(np.prod(shape[2:]))), np.float32)
 
-    def get_workspace_size(
-        self, input_desc: list[trt.PluginTensorDesc], output_desc: list[trt.PluginTensorDesc]
-    ) -> int:
-        return self._layout(input_desc[0].dims).nbytes
-
-    def enqueue(
-        self,
-        input_desc: list[trt.PluginTensorDesc],
-        output_desc: list[trt.PluginTensorDesc],
-        inputs: list[int],
-        outputs: list[int],
-        workspace: int,
-        stream: int,
-    ) -> int:
-        with plugin_arrays(inputs, input_desc, outputs, output_desc, stream) as (xp, (x,), (y,)):
-            rows = self._layout(input_desc[0].dims).bind(workspace, xp=xp)["rows"]
-            standardize(x.reshape(rows.shape), self.params["epsilon"], out=rows, xp=xp)
-            per_image = rows.reshape(x.shape[0], x.shape[1], -1)
-            per_image *= self.weights.device("scales")[:, None]
-            per_image += self.weights.device("bias")[:, None]
-            if self.params["relu"] > 0:
-                leaky_relu(xp, rows, self.params["alpha"])
-            xp.copyto(y, rows.reshape(y.shape), casting="same_kind")
-        return 0
-
-    def serialize(self) -> bytes:
-        writer = trt.SerializationWriter(magic=_MAGIC, version=_FORMAT)
-        writer.write_str(self.VERSION)
-        self.SCHEMA.write(writer, self.params)
-        return writer.to_bytes()
-
-    @classmethod
-    def deserialize(cls, data: bytes) -> InstanceNormalizationPlugin:
-        reader = trt.SerializationReader(data, magic=_MAGIC, version=_FORMAT)
-        version = reader.read_str()
-        if version != cls.VERSION:
-            raise trt.SerializationError(f"{cls.NAME}: bytes of version {version!r} given to version {cls.VERSION!r}")
-        plugin = cls(cls.SCHEMA.read(reader))
-        reader.finish()
-        return plugin
+    def compute(self, xp: Any, inputs: list[Any], outputs: list[Any], scratch: dict[str, Any]) -> None:
+        (x,), (y,), rows = inputs, outputs, scratch["rows"]
+        standardize(x.reshape(rows.shape), self.params["epsilon"], out=rows, xp=xp)
+        per_image = rows.reshape(x.shape[0], x.shape[1], -1)
+        per_image *= self.weights.device("scales")[:, None]
+        per_image += self.weights.device("bias")[:, None]
+        if self.params["relu"] > 0:
+            leaky_relu(xp, rows, self.params["alpha"])
+        xp.copyto(y, rows.reshape(y.shape), casting="same_kind")
 
     def clone(self) -> InstanceNormalizationPlugin:
-        copy = type(self)(self.params)
-        copy.plugin_namespace = self.plugin_namespace
+        copy: InstanceNormalizationPlugin = super().clone()
         if self.weights.uploaded:  # initialized: the clone gets backend copies of its own
             copy.initialize()
         return copy
@@ -153,7 +116,7 @@ class InstanceNormalizationPlugin(trt.IPluginV2DynamicExt):
 class InstanceNormalizationPluginV2(InstanceNormalizationPlugin):
     """Version 2: same fields, same result."""
 
-    VERSION = "2"
+    VERSION = TAG = "2"
 
 
 class InstanceNormalizationPluginCreator(LibraryCreator):

@@ -18,14 +18,16 @@ The lifecycle is the point of this example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 import plugrt as trt
 
-from ._base import FLOAT_TYPES, LibraryCreator, copy_to, on_gpu, plugin_arrays
+from ._base import LibraryCreator, copy_to, on_gpu
 from ._norm import standardize
+from ._scaffold import DynamicLibraryPlugin
 from ._schema import FLOAT, FLOATS, INT, FieldSpec, Schema, at_least
 from ._workspace import WorkspaceLayout
 
@@ -34,10 +36,11 @@ __all__ = ["LayerNormPlugin", "LayerNormPluginCreator"]
 _MAGIC, _FORMAT = 0x4C4E4F52, 1  # "LNOR"
 
 
-class LayerNormPlugin(trt.IPluginV2DynamicExt):
+class LayerNormPlugin(DynamicLibraryPlugin):
     """Layer normalization over the trailing dimensions, with learned gamma and beta."""
 
     NAME, VERSION = "LayerNorm", "1"
+    MAGIC, FORMAT = _MAGIC, _FORMAT
     SCHEMA = Schema(
         NAME,
         (
@@ -49,10 +52,7 @@ class LayerNormPlugin(trt.IPluginV2DynamicExt):
     )
 
     def __init__(self, params: dict[str, Any]) -> None:
-        trt.IPluginV2DynamicExt.__init__(self)
-        self.num_outputs = 1
-        self.plugin_type, self.plugin_version, self.plugin_namespace = self.NAME, self.VERSION, ""
-        self.params = dict(params)
+        super().__init__(params)
         self.gamma = np.asarray(params["gamma"], np.float32).reshape(-1)
         self.beta = np.asarray(params["beta"], np.float32).reshape(-1)
         if self.gamma.size == 0 or self.gamma.size != self.beta.size:
@@ -63,19 +63,12 @@ class LayerNormPlugin(trt.IPluginV2DynamicExt):
         self.device_gamma: trt.DeviceBuffer | None = None
         self.device_beta: trt.DeviceBuffer | None = None
 
-    # --- shapes and formats ---------------------------------------------------------
-    def get_output_datatype(self, index: int, input_types: list[trt.DataType]) -> trt.DataType:
-        return input_types[0]
-
+    # --- shapes (types and formats: the scaffold's) ------------------------------------
     def get_output_dimensions(
         self, output_index: int, inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder
     ) -> trt.DimsExprs:
         self._first_axis(len(inputs[0]))
         return trt.DimsExprs(inputs[0])
-
-    def supports_format_combination(self, pos: int, in_out: list[trt.PluginTensorDesc], num_inputs: int) -> bool:
-        desc = in_out[pos]
-        return desc.format == trt.TensorFormat.LINEAR and desc.type in FLOAT_TYPES and desc.type == in_out[0].type
 
     def configure_plugin(self, inp: list[trt.DynamicPluginTensorDesc], out: list[trt.DynamicPluginTensorDesc]) -> None:
         dims = list(inp[0].desc.dims)
@@ -113,14 +106,9 @@ class LayerNormPlugin(trt.IPluginV2DynamicExt):
         self.terminate()
 
     # --- running ----------------------------------------------------------------------
-    def _layout(self, dims: trt.Dims) -> WorkspaceLayout:
+    def workspace_layout(self, input_desc: Sequence[trt.PluginTensorDesc]) -> WorkspaceLayout:
         inner = self.gamma.size
-        return WorkspaceLayout().add("rows", (int(np.prod(tuple(dims))) // inner, inner), np.float32)
-
-    def get_workspace_size(
-        self, input_desc: list[trt.PluginTensorDesc], output_desc: list[trt.PluginTensorDesc]
-    ) -> int:
-        return self._layout(input_desc[0].dims).nbytes
+        return WorkspaceLayout().add("rows", (int(np.prod(tuple(input_desc[0].dims))) // inner, inner), np.float32)
 
     def enqueue(
         self,
@@ -136,14 +124,16 @@ class LayerNormPlugin(trt.IPluginV2DynamicExt):
         cols = self.gamma.size
         if on_gpu() and self._launch_cuda(input_desc[0], inputs[0], outputs[0], cols, stream):
             return 0
-        # elsewhere (the CPU, or rows the kernel does not take): standardize, on the engine's device
-        with plugin_arrays(inputs, input_desc, outputs, output_desc, stream) as (xp, (x,), (y,)):
-            rows = self._layout(input_desc[0].dims).bind(workspace, xp=xp)["rows"]
-            standardize(x.reshape(rows.shape), self.params["epsilon"], out=rows, xp=xp)
-            rows *= self.device_gamma.as_array(self.gamma.shape, np.float32)
-            rows += self.device_beta.as_array(self.beta.shape, np.float32)
-            xp.copyto(y, rows.reshape(y.shape), casting="same_kind")
-        return 0
+        # elsewhere (the CPU, or rows the kernel does not take): compute, on the engine's device
+        return super().enqueue(input_desc, output_desc, inputs, outputs, workspace, stream)
+
+    def compute(self, xp: Any, inputs: list[Any], outputs: list[Any], scratch: dict[str, Any]) -> None:
+        assert self.device_gamma is not None and self.device_beta is not None
+        (x,), (y,), rows = inputs, outputs, scratch["rows"]
+        standardize(x.reshape(rows.shape), self.params["epsilon"], out=rows, xp=xp)
+        rows *= self.device_gamma.as_array(self.gamma.shape, np.float32)
+        rows += self.device_beta.as_array(self.beta.shape, np.float32)
+        xp.copyto(y, rows.reshape(y.shape), casting="same_kind")
 
     def _launch_cuda(self, desc: trt.PluginTensorDesc, x: int, y: int, cols: int, stream: int) -> bool:
         """On a CUDA engine, the one-pass LayerNorm kernel when it supports the shape; False otherwise."""
@@ -159,22 +149,9 @@ class LayerNormPlugin(trt.IPluginV2DynamicExt):
         )
         return True
 
-    # --- serialization and copies -------------------------------------------------------
-    def serialize(self) -> bytes:
-        writer = trt.SerializationWriter(magic=_MAGIC, version=_FORMAT)
-        self.SCHEMA.write(writer, self.params)
-        return writer.to_bytes()
-
-    @classmethod
-    def deserialize(cls, data: bytes) -> LayerNormPlugin:
-        reader = trt.SerializationReader(data, magic=_MAGIC, version=_FORMAT)
-        plugin = cls(cls.SCHEMA.read(reader))
-        reader.finish()
-        return plugin
-
+    # --- copies (serialization: the scaffold's, the fields in schema order) ----------------
     def clone(self) -> LayerNormPlugin:
-        copy = LayerNormPlugin(self.params)
-        copy.plugin_namespace = self.plugin_namespace
+        copy: LayerNormPlugin = super().clone()
         if self.device_gamma is not None:  # an initialized plugin's clone is initialized too, with its own copies
             copy.initialize()
         return copy

@@ -31,7 +31,8 @@ import numpy as np
 
 import plugrt as trt
 
-from ._base import FLOAT_TYPES, LibraryCreator, SchemaSerialized, check_dim, plugin_arrays
+from ._base import FLOAT_TYPES, LibraryCreator, check_dim
+from ._scaffold import DynamicLibraryPlugin
 from ._schema import FLOAT, INT, FieldSpec, Schema, at_least, one_of
 
 __all__ = ["ROIAlignPlugin", "ROIAlignPluginCreator", "roi_align"]
@@ -239,7 +240,7 @@ def _max_pool_windows(xp: Any, data: Any, batch: Any, ys: _Taps, xs: _Taps) -> A
     return xp.where(best == -np.inf, 0, best)
 
 
-class ROIAlignPlugin(SchemaSerialized, trt.IPluginV2DynamicExt):
+class ROIAlignPlugin(DynamicLibraryPlugin):
     """Region-of-interest align: a fixed-size feature map per ROI."""
 
     NAME, VERSION = "ROIAlign_TRT", "1"
@@ -255,15 +256,6 @@ class ROIAlignPlugin(SchemaSerialized, trt.IPluginV2DynamicExt):
             FieldSpec("spatial_scale", FLOAT, 1.0, lambda v: None if v > 0 else "a positive value"),
         ),
     )
-
-    def __init__(self, params: dict[str, Any]) -> None:
-        trt.IPluginV2DynamicExt.__init__(self)
-        self.num_outputs = 1
-        self.plugin_type, self.plugin_version, self.plugin_namespace = self.NAME, self.VERSION, ""
-        self.params = dict(params)
-
-    def get_output_datatype(self, index: int, input_types: list[trt.DataType]) -> trt.DataType:
-        return input_types[0]
 
     def get_output_dimensions(
         self, output_index: int, inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder
@@ -288,18 +280,9 @@ class ROIAlignPlugin(SchemaSerialized, trt.IPluginV2DynamicExt):
         check_dim(self.NAME, "rois dim 1", inp[1].desc.dims[1], 4)
         check_dim(self.NAME, "batch_indices length (number of rois)", inp[2].desc.dims[0], inp[1].desc.dims[0])
 
-    def enqueue(
-        self,
-        input_desc: list[trt.PluginTensorDesc],
-        output_desc: list[trt.PluginTensorDesc],
-        inputs: list[int],
-        outputs: list[int],
-        workspace: int,
-        stream: int,
-    ) -> int:
-        with plugin_arrays(inputs, input_desc, outputs, output_desc, stream) as (xp, (x, rois, batch_indices), (y,)):
-            roi_align(x, rois, batch_indices, self.params, y, xp)
-        return 0
+    def compute(self, xp: Any, inputs: list[Any], outputs: list[Any], scratch: dict[str, Any]) -> None:
+        x, rois, batch_indices = inputs
+        roi_align(x, rois, batch_indices, self.params, outputs[0], xp)
 
 
 class ROIAlignPluginCreator(LibraryCreator):

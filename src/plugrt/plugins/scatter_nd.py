@@ -23,7 +23,8 @@ import numpy as np
 
 import plugrt as trt
 
-from ._base import FLOAT_TYPES, LibraryCreator, plugin_arrays
+from ._base import FLOAT_TYPES, LibraryCreator
+from ._scaffold import DynamicLibraryPlugin
 from ._schema import Schema
 
 __all__ = ["ScatterNDPlugin", "ScatterNDPluginCreator", "scatter_nd"]
@@ -72,19 +73,12 @@ def _scatter_device(xp: Any, data: Any, tuples: Any, updates: Any, out: Any) -> 
     out.reshape(slots, inner)[target] = xp.where((lands >= 0)[:, None], written, kept)
 
 
-class ScatterNDPlugin(trt.IPluginV2DynamicExt):
+class ScatterNDPlugin(DynamicLibraryPlugin):
     """Scatter slices of ``updates`` into a copy of ``data`` at ``indices``."""
 
     NAME, VERSION = "ScatterND", "1"
+    MAGIC, FORMAT = _MAGIC, _FORMAT
     SCHEMA = Schema(NAME, ())
-
-    def __init__(self, params: dict[str, Any] | None = None) -> None:
-        trt.IPluginV2DynamicExt.__init__(self)
-        self.num_outputs = 1
-        self.plugin_type, self.plugin_version, self.plugin_namespace = self.NAME, self.VERSION, ""
-
-    def get_output_datatype(self, index: int, input_types: list[trt.DataType]) -> trt.DataType:
-        return input_types[0]
 
     def get_output_dimensions(
         self, output_index: int, inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder
@@ -118,32 +112,9 @@ class ScatterNDPlugin(trt.IPluginV2DynamicExt):
                 f"(indices.shape[:-1] + data.shape[k:], k = {depth} <= rank {len(data)}), got {updates}"
             )
 
-    def enqueue(
-        self,
-        input_desc: list[trt.PluginTensorDesc],
-        output_desc: list[trt.PluginTensorDesc],
-        inputs: list[int],
-        outputs: list[int],
-        workspace: int,
-        stream: int,
-    ) -> int:
-        with plugin_arrays(inputs, input_desc, outputs, output_desc, stream) as (xp, (data, indices, updates), (out,)):
-            scatter_nd(data, indices, updates, out, xp)
-        return 0
-
-    def serialize(self) -> bytes:
-        return trt.SerializationWriter(magic=_MAGIC, version=_FORMAT).to_bytes()
-
-    @classmethod
-    def deserialize(cls, data: bytes) -> ScatterNDPlugin:
-        reader = trt.SerializationReader(data, magic=_MAGIC, version=_FORMAT)
-        reader.finish()
-        return cls()
-
-    def clone(self) -> ScatterNDPlugin:
-        copy = ScatterNDPlugin()
-        copy.plugin_namespace = self.plugin_namespace
-        return copy
+    def compute(self, xp: Any, inputs: list[Any], outputs: list[Any], scratch: dict[str, Any]) -> None:
+        data, indices, updates = inputs
+        scatter_nd(data, indices, updates, outputs[0], xp)
 
 
 class ScatterNDPluginCreator(LibraryCreator):
