@@ -14,7 +14,6 @@ inputs are computed in FLOAT and rounded once into the output.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -29,7 +28,7 @@ from .blas_threads import blas_threads_for
 from .elementwise import label
 from .products import matmul_into
 from .shared_rules import expect_float_inputs
-from .spatial import Window, tap_slices
+from .spatial import Window, kernel_taps
 
 __all__ = ["ConvolutionOperator", "pack_conv_kernel"]
 
@@ -138,16 +137,9 @@ class ConvolutionOperator(Operator):
         spatial, out_spatial = x_shape[2:], out_shape[2:]
         taps = math.prod(w.kernel)
         self._cols_shape = (*x_shape[:2], taps, *out_spatial)
-        for t, offsets in enumerate(itertools.product(*(range(k) for k in w.kernel))):
-            pairs = [
-                tap_slices(spatial[a], out_spatial[a], w.strides[a], offsets[a] * w.dilations[a] - begins[a])
-                for a in range(w.rank)
-            ]
-            if any(p is None for p in pairs):
-                continue
-            every: tuple[Any, ...] = (slice(None), slice(None))
-            dst_index = (*every, t, *(p[0] for p in pairs if p is not None))
-            self._plan.append((dst_index, (*every, *(p[1] for p in pairs if p is not None))))
+        every: tuple[Any, ...] = (slice(None), slice(None))
+        for t, pairs in kernel_taps(w, spatial, out_spatial, begins):
+            self._plan.append(((*every, t, *(p[0] for p in pairs)), (*every, *(p[1] for p in pairs))))
 
     def _bind(self, xp: Any) -> tuple[Any, Any, list[tuple[Any, tuple[Any, ...]]]]:
         """The column buffer in ``xp``'s memory (zeros where taps read padding) and each tap's view of it."""

@@ -13,7 +13,6 @@ to the beginning, except with ``SAME_UPPER``); ``SAME_*`` without
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -27,7 +26,7 @@ from .base import InputShapes, InputValues, Operator, ShapeExprs, register_opera
 from .elementwise import label
 from .products import matmul_into
 from .shared_rules import expect_float_inputs
-from .spatial import Window, tap_slices
+from .spatial import Window, kernel_taps
 
 __all__ = ["DeconvolutionOperator", "pack_deconv_kernel"]
 
@@ -129,15 +128,9 @@ class DeconvolutionOperator(Operator):
         taps = math.prod(w.kernel)
         self._cols_shape = (n, self.maps, taps, *spatial)
         self._taps = []
-        for t, offsets in enumerate(itertools.product(*(range(k) for k in w.kernel))):
-            pairs = [
-                tap_slices(out_spatial[a], spatial[a], w.strides[a], offsets[a] * w.dilations[a] - begins[a])
-                for a in range(w.rank)
-            ]
-            if any(p is None for p in pairs):
-                continue
-            src = (slice(None), slice(None), t, *(p[0] for p in pairs if p is not None))
-            dst = (slice(None), slice(None), *(p[1] for p in pairs if p is not None))
+        for t, pairs in kernel_taps(w, out_spatial, spatial, begins):
+            src = (slice(None), slice(None), t, *(p[0] for p in pairs))
+            dst = (slice(None), slice(None), *(p[1] for p in pairs))
             self._taps.append((dst, src))
         self._shapes = (x_shape, out_shape)
 

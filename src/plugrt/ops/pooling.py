@@ -15,7 +15,6 @@ spatial axes.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,7 +25,7 @@ from ..core.types import DataType
 from ..shape import constant
 from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import FLOAT_TYPES, expect_inputs, label
-from .spatial import Window, tap_slices
+from .spatial import Window, kernel_taps, tap_slices
 
 __all__ = ["GlobalPoolingOperator", "PoolingOperator"]
 
@@ -138,16 +137,10 @@ class PoolingOperator(Operator):
         """Whole-window taps, for MAX with indices (the winning tap must be known)."""
         w = self.window
         spatial = x_shape[2:]
-        for offsets in itertools.product(*(range(k) for k in w.kernel)):
-            pairs = [
-                tap_slices(spatial[a], out_spatial[a], w.strides[a], offsets[a] * w.dilations[a] - begins[a])
-                for a in range(w.rank)
-            ]
-            if any(p is None for p in pairs):
-                continue
-            dst = (slice(None), slice(None), *(p[0] for p in pairs if p is not None))
-            src = (slice(None), slice(None), *(p[1] for p in pairs if p is not None))
-            self._taps.append((dst, src, self._tap_index(spatial, [p[1] for p in pairs if p is not None])))
+        for _, pairs in kernel_taps(w, spatial, out_spatial, begins):
+            dst = (slice(None), slice(None), *(p[0] for p in pairs))
+            src = (slice(None), slice(None), *(p[1] for p in pairs))
+            self._taps.append((dst, src, self._tap_index(spatial, [p[1] for p in pairs])))
         self._tap_indices = [index for _, _, index in self._taps]
         channels = x_shape[0] * x_shape[1]
         volume = int(np.prod(spatial, dtype=np.int64))

@@ -12,14 +12,15 @@ k * dilation - pad_begin`` inside the input, as a destination and a source slice
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import NetworkError
 from ..shape import DimensionOperation, IDimensionExpr, constant, operation
 
-__all__ = ["AUTO_PADS", "Window", "tap_slices"]
+__all__ = ["AUTO_PADS", "Window", "kernel_taps", "tap_slices"]
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
@@ -128,6 +129,20 @@ class Window:
             begins.append(begin)
             ends.append(end)
         return outs, begins, ends
+
+
+def kernel_taps(
+    window: Window, size: Sequence[int], out: Sequence[int], begins: Sequence[int]
+) -> Iterator[tuple[int, list[tuple[slice, slice]]]]:
+    """Each kernel tap (in row-major order) that reads inside the input: its index and, per spatial
+    axis, :func:`tap_slices` of it (``size``: the strided side's extents, ``out``: the other side's)."""
+    for tap, offsets in enumerate(itertools.product(*(range(k) for k in window.kernel))):
+        pairs = [
+            tap_slices(size[a], out[a], window.strides[a], offsets[a] * window.dilations[a] - begins[a])
+            for a in range(window.rank)
+        ]
+        if all(p is not None for p in pairs):
+            yield tap, [p for p in pairs if p is not None]
 
 
 def tap_slices(size: int, out: int, stride: int, offset: int) -> tuple[slice, slice] | None:
