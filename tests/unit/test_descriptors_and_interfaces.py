@@ -565,7 +565,7 @@ def test_default_field_names_are_not_shared_between_creators() -> None:
         assert len(B().field_names) == 0
         assert len(IPluginCreator().field_names) == 0
     finally:
-        a.field_names._fields.clear()  # undo the shared mutation for the other tests
+        a.field_names._items.clear()  # undo the shared mutation for the other tests
 
 
 def test_creator_exports() -> None:

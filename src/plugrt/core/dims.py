@@ -5,15 +5,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import Any, SupportsIndex, overload
+from collections.abc import Iterable
+from typing import Any, SupportsIndex
 
+from .checked_list import CheckedList
 from .errors import ShapeError
 
 __all__ = ["Dims", "Dims2", "Dims3", "Dims4", "DimsCHW", "DimsHW", "DimsNCHW", "ReadOnlyDims", "volume"]
 
 
-class Dims:
+class Dims(CheckedList[int]):
     """A mutable sequence of up to :attr:`MAX_DIMS` integer dimensions.
 
     >>> d = Dims((2, -1, 4))
@@ -27,45 +28,32 @@ class Dims:
         values = [_as_dim(v) for v in shape]
         if len(values) > self.MAX_DIMS:
             raise ShapeError(f"Dims holds at most {self.MAX_DIMS} dimensions, got {len(values)}")
-        self._values = values
+        self._items = values
 
-    def __len__(self) -> int:
-        return len(self._values)
-
-    @overload
-    def __getitem__(self, index: SupportsIndex) -> int: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[int]: ...
-    def __getitem__(self, index: SupportsIndex | slice) -> int | list[int]:
-        return self._values[index]
-
-    def __setitem__(self, index: SupportsIndex, value: SupportsIndex) -> None:
-        self._values[index] = _as_dim(value)
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self._values)
+    def _checked(self, value: Any) -> int:
+        return _as_dim(value)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (Dims, tuple, list)):
             if not all(isinstance(v, int) or (hasattr(v, "__index__") and not isinstance(v, float)) for v in other):
                 return False
-            return list(self._values) == [v.__index__() for v in other]
+            return list(self._items) == [v.__index__() for v in other]
         return NotImplemented
 
     def __hash__(self) -> int:
-        return hash(tuple(self._values))
+        return hash(tuple(self._items))
 
     def __repr__(self) -> str:
-        return f"({', '.join(map(str, self._values))})" if len(self) != 1 else f"({self[0]},)"
+        return f"({', '.join(map(str, self._items))})" if len(self) != 1 else f"({self[0]},)"
 
     @property
     def nbDims(self) -> int:
         """Number of dimensions (TensorRT's ``nbDims``)."""
-        return len(self._values)
+        return len(self._items)
 
     def is_static(self) -> bool:
         """True when no dimension is ``-1``."""
-        return all(v >= 0 for v in self._values)
+        return all(v >= 0 for v in self._items)
 
 
 class ReadOnlyDims(Dims):

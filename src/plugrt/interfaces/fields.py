@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import Any, SupportsIndex, overload
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
+from ..core.checked_list import CheckedList
 from ..core.enums import TrtEnum
 from ..core.errors import FieldError, TypeMismatchError
 
@@ -194,7 +195,7 @@ def _infer_type(array: np.ndarray) -> PluginFieldType:
     return PluginFieldType.UNKNOWN
 
 
-class PluginFieldCollection:
+class PluginFieldCollection(CheckedList[PluginField]):
     """A list of :class:`PluginField` (TensorRT's ``PluginFieldCollection``).
 
     >>> fc = PluginFieldCollection([PluginField("alpha", np.float32(0.5), PluginFieldType.FLOAT32)])
@@ -203,42 +204,27 @@ class PluginFieldCollection:
     """
 
     def __init__(self, fields: Iterable[PluginField] = ()) -> None:
-        self._fields: list[PluginField] = []
+        self._items: list[PluginField] = []
         for field in fields:
             self.append(field)
 
+    def _checked(self, value: Any) -> PluginField:
+        if not isinstance(value, PluginField):
+            raise TypeMismatchError(f"PluginFieldCollection holds PluginField objects, got {type_name(value)}")
+        return value
+
     def append(self, field: PluginField) -> None:
         """Add a field at the end."""
-        if not isinstance(field, PluginField):
-            raise TypeMismatchError(f"PluginFieldCollection holds PluginField objects, got {type_name(field)}")
-        self._fields.append(field)
-
-    def __len__(self) -> int:
-        return len(self._fields)
+        self._items.append(self._checked(field))
 
     @property
     def nbFields(self) -> int:
         """Number of fields."""
-        return len(self._fields)
-
-    @overload
-    def __getitem__(self, index: SupportsIndex) -> PluginField: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[PluginField]: ...
-    def __getitem__(self, index: SupportsIndex | slice) -> PluginField | list[PluginField]:
-        return self._fields[index]
-
-    def __setitem__(self, index: SupportsIndex, field: PluginField) -> None:
-        if not isinstance(field, PluginField):
-            raise TypeMismatchError(f"PluginFieldCollection holds PluginField objects, got {type_name(field)}")
-        self._fields[index] = field
-
-    def __iter__(self) -> Iterator[PluginField]:
-        return iter(self._fields)
+        return len(self._items)
 
     def names(self) -> list[str]:
         """The field names, in order."""
-        return [f.name for f in self._fields]
+        return [f.name for f in self._items]
 
     def __repr__(self) -> str:
-        return f"PluginFieldCollection({self._fields!r})"
+        return f"PluginFieldCollection({self._items!r})"

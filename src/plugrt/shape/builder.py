@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import SupportsIndex, overload
+from collections.abc import Iterable
+from typing import Any
 
+from ..core.checked_list import CheckedList
 from ..core.errors import ShapeError
 from .expr import DimensionOperation, IDimensionExpr
 from .simplify import simplified
@@ -73,20 +74,19 @@ class IExprBuilder:
         return expr
 
 
-class DimsExprs:
+class DimsExprs(CheckedList[IDimensionExpr]):
     """A list-like sequence of :class:`IDimensionExpr` (an output shape).
 
     ``DimsExprs(n)`` makes ``n`` unset entries, ``DimsExprs(other)`` copies.
     """
 
     def __init__(self, init: int | Iterable[IDimensionExpr] | None = None) -> None:
-        self._items: list[IDimensionExpr | None]
         if init is None:
             self._items = []
         elif isinstance(init, int):
             if init < 0:
                 raise ShapeError(f"DimsExprs length must be >= 0, got {init}")
-            self._items = [None] * init
+            self._items = [None] * init  # type: ignore[list-item]  # unset until a shape hook sets them
         elif isinstance(init, DimsExprs):
             self._items = list(init._items)  # a copy keeps unset entries unset
         else:
@@ -94,26 +94,13 @@ class DimsExprs:
             for item in self._items:
                 _check_expr(item)
 
-    def __len__(self) -> int:
-        return len(self._items)
-
     @property
     def nbDims(self) -> int:
         """Number of dimensions."""
         return len(self._items)
 
-    @overload
-    def __getitem__(self, index: SupportsIndex) -> IDimensionExpr: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[IDimensionExpr]: ...
-    def __getitem__(self, index: SupportsIndex | slice) -> IDimensionExpr | list[IDimensionExpr]:
-        return self._items[index]  # type: ignore[return-value]
-
-    def __setitem__(self, index: SupportsIndex, value: IDimensionExpr) -> None:
-        self._items[index] = _check_expr(value)
-
-    def __iter__(self) -> Iterator[IDimensionExpr]:
-        return iter(self._items)  # type: ignore[arg-type]
+    def _checked(self, value: Any) -> IDimensionExpr:
+        return _check_expr(value)
 
     def append(self, value: IDimensionExpr) -> None:
         """Add a dimension at the end."""
