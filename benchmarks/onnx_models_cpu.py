@@ -178,16 +178,16 @@ def profile(path: str, top: int = 12) -> None:
     executor = compiled.context._executor
     times: dict[tuple[int, str, str], float] = {}
     for step in executor.steps:
-        if step.op is None:
+        if step.layer.is_plugin:
             continue
 
-        def wrapped(inputs: Any, outputs: Any, xp: Any, run: Any = step.op.run, step: Any = step) -> None:
+        def wrapped(inputs: Any, outputs: Any, xp: Any, run: Any = step.node.run, step: Any = step) -> None:
             start = CLOCK()
             run(inputs, outputs, xp)
-            key = (step.index, step.op.kind, f"{[tuple(a.shape) for a in inputs]} {step.op.describe()[:80]}")
+            key = (step.index, step.node.kind, f"{[tuple(a.shape) for a in inputs]} {step.node.describe()[:80]}")
             times[key] = min(times.get(key, math.inf), CLOCK() - start)
 
-        step.op.run = wrapped
+        step.node.run = wrapped
     executor._calls = None
     whole = min(timed(lambda: compiled(feeds), 3))
     kinds: dict[str, float] = {}

@@ -116,7 +116,7 @@ def test_in_place_plugin_results_and_memory(read_later: bool, network_output: bo
     np.testing.assert_array_equal(out["y"], 2 * x + 1 if network_output else (2 * x + 1) ** 2)
     if read_later:
         np.testing.assert_array_equal(out["late"], 3 * x)  # t was not overwritten for its later reader
-    plugin = next(step.plugin for step in context._executor.steps if step.plugin is not None)
+    plugin = next(step.node.plugin for step in context._executor.steps if step.layer.is_plugin)
     assert plugin.same_pointer == [True]
 
 

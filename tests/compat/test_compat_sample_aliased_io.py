@@ -168,7 +168,7 @@ def test_aliased_io_sample_gives_the_reference_and_leaves_the_callers_input_alon
         out = infer(context, inputs)
         np.testing.assert_allclose(out["softmax"], _reference(W), rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(inputs["X"], np.zeros_like(NODES))  # the caller's X was not written
-    runtime_plugin = context._executor.steps[1].plugin
+    runtime_plugin = context._executor.steps[1].node.plugin
     assert runtime_plugin.pointers and all(i == o for i, o in runtime_plugin.pointers)
 
 

@@ -630,7 +630,9 @@ def _pad_plan() -> bytes:
     (lambda p: bytes([p[0] ^ 1]) + p[1:], "not a plugrt plan"),
     (lambda p: p[:100] + bytes([p[100] ^ 0x10]) + p[101:], "checksum mismatch|malformed"),
     (lambda p: p[:-3] + bytes([p[-3] ^ 0x80]) + p[-2:], "checksum mismatch"),
-    (lambda p: p[:8] + (2).to_bytes(4, "little") + p[12:], "plan format version 2 is not supported; this plugrt reads version 1"),
+    (lambda p: p[:8] + (3).to_bytes(4, "little") + p[12:], "plan format version 3 is not supported; this plugrt reads version 2"),
+    # a plan written before layers were one record (kind, params, weights)
+    (lambda p: p[:8] + (1).to_bytes(4, "little") + p[12:], "plan format version 1 is not supported; this plugrt reads version 2"),
     (lambda p: p[:8] + (0).to_bytes(4, "little") + p[12:], "plan format version 0 is not supported"),
     (lambda p: b"PK\x03\x04" + p[4:], "not a plugrt plan"),
 ])

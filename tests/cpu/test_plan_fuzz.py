@@ -268,7 +268,7 @@ def _rewrite(plan: bytes, edit: Callable[[dict[str, Any]], Any] | None = None,
 
 
 def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
-    """An edit setting header[path] where path is 'layers/relu/op_kind', 'tensors/x/shape/1', 'io/0' ..."""
+    """An edit setting header[path] where path is 'layers/relu/kind', 'tensors/x/shape/1', 'io/0' ..."""
     def edit(header: dict[str, Any]) -> None:
         keys = path.split("/")
         node: Any = header
@@ -338,9 +338,9 @@ def _payload_truncated(records: list[Any]) -> list[Any]:
 
 
 TAMPERS: dict[str, tuple[dict[str, Any], str]] = {
-    "unknown operator kind": ({"edit": _set("layers/relu/op_kind", "conv_transpose_9d")},
+    "unknown operator kind": ({"edit": _set("layers/relu/kind", "conv_transpose_9d")},
                               r"operator kind 'conv_transpose_9d'.*known:"),
-    "empty operator kind": ({"edit": _set("layers/relu/op_kind", "")}, r"operator kind ''"),
+    "empty operator kind": ({"edit": _set("layers/relu/kind", "")}, r"operator kind ''"),
     "layer input index out of range": ({"edit": _set("layers/relu/inputs/0", 999)}, r"tensor index 999 is out of range"),
     "layer input index negative": ({"edit": _set("layers/relu/inputs/0", -1)}, r"tensor index -1 is out of range"),
     "layer output index is a string": ({"edit": _set("layers/pad_v2/outputs/0", "1")}, r"tensor index '1' is out of range"),
@@ -359,11 +359,17 @@ TAMPERS: dict[str, tuple[dict[str, Any], str]] = {
     "dimension: object": ({"edit": _set("tensors/padded/shape/1", {"SUM": [1, 2]})}, r"malformed dimension expression"),
     "dimension: nested too deeply": ({"edit": _deep_expression}, r"nested deeper than"),
     "dimension: unknown symbol": ({"edit": _set("tensors/padded/shape/0", ["sym", "ghost[0]"])}, r"ghost\[0\]"),
-    "unknown plugin family": ({"edit": _set("layers/pad_v3/family", "v4_turbo")}, r"unknown plugin family 'v4_turbo'"),
-    "family does not match record": ({"edit": _set("layers/pad_v2/family", "v3")}, r"does not match record interface"),
-    "static family for a dynamic record": ({"edit": _set("layers/pad_v2/family", "v2_static")},
+    "unknown plugin family": ({"edit": _set("layers/pad_v3/params/family", "v4_turbo")}, r"unknown plugin family 'v4_turbo'"),
+    "family does not match record": ({"edit": _set("layers/pad_v2/params/family", "v3")}, r"does not match record interface"),
+    "static family for a dynamic record": ({"edit": _set("layers/pad_v2/params/family", "v2_static")},
                                            r"layer 'pad_v2'.*(execute_async|v2_static|IPluginV2DynamicExt)"),
-    "plugin record index out of range": ({"edit": _set("layers/nonzero/plugin", 17)}, r"plugin record index 17 is out of range"),
+    "plugin record index out of range": ({"edit": _set("layers/nonzero/params/plugin", 17)}, r"plugin record index 17 is out of range"),
+    "plugin record index is a string": ({"edit": _set("layers/nonzero/params/plugin", "0")},
+                                        r"plugin layer 'nonzero' has no plugin record index in its params"),
+    "plugin family is not a string": ({"edit": _set("layers/pad_v2/params/family", 2)},
+                                      r"plugin layer 'pad_v2' has no plugin family in its params"),
+    "operator layer turned plugin": ({"edit": _set("layers/relu/kind", "plugin")},
+                                     r"plugin layer 'relu' has no plugin record index in its params"),
     "unknown dtype": ({"edit": _set("tensors/padded/dtype", "FLOAT128")}, r"dtype 'FLOAT128' is not a DataType"),
     "unknown format": ({"edit": _set("tensors/padded/format", "ZIGZAG")}, r"format 'ZIGZAG' is not a TensorFormat"),
     "negative workspace": ({"edit": _set("layers/pad_v2/workspace", -8)}, r"negative workspace"),
@@ -454,7 +460,7 @@ def test_output_dimension_differing_from_io_shapes_is_rejected(plan: bytes, valu
 
 
 def test_family_not_fitting_the_revived_plugin_is_rejected_at_load(plan: bytes) -> None:
-    data = _rewrite(plan, _set("layers/pad_v2/family", "v2_static"))
+    data = _rewrite(plan, _set("layers/pad_v2/params/family", "v2_static"))
     with pytest.raises(trt.PlugrtError, match=r"pad_v2"):
         _load(data)
 

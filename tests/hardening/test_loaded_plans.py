@@ -81,7 +81,7 @@ def conv_plan() -> bytes:
 
 
 def _conv(header: dict[str, Any]) -> dict[str, Any]:
-    return next(layer for layer in header["layers"] if layer["op_kind"] == "convolution")
+    return next(layer for layer in header["layers"] if layer["kind"] == "convolution")
 
 
 def _set_param(key: str, value: Any) -> Any:

@@ -86,4 +86,4 @@ def build(
 
 
 def kinds(plan: EnginePlan) -> list[str]:
-    return [layer.op_kind or layer.family for layer in plan.layers]
+    return [layer.family if layer.is_plugin else layer.kind for layer in plan.layers]

@@ -154,7 +154,7 @@ def test_a_calibrator_on_the_config_gives_the_scales(kind):
     assert "int8_convolution" in kinds(plan) and "int8_gemm" in kinds(plan)
     header, ranges = parse_cache(calibrator.written)
     assert header == ("EntropyCalibration2" if kind is _Entropy else "MinMaxCalibration")
-    reformat = next(layer for layer in plan.layers if layer.op_kind == "reformat")
+    reformat = next(layer for layer in plan.layers if layer.kind == "reformat")
     assert reformat.params["scale"] == pytest.approx(ranges["x"] / 127, rel=1e-6)
     x = _data(1)[0]
     _, run32 = build(conv_model(), lambda b, n, c: None)
@@ -176,7 +176,7 @@ def test_a_cache_moves_between_builds_and_user_ranges_win():
         network.get_input(0).set_dynamic_range(-10, 10)
 
     plan, _ = build(conv_model(), configure)
-    reformat = next(layer for layer in plan.layers if layer.op_kind == "reformat")
+    reformat = next(layer for layer in plan.layers if layer.kind == "reformat")
     assert reformat.params["scale"] == pytest.approx(10 / 127)
     assert second.written is None  # read from the cache, not calibrated again
 

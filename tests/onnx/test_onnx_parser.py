@@ -92,7 +92,7 @@ def test_static_shape_chain_is_folded_to_constants() -> None:
     inits = {"zero": np.int64(0), "axes": np.int64([0]), "minus_one": np.int64([-1])}
     proto = model(nodes, [tensor_info("x", F, [2, 3, 4])], [tensor_info("y", F, [2, 12])], inits, opset=13)
     compiled = compile_model(proto)
-    kinds = {layer.op_kind for layer in compiled.engine.plan.layers}
+    kinds = {layer.kind for layer in compiled.engine.plan.layers}
     assert kinds <= {"shuffle", "constant"}, kinds
     x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     np.testing.assert_array_equal(compiled({"x": x})["y"], x.reshape(2, 12))

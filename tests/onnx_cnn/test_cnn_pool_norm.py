@@ -137,7 +137,7 @@ def test_batch_normalization_folds_into_the_convolution_before_it() -> None:
     compiled = compile_model(model)
     feeds = {"x": random((1, 3, 6, 6))}
     np.testing.assert_allclose(compiled(feeds)["y"], onnxruntime(model, feeds)[0], rtol=1e-4, atol=1e-5)
-    kinds = [layer.op_kind for layer in compiled.engine.plan.layers]
+    kinds = [layer.kind for layer in compiled.engine.plan.layers]
     assert "batch_normalization" not in kinds and kinds.count("convolution") == 1
 
 

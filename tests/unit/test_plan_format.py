@@ -197,7 +197,7 @@ def test_layout_matches_the_documented_format() -> None:
     weights = wgts([index], bytes(64 - 4 - len(index)) + np.array([1.5, 2.5], "<f4").tobytes())
     expected = raw_plan(b'{"a":[true],"b":1}', weights, plug([("ns", "P", "1", "v2", b"xy")]))
     assert encode_plan(contents) == expected
-    assert expected.startswith(b"PLUGRTPL\x01\x00\x00\x00\x03\x00\x00\x00HEAD")
+    assert expected.startswith(b"PLUGRTPL" + struct.pack("<II", PLAN_FORMAT_VERSION, 3) + b"HEAD")
 
 
 def test_bool_arrays_are_stored_as_zero_and_one() -> None:
@@ -328,15 +328,15 @@ def test_wrong_magic() -> None:
 def test_unknown_version_is_reported_before_anything_else() -> None:
     message = rejects(
         frame([(b"HEAD", b"{}"), (b"WGTS", EMPTY_WGTS), (b"PLUG", EMPTY_PLUG)], version=7),
-        "plan format version 7 is not supported; this plugrt reads version 1",
+        f"plan format version 7 is not supported; this plugrt reads version {PLAN_FORMAT_VERSION}",
     )
-    assert "7" in message and "1" in message
-    rejects(PLAN_MAGIC + struct.pack("<I", 2), "plan format version 2 is not supported")
+    assert "7" in message and str(PLAN_FORMAT_VERSION) in message
+    rejects(PLAN_MAGIC + struct.pack("<I", PLAN_FORMAT_VERSION + 1), f"plan format version {PLAN_FORMAT_VERSION + 1} is not supported")
     rejects(PLAN_MAGIC + struct.pack("<I", 2**32 - 1) + b"junk", "version 4294967295")
 
 
 def test_huge_declared_section_length() -> None:
-    data = PLAN_MAGIC + struct.pack("<II", 1, 3) + b"HEAD" + struct.pack("<QI", 2**63, 0) + b"{}"
+    data = PLAN_MAGIC + struct.pack("<II", PLAN_FORMAT_VERSION, 3) + b"HEAD" + struct.pack("<QI", 2**63, 0) + b"{}"
     rejects(
         data,
         "plan is truncated: section 'HEAD' declares 9223372036854775808 bytes but only 2 remain",

@@ -19,14 +19,14 @@ from ..core.enums import PreviewFeature
 from ..core.errors import BuildError, PlugrtError, ShapeError
 from ..core.logger import ILogger, Severity
 from ..core.types import DataType, TensorFormat
-from ..engine.plan import EnginePlan, LayerPlan, ProfilePlan, TensorPlan, tensor_max_bytes
+from ..engine.plan import PLUGIN_KIND, EnginePlan, LayerPlan, ProfilePlan, TensorPlan, tensor_max_bytes
 from ..engine.plan_format import PluginRecord
-from ..engine.shape_checks import broadcast_checks, check_at_points, plugin_output_checks, profile_points
 from ..interfaces.adapters import PluginAdapter, adapter_for_plugin
 from ..interfaces.adapters.base import BuildRequest, Port
 from ..network.definition import INetworkDefinition
 from ..network.layer import ILayer, IPluginV2Layer, IPluginV3Layer
 from ..network.tensor import ITensor
+from ..nodes.shape_checks import broadcast_checks, check_at_points, plugin_output_checks, profile_points
 from ..shape.builder import IExprBuilder, constant, symbol
 from ..shape.expr import IDimensionExpr
 from .config import BuilderFlag, IBuilderConfig, MemoryPoolType
@@ -140,9 +140,9 @@ class _Build:
             self.layers.append(
                 LayerPlan(
                     f"Reformat {source.name} {source.dtype.name}/{source.format.name} -> {dtype.name}/{fmt.name}",
+                    "reformat",
                     [index],
                     [out],
-                    op_kind="reformat",
                     params=params,
                 )
             )
@@ -284,9 +284,9 @@ class _Build:
         self.layers.append(
             LayerPlan(
                 layer.name,
+                op.kind,
                 inputs,
                 outputs,
-                op_kind=op.kind,
                 params=dict(op.params),
                 weights=keys,
                 size_outputs={i: e.symbol for i, e in op.size_exprs.items()},
@@ -343,15 +343,15 @@ class _Build:
             if port.dtype == DataType.INT8 and index not in self.scales:
                 self.scales[index] = port.scale
         ports = request.inputs + outputs
-        params: dict[str, Any] = {}
+        params: dict[str, Any] = {"family": adapter.family}
         if any(p.dtype == DataType.INT8 for p in ports):  # the scales the plugin sees when it runs
             params["io_scales"] = [p.scale for p in ports]
         plan = LayerPlan(
             layer.name,
+            PLUGIN_KIND,
             inputs,
             out_index,
             params=params,
-            family=adapter.family,
             workspace=workspace,
             shape_inputs=shape_inputs,
             size_outputs={i: e.symbol for i, e in eb.declared_size_tensors.items()},
@@ -424,14 +424,14 @@ class _Build:
                         f"({self.tensors[source].name!r}); {why}, so the plugin gets a copy",
                     )
                     copy = self._copy_of(source, f"{self.tensors[source].name} [copy for {layer.name}]")
-                    layers.append(LayerPlan(f"Copy {self.tensors[source].name} for {layer.name}", [source], [copy], op_kind="identity"))
+                    layers.append(LayerPlan(f"Copy {self.tensors[source].name} for {layer.name}", "identity", [source], [copy]))
                     layer.inputs[inp] = source = copy
                 target = layer.outputs[out]
                 if self.tensors[target].role == "output":
                     private = self._copy_of(target, f"{self.tensors[target].name} [in place]")
                     layer.outputs[out] = private
                     copies_after.append(
-                        LayerPlan(f"Copy {self.tensors[target].name} to the output", [private], [target], op_kind="identity")
+                        LayerPlan(f"Copy {self.tensors[target].name} to the output", "identity", [private], [target])
                     )
                     target = private
                 self.shares[target] = source
@@ -515,7 +515,7 @@ class _Build:
                 source = self.tensors[index]
                 source.name = f"{tensor.name} [constant]"
                 copy = self.add_tensor(tensor.name, source.dtype, source.format, source.shape, "internal", self.values[index])
-                self.layers.append(LayerPlan(f"Copy {tensor.name} to the output", [index], [copy], op_kind="identity"))
+                self.layers.append(LayerPlan(f"Copy {tensor.name} to the output", "identity", [index], [copy]))
                 index = copy
             self.tensors[index].role = "output"
             outputs.append(index)
@@ -545,7 +545,7 @@ class _Build:
         for plan, adapter, request, outputs in self.pending:
             result = adapter.finish_build(request, outputs)
             name, version, namespace = adapter.identity_of_build
-            plan.plugin = len(records)
+            plan.params["plugin"] = len(records)
             plan.tactic = result.tactic
             records.append(PluginRecord(namespace, name, version, adapter.interface, result.payload))
         return records

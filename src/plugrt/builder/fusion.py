@@ -36,7 +36,7 @@ def _one_element(tensor: TensorPlan) -> bool:
 
 
 def _scaled_softmax(first: LayerPlan, second: LayerPlan, link: int, tensors: list[TensorPlan]) -> LayerPlan | None:
-    if first.op_kind != "elementwise" or first.params.get("op") != "PROD" or second.op_kind != "softmax":
+    if first.kind != "elementwise" or first.params.get("op") != "PROD" or second.kind != "softmax":
         return None
     if second.params.get("scaled") or len(first.inputs) != 2:
         return None
@@ -46,18 +46,18 @@ def _scaled_softmax(first: LayerPlan, second: LayerPlan, link: int, tensors: lis
             if len(big.shape) == len(out.shape) and all(p == q for p, q in zip(big.shape, out.shape)):
                 return LayerPlan(
                     f"{first.name} + {second.name}",
+                    "softmax",
                     [x, s],
                     list(second.outputs),
-                    op_kind="softmax",
                     params={**second.params, "scaled": True},
                 )
     return None
 
 
 def _matrix_bias(first: LayerPlan, second: LayerPlan, link: int, tensors: list[TensorPlan]) -> LayerPlan | None:
-    if first.op_kind != "matrix_multiply" or first.params.get("bias") or first.params.get("op1") == "VECTOR":
+    if first.kind != "matrix_multiply" or first.params.get("bias") or first.params.get("op1") == "VECTOR":
         return None
-    if second.op_kind != "elementwise" or second.params.get("op") != "SUM" or len(second.inputs) != 2:
+    if second.kind != "elementwise" or second.params.get("op") != "SUM" or len(second.inputs) != 2:
         return None
     out = tensors[link]
     bias_index = second.inputs[1] if second.inputs[0] == link else second.inputs[0]
@@ -74,9 +74,9 @@ def _matrix_bias(first: LayerPlan, second: LayerPlan, link: int, tensors: list[T
         return None
     return LayerPlan(
         f"{first.name} + {second.name}",
+        "matrix_multiply",
         [*first.inputs, bias_index],
         list(second.outputs),
-        op_kind="matrix_multiply",
         params={**first.params, "bias": True},
     )
 
@@ -86,15 +86,15 @@ _CONV_ACTIVATIONS = ("RELU", "CLIP")
 
 
 def _conv_activation(first: LayerPlan, second: LayerPlan, link: int, tensors: list[TensorPlan]) -> LayerPlan | None:
-    if first.op_kind != "convolution" or first.params.get("activation") or second.op_kind != "activation":
+    if first.kind != "convolution" or first.params.get("activation") or second.kind != "activation":
         return None
     if second.params.get("type") not in _CONV_ACTIVATIONS or tensors[link].dtype != DataType.FLOAT:
         return None
     return LayerPlan(
         f"{first.name} + {second.name}",
+        "convolution",
         list(first.inputs),
         list(second.outputs),
-        op_kind="convolution",
         params={
             **first.params,
             "activation": second.params["type"],
@@ -125,7 +125,7 @@ def fuse_layers(
         if first_step in merged or first_step in dropped or second_step in merged or second_step in dropped:
             continue
         first, second = layers[first_step], layers[second_step]
-        if not first.op_kind or not second.op_kind or second.weights or len(first.outputs) != 1:
+        if first.is_plugin or second.is_plugin or second.weights or len(first.outputs) != 1:
             continue
         if first.size_outputs or second.size_outputs or second.shape_inputs or first_step > second_step:
             continue

@@ -17,11 +17,11 @@ from ..core.errors import ExecutionError, PlugrtError, ShapeError, TypeMismatchE
 from ..core.finalizers import release_when_safe, run_pending
 from ..core.logger import Severity
 from ..network.tensor import TensorIOMode
+from ..nodes.shape_checks import check_at_points
 from ..ops.elementwise import quiet
 from .executor import Executor
 from .output_allocator import IOutputAllocator
 from .profiler import IProfiler
-from .shape_checks import check_at_points
 
 __all__ = ["IExecutionContext"]
 

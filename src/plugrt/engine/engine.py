@@ -14,18 +14,19 @@ from ..core.errors import ExecutionError, PlanFormatError, PlugrtError
 from ..core.finalizers import release_when_safe, run_pending
 from ..core.logger import ILogger
 from ..core.types import DataType, TensorFormat
-from ..interfaces.adapters import PluginAdapter, adapter_for_family
+from ..interfaces.adapters import PluginAdapter, PluginNode, adapter_for_family
 from ..interfaces.registry import IPluginRegistry
 from ..interfaces.v3 import IPluginResourceContext
 from ..network.tensor import TensorIOMode, TensorLocation
+from ..nodes.base import Node
+from ..nodes.ports import ProfileDims
+from ..nodes.shape_checks import ShapeCheck, plugin_output_checks
+from ..ops.base import create_operator
 from .host_memory import IHostMemory
 from .plan import EnginePlan, profile_envs
-from .shape_checks import ShapeCheck, plugin_output_checks
 from .validate import validate_plan
 
 __all__ = ["ICudaEngine"]
-
-Ranges = list[tuple[Dims, Dims, Dims]]
 
 
 class ICudaEngine(DeprecatedContextManager):
@@ -42,7 +43,7 @@ class ICudaEngine(DeprecatedContextManager):
         self.backend = backend
         self.resource_context = IPluginResourceContext(backend.name)
         self._io = {plan.tensors[i].name: i for i in plan.io}
-        self._ranges: dict[tuple[int, int], tuple[Ranges, Ranges]] = {}
+        self._ranges: dict[tuple[int, int], ProfileDims] = {}
         self._lock = threading.Lock()
         self._contexts: weakref.WeakSet[Any] = weakref.WeakSet()
         self.adapters: dict[int, PluginAdapter] = {}
@@ -183,26 +184,33 @@ class ICudaEngine(DeprecatedContextManager):
 
         return EngineInspector(self)
 
-    def port_ranges(self, step: int, profile: int) -> tuple[Ranges, Ranges]:
-        """(min, opt, max) dims of a layer's inputs and outputs in ``profile``."""
-        key = (step, profile)
-        if key not in self._ranges:
+    def create_node(self, index: int, resource_context: Any) -> Node:
+        """Layer ``index`` as a node of one execution context: its operator, or a node over a clone
+        of the engine's plugin attached to ``resource_context``."""
+        layer = self.plan.layers[index]
+        if layer.is_plugin:
+            adapter = self.adapters[index]
+            return PluginNode.for_context(adapter, adapter.attach(self.plugins[index], resource_context))
+        op = create_operator(layer.kind, layer.params, {name: self.plan.weights[k] for name, k in layer.weights.items()})
+        op.name = layer.name
+        op.xp = self.backend.xp
+        return op
+
+    def tensor_range(self, tensor: int, profile: int) -> ProfileDims:
+        """(min, opt, max) dims of plan tensor ``tensor`` in ``profile``."""
+        key = (tensor, profile)
+        found = self._ranges.get(key)
+        if found is None:
             low, opt, high = profile_envs(self.plan, profile)
-            layer = self.plan.layers[step]
-
-            def ranges(indices: list[int]) -> Ranges:
-                result = []
-                for i in indices:
-                    shape = self.plan.tensors[i].shape
-                    bounds = [d.bounds(low, high) for d in shape]
-                    opts = [_opt_value(d, opt) for d in shape]
-                    result.append(
-                        (Dims([max(b[0], 0) for b in bounds]), Dims(opts), Dims([max(b[1], 0) for b in bounds]))
-                    )
-                return result
-
-            self._ranges[key] = (ranges(layer.inputs), ranges(layer.outputs))
-        return self._ranges[key]
+            shape = self.plan.tensors[tensor].shape
+            bounds = [d.bounds(low, high) for d in shape]
+            found = (
+                Dims([max(b[0], 0) for b in bounds]),
+                Dims([_opt_value(d, opt) for d in shape]),
+                Dims([max(b[1], 0) for b in bounds]),
+            )
+            self._ranges[key] = found
+        return found
 
     def _release_plugins(self) -> None:
         with using_backend(self.backend):

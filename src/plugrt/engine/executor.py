@@ -1,26 +1,25 @@
-"""The executor: one per execution context; prepares on shape change, runs the steps.
+"""The executor: one per execution context; binds its nodes on shape change, then launches them.
 
-Per run it only calls kernels: views, descriptors, pointers and launch
-arguments are made when shapes (or I/O addresses) change. Layers whose shapes
-depend on data (after a plugin's size tensor) are prepared during the run.
+Per run it only launches nodes: views, descriptors, pointers and launch
+arguments are made when shapes (or I/O addresses) change (``Node.bind``).
+Layers whose shapes depend on data (after a size tensor) are bound during the run.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..backends.base import Backend, Graph
-from ..core.dims import Dims
 from ..core.errors import ExecutionError, PlugrtError
 from ..core.layouts import storage_shape
-from ..interfaces.descriptors import PluginTensorDesc
 from ..interfaces.v3 import IPluginResourceContext
-from ..ops.base import Operator, create_operator
+from ..nodes.base import Binding, Node
 from .plan import EnginePlan, LayerPlan
 
 __all__ = ["Executor", "Step"]
@@ -28,23 +27,15 @@ __all__ = ["Executor", "Step"]
 
 @dataclass
 class Step:
-    """One layer of a context, with what was prepared for the current shapes."""
+    """One layer of a context: its node and when it runs."""
 
     index: int
     layer: LayerPlan
-    op: Operator | None = None
-    plugin: Any = None
-    enqueue: Callable[..., None] | None = None
+    node: Node
     #: runs once per arena (a constant whose output is not an IO tensor the user may move)
     constant: bool = False
+    #: bound during the run (its inputs' shapes depend on data)
     late: bool = False
-    in_arrays: list[Any] = field(default_factory=list)
-    out_arrays: list[Any] = field(default_factory=list)
-    in_descs: list[PluginTensorDesc] = field(default_factory=list)
-    out_descs: list[PluginTensorDesc] = field(default_factory=list)
-    in_ptrs: list[int] = field(default_factory=list)
-    out_ptrs: list[int] = field(default_factory=list)
-    workspace: int = 0
 
 
 class Executor:
@@ -60,18 +51,9 @@ class Executor:
             shared.backend, shared.allocator, getattr(shared, "error_recorder", None)
         )
         for index, layer in enumerate(self.plan.layers):
-            step = Step(index, layer)
-            if layer.is_plugin:
-                adapter = engine.adapters[index]
-                step.plugin = adapter.attach(engine.plugins[index], self.resource_context)
-                step.enqueue = adapter.make_enqueue(step.plugin)
-            else:
-                weights = {name: self.plan.weights[key] for name, key in layer.weights.items()}
-                step.op = create_operator(layer.op_kind, layer.params, weights)
-                step.op.name = layer.name
-                # constants, and layers the builder found to depend on constants only
-                step.constant = bool(layer.outputs) and all(self.plan.tensors[o].role == "constant" for o in layer.outputs)
-            self.steps.append(step)
+            # constants, and layers the builder found to depend on constants only
+            constant = bool(layer.outputs) and all(self.plan.tensors[o].role == "constant" for o in layer.outputs)
+            self.steps.append(Step(index, layer, engine.create_node(index, self.resource_context), constant))
         self.profile = 0
         self.arena: Any = None
         self.arena_base = 0
@@ -131,7 +113,7 @@ class Executor:
                 self.shapes[index] = tuple(d.evaluate(env) for d in tensor.shape)
 
     def bind(self, io_arrays: dict[int, Any], io_pointers: dict[int, int]) -> None:
-        """Make views and prepare every step whose shapes are known."""
+        """Make views and bind every step whose shapes are known."""
         for index in self.upper:  # data-dependent shapes of the previous run are not known for the next
             self.shapes[index] = None
         for index, tensor in enumerate(self.plan.tensors):
@@ -145,52 +127,43 @@ class Executor:
         if not self.constants_ready:
             for step in self.steps:
                 if step.constant:
-                    self._prepare(step)
+                    self._bind_step(step)
                     self._run_step(step, 0)
             self.constants_ready = True
         for step in self.steps:
             step.late = any(self.shapes[i] is None for i in step.layer.inputs)
             if not step.late:
-                self._prepare(step)
+                self._bind_step(step)
         self._calls: list[tuple[Step, Callable[..., Any], tuple[Any, ...]]] | None = None
         self._calls_stream = -1
         self._graph: Graph | None = None
         self._graph_key: tuple[int, int] | None = None
 
-    def _prepare(self, step: Step) -> None:
+    def _bind_step(self, step: Step) -> None:
+        layer = step.layer
         try:
-            self._prepare_step(step)
+            scales = layer.params.get("io_scales") or [1.0] * (len(layer.inputs) + len(layer.outputs))
+            inputs = [self._binding(i, scale) for i, scale in zip(layer.inputs, scales)]
+            outputs = [self._binding(i, scale) for i, scale in zip(layer.outputs, scales[len(layer.inputs) :])]
+            offset = self.plan.profiles[self.profile].workspace_offsets.get(step.index)
+            workspace = self.arena_base + offset if layer.workspace and offset is not None else 0
+            step.node.bind(inputs, outputs, workspace)
         except PlugrtError:
             raise
         except Exception as exc:  # MemoryError and the like: name the layer
-            raise _execution_error(step, exc) from exc
+            raise step.node.failure(exc) from exc
 
-    def _prepare_step(self, step: Step) -> None:
-        layer = step.layer
-        in_shapes = [self._shape_or_upper(i) for i in layer.inputs]
-        out_shapes = [self._shape_or_upper(i) for i in layer.outputs]
-        step.in_arrays = [self.arrays[i] for i in layer.inputs]
-        step.out_arrays = [self.arrays[i] for i in layer.outputs]
-        if step.op is not None:
-            step.op.prepare(in_shapes, out_shapes)
-            return
-        tensors = self.plan.tensors
-        scales = layer.params.get("io_scales") or [1.0] * (len(layer.inputs) + len(layer.outputs))
-        step.in_descs = [
-            PluginTensorDesc(Dims(s), tensors[i].dtype, tensors[i].format, scale)
-            for i, s, scale in zip(layer.inputs, in_shapes, scales)
-        ]
-        step.out_descs = [
-            PluginTensorDesc(Dims(s), tensors[i].dtype, tensors[i].format, scale)
-            for i, s, scale in zip(layer.outputs, out_shapes, scales[len(layer.inputs) :])
-        ]
-        step.in_ptrs = [self.pointers[i] for i in layer.inputs]
-        step.out_ptrs = [self.pointers[i] for i in layer.outputs]
-        offset = self.plan.profiles[self.profile].workspace_offsets.get(step.index)
-        step.workspace = self.arena_base + offset if layer.workspace and offset is not None else 0
-        adapter = self.engine.adapters[step.index]
-        ranges = self.engine.port_ranges(step.index, self.profile)
-        adapter.shape_change(step.plugin, step.in_descs, step.out_descs, ranges[0], ranges[1])
+    def _binding(self, index: int, scale: float) -> Binding:
+        tensor = self.plan.tensors[index]
+        return Binding(
+            self._shape_or_upper(index),
+            tensor.dtype,
+            tensor.format,
+            scale,
+            self.pointers[index],
+            self.arrays[index],
+            functools.partial(self.engine.tensor_range, index, self.profile),
+        )
 
     def known_shape(self, index: int) -> tuple[int, ...] | None:
         """Tensor ``index``'s shape as known before a run: None while it depends on data.
@@ -219,7 +192,7 @@ class Executor:
             if step.constant:
                 continue
             if step.late:
-                self._prepare_late(step)
+                self._bind_late(step)
             if profiler is None:
                 self._run_step(step, stream)
             else:
@@ -231,30 +204,17 @@ class Executor:
                 self._read_sizes(step)
 
     def _run_static(self, stream: int) -> None:
-        """The common case (no data-dependent shapes): a flat list of prepared calls."""
+        """The common case (no data-dependent shapes): a flat list of prepared launches."""
         if self._calls is None or self._calls_stream != stream:
-            calls: list[tuple[Step, Callable[..., Any], tuple[Any, ...]]] = []
-            for step in self.steps:
-                if step.op is not None:
-                    if not step.constant:
-                        calls.append((step, step.op.run, (step.in_arrays, step.out_arrays, self.backend.xp)))
-                else:
-                    assert step.enqueue is not None
-                    calls.append(
-                        (
-                            step,
-                            step.enqueue,
-                            (step.in_descs, step.out_descs, step.in_ptrs, step.out_ptrs, step.workspace, stream),
-                        )
-                    )
-            self._calls, self._calls_stream = calls, stream
+            self._calls = [(step, *step.node.prepared_launch(stream)) for step in self.steps if not step.constant]
+            self._calls_stream = stream
         current: Step | None = None
         try:
-            for current, fn, args in self._calls:  # noqa: B007 - read in the handler
-                fn(*args)
+            for current, launch, args in self._calls:  # noqa: B007 - read in the handler
+                launch(*args)
         except Exception as exc:
             assert current is not None
-            raise _execution_error(current, exc) from exc
+            raise current.node.failure(exc) from exc
 
     def run_graph(self, stream: int) -> None:
         """Replay the whole run as a graph of the backend, capturing it first for the current shapes and
@@ -272,13 +232,9 @@ class Executor:
 
     def _run_step(self, step: Step, stream: int) -> None:
         try:
-            if step.op is not None:
-                step.op.run(step.in_arrays, step.out_arrays, self.backend.xp)
-            else:
-                assert step.enqueue is not None
-                step.enqueue(step.in_descs, step.out_descs, step.in_ptrs, step.out_ptrs, step.workspace, stream)
+            step.node.launch(stream)
         except Exception as exc:
-            raise _execution_error(step, exc) from exc
+            raise step.node.failure(exc) from exc
 
     def _read_sizes(self, step: Step) -> None:
         for output, sym in step.layer.size_outputs.items():
@@ -303,18 +259,16 @@ class Executor:
                 self.shapes[index] = shape
                 self.arrays[index] = self._arena_view(index, shape)
 
-    def _prepare_late(self, step: Step) -> None:
+    def _bind_late(self, step: Step) -> None:
         missing = [self.plan.tensors[i].name for i in step.layer.inputs if self.shapes[i] is None]
         if missing:
             raise ExecutionError(f"layer {step.layer.name!r}: shapes of {missing} are still unknown")
-        self._prepare(step)
+        self._bind_step(step)
 
     def release(self) -> None:
-        """Detach this context's plugin clones."""
+        """Release every node's hold on this context (plugin clones are detached)."""
         for step in self.steps:
-            if step.plugin is not None:
-                self.engine.adapters[step.index].detach(step.plugin)
-                step.plugin = None
+            step.node.release()
 
 
 def _size_leaves(expr: Any) -> list[Any]:
@@ -324,14 +278,3 @@ def _size_leaves(expr: Any) -> list[Any]:
     for arg in getattr(expr, "_args", ()):
         leaves.extend(_size_leaves(arg))
     return leaves
-
-
-def _execution_error(step: Step, exc: Exception) -> ExecutionError:
-    """The error raised for a failing step: names the layer (plugin errors already name it)."""
-    if isinstance(exc, ExecutionError):
-        return exc
-    if isinstance(exc, PlugrtError) and step.op is None:
-        return ExecutionError(str(exc))
-    if isinstance(exc, PlugrtError):
-        return ExecutionError(f"layer {step.layer.name!r} ({step.layer.op_kind}): {exc}")
-    return ExecutionError(f"layer {step.layer.name!r} ({step.layer.op_kind}) failed: {type(exc).__name__}: {exc}")

@@ -46,7 +46,7 @@ def describe_layer(plan: EnginePlan, index: int) -> dict[str, Any]:
     info: dict[str, Any] = {
         "index": index,
         "name": layer.name,
-        "kind": "plugin" if layer.is_plugin else layer.op_kind,
+        "kind": layer.kind,
         "inputs": [describe_tensor(plan, i) for i in layer.inputs],
         "outputs": [describe_tensor(plan, i) for i in layer.outputs],
     }

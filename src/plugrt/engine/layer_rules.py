@@ -15,10 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.errors import PlanFormatError, PlugrtError
+from ..nodes.shape_checks import BroadcastCheck, broadcast_checks, check_at_points, profile_points
 from ..ops.base import Operator, create_operator
 from ..shape.expr import IDimensionExpr
 from .plan import EnginePlan, LayerPlan, profile_envs
-from .shape_checks import BroadcastCheck, broadcast_checks, check_at_points, profile_points
 
 __all__ = ["check_layer_rules", "revive_operator"]
 
@@ -32,11 +32,11 @@ def _fail(message: str) -> PlanFormatError:
 def revive_operator(plan: EnginePlan, layer: LayerPlan) -> Operator:
     """The operator of standard layer ``layer``; bad parameters raise :class:`PlanFormatError` naming the layer."""
     try:
-        op = create_operator(layer.op_kind, layer.params, {k: plan.weights[v] for k, v in layer.weights.items()})
+        op = create_operator(layer.kind, layer.params, {k: plan.weights[v] for k, v in layer.weights.items()})
     except PlanFormatError:
         raise
     except Exception as exc:  # any constructor failure is the plan's fault, whatever its type
-        raise _fail(f"layer {layer.name!r} ({layer.op_kind}) has bad parameters: {type(exc).__name__}: {exc}") from None
+        raise _fail(f"layer {layer.name!r} ({layer.kind}) has bad parameters: {type(exc).__name__}: {exc}") from None
     op.name = layer.name
     return op
 
@@ -55,7 +55,7 @@ def check_layer_rules(plan: EnginePlan) -> list[BroadcastCheck]:
         if layer.is_plugin:
             continue
         op = revive_operator(plan, layer)
-        label = f"layer {layer.name!r} ({layer.op_kind})"
+        label = f"layer {layer.name!r} ({layer.kind})"
         inputs = [plan.tensors[i] for i in layer.inputs]
         in_shapes = [t.shape for t in inputs]
         in_values = [values.get(i) for i in layer.inputs]

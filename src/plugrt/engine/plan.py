@@ -21,9 +21,11 @@ from ..shape.builder import constant, operation, symbol
 from ..shape.expr import DimensionOperation, IDimensionExpr
 from .plan_format import PlanContents, PluginRecord, decode_plan, encode_plan
 
-__all__ = ["EnginePlan", "ExprTable", "LayerPlan", "ProfilePlan", "TensorPlan", "decode_expr", "encode_expr"]
+__all__ = ["PLUGIN_KIND", "EnginePlan", "ExprTable", "LayerPlan", "ProfilePlan", "TensorPlan", "decode_expr", "encode_expr"]
 
 ProfileShapes = dict[str, tuple[Dims, Dims, Dims]]
+#: The layer kind of plugin layers.
+PLUGIN_KIND = "plugin"
 
 
 @dataclass
@@ -39,16 +41,19 @@ class TensorPlan:
 
 @dataclass
 class LayerPlan:
-    """One step of the engine: an operator or a plugin."""
+    """One step of the engine: a node's kind, params and weights, and the tensors it reads and writes.
+
+    ``kind`` is an operator kind, or ``"plugin"``: then ``params`` holds ``plugin`` (the
+    index of its plugin record), ``family`` (the adapter that drives it) and, with INT8
+    ports, ``io_scales``.
+    """
 
     name: str
+    kind: str
     inputs: list[int]
     outputs: list[int]
-    op_kind: str = ""
     params: dict[str, Any] = field(default_factory=dict)
     weights: dict[str, str] = field(default_factory=dict)
-    plugin: int = -1
-    family: str = ""
     workspace: int = 0
     tactic: int = 0
     shape_inputs: list[int] = field(default_factory=list)
@@ -58,7 +63,17 @@ class LayerPlan:
     @property
     def is_plugin(self) -> bool:
         """True for plugin layers."""
-        return self.plugin >= 0
+        return self.kind == PLUGIN_KIND
+
+    @property
+    def plugin(self) -> int:
+        """The index of a plugin layer's record in the plan."""
+        return int(self.params["plugin"])
+
+    @property
+    def family(self) -> str:
+        """The interface family of a plugin layer (the adapter that drives it)."""
+        return str(self.params["family"])
 
 
 @dataclass
@@ -133,13 +148,11 @@ class EnginePlan:
 def _encode_layer(layer: LayerPlan) -> dict[str, Any]:
     return {
         "name": layer.name,
+        "kind": layer.kind,
         "inputs": layer.inputs,
         "outputs": layer.outputs,
-        "op_kind": layer.op_kind,
         "params": _encode_params(layer.params),
         "weights": layer.weights,
-        "plugin": layer.plugin,
-        "family": layer.family,
         "workspace": layer.workspace,
         "tactic": layer.tactic,
         "shape_inputs": layer.shape_inputs,
@@ -282,6 +295,16 @@ def _index(value: Any, count: int, what: str) -> int:
     return value
 
 
+def _check_plugin_params(layer: LayerPlan, records: int) -> None:
+    """A plugin layer's params name a plugin record and a family."""
+    plugin, family = layer.params.get("plugin"), layer.params.get("family")
+    if not isinstance(plugin, int) or isinstance(plugin, bool):
+        raise PlanFormatError(f"plan plugin layer {layer.name!r} has no plugin record index in its params")
+    _index(plugin, records, "plugin record index")
+    if not isinstance(family, str):
+        raise PlanFormatError(f"plan plugin layer {layer.name!r} has no plugin family in its params")
+
+
 def _decode(contents: PlanContents) -> EnginePlan:
     h = contents.header
     dims = decode_expr_table(h.get("dims", []))
@@ -300,20 +323,18 @@ def _decode(contents: PlanContents) -> EnginePlan:
     for entry in h["layers"]:
         layer = LayerPlan(
             name=str(entry["name"]),
+            kind=str(entry["kind"]),
             inputs=[_index(i, n, "tensor index") for i in entry["inputs"]],
             outputs=[_index(i, n, "tensor index") for i in entry["outputs"]],
-            op_kind=str(entry["op_kind"]),
             params=_decode_params(dict(entry["params"])),
             weights={str(k): str(v) for k, v in dict(entry["weights"]).items()},
-            plugin=int(entry["plugin"]),
-            family=str(entry["family"]),
             workspace=int(entry["workspace"]),
             tactic=int(entry["tactic"]),
             shape_inputs=[_index(i, n, "tensor index") for i in entry["shape_inputs"]],
             size_outputs={int(k): str(v) for k, v in entry["size_outputs"]},
         )
         if layer.is_plugin:
-            _index(layer.plugin, len(contents.plugins), "plugin record index")
+            _check_plugin_params(layer, len(contents.plugins))
         for key in layer.weights.values():
             if key not in contents.weights:
                 raise PlanFormatError(f"plan layer {layer.name!r} refers to missing weights {key!r}")

@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 PLAN_MAGIC: bytes = b"PLUGRTPL"
-PLAN_FORMAT_VERSION: int = 1
+PLAN_FORMAT_VERSION: int = 2
 WEIGHT_DTYPES: tuple[str, ...] = ("bool", "int8", "uint8", "int16", "int32", "int64", "float16", "float32", "float64")
 
 _DTYPES = {name: np.dtype(name).newbyteorder("<") for name in WEIGHT_DTYPES}

@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.errors import PlanFormatError, PlugrtError
+from ..nodes.shape_checks import BroadcastCheck
 from .layer_rules import check_layer_rules
 from .limits import check_plan_allocations
 from .plan import EnginePlan, profile_envs, tensor_max_bytes
-from .shape_checks import BroadcastCheck
 
 __all__ = ["validate_plan"]
 

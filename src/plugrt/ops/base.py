@@ -11,6 +11,13 @@ Rules are pure: :meth:`Operator.output_shapes` maps input shapes (lists of
 does the same for types. :meth:`Operator.run` is the kernel: it writes into the
 given output arrays (``out=``), never allocating them.
 
+An operator is a :class:`~plugrt.nodes.Node`: at build its rules answer the
+node's questions (``infer_shapes`` runs ``output_shapes`` and ``output_values``;
+inputs are read linear, in their declared types); in a context ``bind`` runs
+:meth:`Operator.prepare` for the bound shapes and keeps the arrays, and
+``launch`` runs the kernel on them with the context's array module (the
+executor's flat call list calls :meth:`Operator.run` itself).
+
 Kernels run with NumPy or CuPy as ``xp``; arrays they keep between runs live in
 ``xp``'s memory: :meth:`Operator.weight` gives a weight there, :meth:`Operator.on_device`
 any table ``prepare`` made with NumPy (copied once, again when ``prepare`` makes
@@ -19,13 +26,16 @@ a new one) and :meth:`Operator.scratch` a work buffer.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 
 from ..core.errors import NetworkError, PlanFormatError
-from ..core.types import DataType
+from ..core.types import DataType, TensorFormat
+from ..nodes.base import Binding, InferredShapes, Node
+from ..nodes.ports import BuildRequest, IOChoice, Port
+from ..nodes.shape_checks import broadcast_checks
 from ..shape.expr import IDimensionExpr
 from .params import read_params
 
@@ -45,7 +55,7 @@ InputShapes = Sequence[ShapeExprs]
 InputValues = Sequence[ShapeExprs | None]
 
 
-class Operator:
+class Operator(Node):
     """Base class of standard-layer operators.
 
     Subclasses set ``kind`` and implement :meth:`output_shapes` and :meth:`run`;
@@ -57,6 +67,10 @@ class Operator:
     kind: ClassVar[str] = ""
     #: True when the output never changes (e.g. constants): run once per context.
     is_constant: ClassVar[bool] = False
+    #: Standard operators are deterministic: one reading only constants is computed once.
+    pure: ClassVar[bool] = True
+    #: The array module the kernel runs with in a context (NumPy, or CuPy on the GPU).
+    xp: Any = np
 
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         self.params: dict[str, Any] = dict(params or {})
@@ -64,7 +78,7 @@ class Operator:
         self.name = ""
         #: output index -> size expression, for outputs that hold a data-dependent size (0-d ints)
         self.size_exprs: dict[int, IDimensionExpr] = {}
-        #: (axis, a, b): dimensions the shape rule broadcast without knowing them (see engine/shape_checks.py)
+        #: (axis, a, b): dimensions the shape rule broadcast without knowing them (see nodes/shape_checks.py)
         self.broadcast_pairs: list[tuple[int, IDimensionExpr, IDimensionExpr]] = []
         #: (key, array module) -> (host value, its copy in that module's memory)
         self._device_copies: dict[tuple[Hashable, Any], tuple[Any, Any]] = {}
@@ -117,6 +131,33 @@ class Operator:
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         """The kernel: compute ``outputs`` from ``inputs`` in place; ``xp`` is the array module."""
         raise NotImplementedError(f"operator {type(self).__name__} does not implement run")
+
+    # --- the node protocol ----------------------------------------------------------------
+    def reads(self, input_types: Sequence[DataType]) -> list[IOChoice] | None:
+        """Every input linear, in its declared type (the builder converts what differs)."""
+        return [(t, TensorFormat.LINEAR) for t in input_types]
+
+    def infer_shapes(self, request: BuildRequest, shape_inputs: Sequence[Port]) -> InferredShapes:
+        """:meth:`output_shapes` and :meth:`output_values` on the request's inputs, with the sizes
+        declared and the broadcasts left undecided."""
+        shapes = [p.shape for p in request.inputs]
+        values = [p.values for p in request.inputs]
+        out_shapes = self.output_shapes(shapes, values)
+        out_values = self.output_values(shapes, values)
+        return InferredShapes(out_shapes, out_values, dict(self.size_exprs), list(broadcast_checks(self, self.name)))
+
+    def bind(self, inputs: Sequence[Binding], outputs: Sequence[Binding], workspace: int) -> None:
+        """:meth:`prepare` for the bound shapes; keep the arrays :meth:`launch` runs on."""
+        self.prepare([b.shape for b in inputs], [b.shape for b in outputs])
+        self._bound_args = ([b.array for b in inputs], [b.array for b in outputs], self.xp)
+
+    def launch(self, stream: int) -> None:
+        """Run the kernel on the bound arrays (the context has made ``stream`` current)."""
+        self.run(*self._bound_args)
+
+    def prepared_launch(self, stream: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        """The kernel and the bound arrays: the flat call list calls the kernel itself."""
+        return self.run, self._bound_args
 
     # --- arrays kept between runs, in the memory of the array module ----------------------
     def weight(self, name: str, xp: Any = np) -> Any:

@@ -8,11 +8,12 @@ from ...core.errors import TypeMismatchError
 from ..v2 import IPluginV2, IPluginV2DynamicExt
 from ..v3 import IPluginV3
 from .family import PluginAdapter
+from .node import PluginNode
 from .v2_dynamic import V2DynamicAdapter
 from .v2_static import V2StaticAdapter
 from .v3 import V3Adapter
 
-__all__ = ["FAMILIES", "PluginAdapter", "adapter_for_family", "adapter_for_plugin"]
+__all__ = ["FAMILIES", "PluginAdapter", "PluginNode", "adapter_for_family", "adapter_for_plugin"]
 
 FAMILIES: dict[str, type[PluginAdapter]] = {
     V2StaticAdapter.family: V2StaticAdapter,

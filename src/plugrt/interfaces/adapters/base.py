@@ -7,18 +7,14 @@ and the executor talk only to adapters, never to plugins directly.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ...backends.base import Backend
-from ...core.dims import Dims
 from ...core.errors import FormatNegotiationError, MissingHookError, TypeMismatchError
 from ...core.layouts import SUPPORTED_FORMATS, format_min_rank
-from ...core.types import DataType, TensorFormat
-from ...shape.expr import IDimensionExpr
-from ..descriptors import DynamicPluginTensorDesc, PluginTensorDesc
+from ...core.types import DataType
+from ...nodes.ports import BuildRequest, IOChoice, Port
 from ..recorder import Phase, PluginCaller
 
 __all__ = [
@@ -33,8 +29,6 @@ __all__ = [
     "plugin_label",
 ]
 
-IOChoice = tuple[DataType, TensorFormat]
-
 #: Types plugrt offers plugins during format negotiation (those NumPy can hold).
 CANDIDATE_TYPES: tuple[DataType, ...] = (
     DataType.FLOAT,
@@ -45,54 +39,6 @@ CANDIDATE_TYPES: tuple[DataType, ...] = (
     DataType.UINT8,
     DataType.BOOL,
 )
-
-
-@dataclass
-class Port:
-    """One plugin input or output at build time: shape expressions and profile ranges."""
-
-    shape: list[IDimensionExpr]
-    #: For each profile: (min, opt, max) concrete dims.
-    ranges: list[tuple[Dims, Dims, Dims]]
-    dtype: DataType = DataType.FLOAT
-    format: TensorFormat = TensorFormat.LINEAR
-    values: list[IDimensionExpr] | None = None
-    #: The INT8 scale (``PluginTensorDesc.scale``): the tensor's dynamic range / 127, 1 when unknown.
-    scale: float = 1.0
-
-    @property
-    def build_dims(self) -> Dims:
-        """Dims with -1 where the dimension is not a build-time constant."""
-        return Dims([d.get_constant_value() if d.is_constant() else -1 for d in self.shape])
-
-    def desc(self, dtype: DataType | None = None, fmt: TensorFormat | None = None) -> PluginTensorDesc:
-        """A build-time descriptor (dynamic dims are -1)."""
-        return PluginTensorDesc(
-            self.build_dims, self.dtype if dtype is None else dtype, self.format if fmt is None else fmt, self.scale
-        )
-
-    def dynamic_desc(
-        self, profile: int, dtype: DataType | None = None, fmt: TensorFormat | None = None
-    ) -> DynamicPluginTensorDesc:
-        """A descriptor with the min/opt/max of ``profile``."""
-        lo, mid, hi = self.ranges[profile]
-        return DynamicPluginTensorDesc(self.desc(dtype, fmt), Dims(lo), Dims(hi), Dims(mid))
-
-
-@dataclass
-class BuildRequest:
-    """What the builder knows when it asks an adapter to build a plugin layer."""
-
-    layer: str
-    inputs: list[Port]
-    fp16: bool = False
-    int8: bool = False
-    workspace_limit: int = 1 << 40
-    extra: dict[str, Any] = field(default_factory=dict)
-    #: the backend of the build device (``Builder(device=...)``): tactics are timed there; None is the CPU
-    backend: Backend | None = None
-    #: False: take the first valid tactic instead of timing them (the conformance checker's builds)
-    time_tactics: bool = True
 
 
 def plugin_label(name: str, version: str, namespace: str) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from ...core.dims import Dims
@@ -14,9 +14,21 @@ from ...shape.builder import IExprBuilder
 from ...shape.expr import IDimensionExpr
 from ..descriptors import PluginTensorDesc
 from ..recorder import ErrorPolicy, Phase, PluginCaller
-from .base import BuildRequest, IOChoice, Port, candidate_list, format_answer, negotiate_combination, plugin_label
+from .base import (
+    BuildRequest,
+    IOChoice,
+    Port,
+    candidate_list,
+    checked_enqueue,
+    format_answer,
+    negotiate_combination,
+    plugin_label,
+)
 
-__all__ = ["BuildResult", "PluginAdapter", "checked_output_count"]
+__all__ = ["BuildResult", "Descs", "PluginAdapter", "checked_output_count"]
+
+#: The descriptors of a layer's inputs or outputs.
+Descs = Sequence[PluginTensorDesc]
 
 
 class BuildResult:
@@ -33,7 +45,8 @@ class PluginAdapter(ABC):
     Build side: ``begin_build`` → ``output_types`` → ``output_shapes`` →
     ``choose_formats`` → ``configure`` → ``finish_build`` (or ``abort_build``).
     Run side: ``revive`` (engine) → ``attach`` (context) → ``shape_change`` →
-    ``enqueue``… → ``detach`` (context) → ``release`` (engine).
+    ``enqueue``… → ``detach`` (context) → ``release`` (engine); a context runs it
+    through a :class:`~plugrt.interfaces.adapters.node.PluginNode`.
     """
 
     family: ClassVar[str] = ""
@@ -269,9 +282,25 @@ class PluginAdapter(ABC):
         """Tell a context's plugin about new concrete shapes."""
 
     @abstractmethod
-    def make_enqueue(self, plugin: Any) -> Any:
-        """A callable ``(in_descs, out_descs, in_ptrs, out_ptrs, workspace, stream)`` running the plugin."""
+    def enqueue_hook(self, plugin: Any) -> tuple[PluginCaller, str]:
+        """The caller of a context's plugin and the hook every run calls (``enqueue``, ``execute_async``)."""
         raise NotImplementedError
+
+    def enqueue_args(
+        self, inputs: Descs, outputs: Descs, in_addresses: Sequence[int], out_addresses: Sequence[int], workspace: int
+    ) -> tuple[Any, ...]:
+        """The run hook's arguments before the stream, made once per shape change."""
+        return (inputs, outputs, in_addresses, out_addresses, workspace)
+
+    def make_enqueue(self, plugin: Any) -> Callable[..., None]:
+        """A callable ``(in_descs, out_descs, in_ptrs, out_ptrs, workspace, stream)`` running the plugin once
+        (the engine runs plugins through :class:`~plugrt.interfaces.adapters.node.PluginNode`)."""
+        run = checked_enqueue(*self.enqueue_hook(plugin))
+
+        def enqueue(*args: Any) -> None:
+            run(*self.enqueue_args(*args[:5]), args[5])
+
+        return enqueue
 
     def detach(self, plugin: Any) -> None:
         """Release a context's plugin."""

@@ -11,9 +11,9 @@ from ...core.types import DataType
 from ...shape.builder import DimsExprs, IExprBuilder
 from ...shape.expr import IDimensionExpr
 from ..descriptors import DynamicPluginTensorDesc, PluginTensorDesc
-from ..recorder import Phase
+from ..recorder import Phase, PluginCaller
 from ..v2 import IPluginV2DynamicExt
-from .base import BuildRequest, IOChoice, Port, checked_enqueue
+from .base import BuildRequest, IOChoice, Port
 from .v2_common import V2Common
 
 __all__ = ["V2DynamicAdapter"]
@@ -91,8 +91,8 @@ class V2DynamicAdapter(V2Common):
             [DynamicPluginTensorDesc(d, r[0], r[2], r[1]) for d, r in zip(outputs, output_ranges)],
         )
 
-    def make_enqueue(self, plugin: Any) -> Any:
-        return checked_enqueue(self.run_caller(plugin), "enqueue")
+    def enqueue_hook(self, plugin: Any) -> tuple[PluginCaller, str]:
+        return self.run_caller(plugin), "enqueue"
 
     expected_class = IPluginV2DynamicExt
     required_hooks = ("clone", "get_output_dimensions", "supports_format_combination", "enqueue")

@@ -8,6 +8,7 @@ size in ``execute_async``. One type and format is chosen for all inputs with
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ...core.dims import Dims
@@ -16,9 +17,10 @@ from ...core.layouts import SUPPORTED_FORMATS, format_min_rank
 from ...core.types import DataType, TensorFormat
 from ...shape.builder import IExprBuilder, constant
 from ...shape.expr import IDimensionExpr
-from ..recorder import Phase
+from ..recorder import Phase, PluginCaller
 from ..v2 import IPluginV2, IPluginV2Ext
-from .base import CANDIDATE_TYPES, BuildRequest, IOChoice, Port, checked_enqueue
+from .base import CANDIDATE_TYPES, BuildRequest, IOChoice, Port
+from .family import Descs
 from .v2_common import V2Common
 from .v2_dynamic import _as_size, _as_type
 
@@ -158,19 +160,13 @@ class V2StaticAdapter(V2Common):
         workspace = _as_size(caller, "get_workspace_size", caller(Phase.BUILD, "get_workspace_size", max_batch))
         return workspace
 
-    def make_enqueue(self, plugin: Any) -> Any:
-        execute = checked_enqueue(self.run_caller(plugin), "execute_async")
+    def enqueue_hook(self, plugin: Any) -> tuple[PluginCaller, str]:
+        return self.run_caller(plugin), "execute_async"
 
-        def run(
-            in_descs: list[Any],
-            out_descs: list[Any],
-            inputs: list[int],
-            outputs: list[int],
-            workspace: int,
-            stream: int,
-        ) -> None:
-            descs = in_descs or out_descs
-            batch = descs[0].dims[0] if descs and len(descs[0].dims) else 1
-            execute(batch, inputs, outputs, workspace, stream)
-
-        return run
+    def enqueue_args(
+        self, inputs: Descs, outputs: Descs, in_addresses: Sequence[int], out_addresses: Sequence[int], workspace: int
+    ) -> tuple[Any, ...]:
+        """``execute_async(batch_size, inputs, outputs, workspace, stream)``: the batch is dim 0 of the first tensor."""
+        descs = inputs or outputs
+        batch = descs[0].dims[0] if descs and len(descs[0].dims) else 1
+        return (batch, in_addresses, out_addresses, workspace)

@@ -27,7 +27,6 @@ from .base import (
     IOChoice,
     Port,
     check_status,
-    checked_enqueue,
     require_hooks,
 )
 from .family import BuildResult, PluginAdapter, checked_output_count
@@ -356,8 +355,8 @@ class V3Adapter(PluginAdapter):
     ) -> None:
         self.runtime_callers[id(plugin)](Phase.SHAPE_CHANGE, "on_shape_change", list(inputs), list(outputs))
 
-    def make_enqueue(self, plugin: Any) -> Any:
-        return checked_enqueue(self.runtime_callers[id(plugin)], "enqueue")
+    def enqueue_hook(self, plugin: Any) -> tuple[PluginCaller, str]:
+        return self.runtime_callers[id(plugin)], "enqueue"
 
     def detach(self, plugin: Any) -> None:
         self.release(plugin)
