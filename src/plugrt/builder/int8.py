@@ -12,14 +12,21 @@ between the types with the tensor's scale (see :mod:`plugrt.ops.int8`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..core.errors import PlugrtError
+from ..core.logger import Severity
+from ..network.layer import ILayer, IPluginV2Layer, IPluginV3Layer
+from ..network.tensor import ITensor
 from ..ops.base import Operator
 from ..ops.int8 import Int8ConvolutionOperator, Int8GemmOperator, Int8MatrixMultiplyOperator, quantize_weights
 
-__all__ = ["INT8_KINDS", "int8_operator", "int8_positions", "range_scale", "tensor_scale"]
+if TYPE_CHECKING:
+    from .state import BuildState
+
+__all__ = ["INT8_KINDS", "int8_form", "int8_operator", "int8_positions", "range_scale", "tensor_scale"]
 
 #: The operator kinds that have an INT8 kernel, and the positions of the inputs they read as INT8.
 INT8_KINDS: dict[str, tuple[int, ...]] = {"convolution": (0,), "gemm": (0,), "matrix_multiply": (0, 1)}
@@ -94,3 +101,50 @@ def int8_operator(op: Operator, scales: Sequence[float | None], output_scale: fl
         new = Int8MatrixMultiplyOperator(params, {})
     new.name = op.name
     return new
+
+
+def _readers(state: BuildState, tensor: ITensor) -> list[ILayer]:
+    if state.readers is None:
+        state.readers = {}
+        for i in range(state.network.num_layers):
+            layer = state.network.get_layer(i)
+            for t in layer._inputs:
+                if t is not None:
+                    state.readers.setdefault(id(t), []).append(layer)
+    return state.readers.get(id(tensor), [])
+
+
+def _reads_int8(layer: ILayer, tensor: ITensor, calibrated: Mapping[str, float]) -> bool:
+    """Whether standard ``layer`` will read ``tensor`` as INT8 (an INT8 kernel with all its scales)."""
+    if isinstance(layer, (IPluginV2Layer, IPluginV3Layer)):
+        return False
+    try:
+        op = layer.to_operator()
+    except PlugrtError:
+        return False
+    positions = int8_positions(op, len(layer._inputs))
+    if positions is None:
+        return False
+    scales = [tensor_scale(t, calibrated) for t in layer._inputs]
+    return all(scales[p] is not None for p in positions) and any(layer._inputs[p] is tensor for p in positions)
+
+
+def int8_form(
+    state: BuildState, layer: ILayer, op: Operator, sources: list[int]
+) -> tuple[Operator, tuple[int, ...], float | None]:
+    """(operator, inputs read as INT8, output scale or None) for ``layer``: its INT8 form where it has one."""
+    if not state.int8 or layer.num_outputs != 1 or int8_positions(op, len(sources)) is None:
+        return op, (), None
+    out = layer.get_output(0)
+    out_scale = tensor_scale(out, state.calibrated)
+    readers = _readers(state, out)
+    if out.is_network_output or not readers or not all(_reads_int8(r, out, state.calibrated) for r in readers):
+        out_scale = None
+    new = int8_operator(op, [state.scales.get(s) for s in sources], out_scale)
+    if new is None:
+        return op, (), None
+    state.logger.emit(
+        Severity.VERBOSE,
+        f"layer {layer.name!r} runs in INT8 ({new.kind}, output {'INT8' if out_scale else 'FLOAT'})",
+    )
+    return new, int8_positions(op, len(sources)) or (), out_scale

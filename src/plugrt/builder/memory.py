@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..backends.base import ALIGNMENT
+from ..engine.plan import ProfilePlan, tensor_max_bytes
 
-__all__ = ["ALIGNMENT", "Block", "align", "plan_memory"]
+if TYPE_CHECKING:
+    from .state import BuildState
+
+__all__ = ["ALIGNMENT", "Block", "align", "memory_plans", "plan_memory"]
 
 
 def align(size: int, alignment: int = ALIGNMENT) -> int:
@@ -55,3 +60,54 @@ def plan_memory(blocks: Sequence[Block]) -> tuple[int, dict[Hashable, int]]:
         offsets[block.key] = offset
         arena = max(arena, offset + size)
     return arena, offsets
+
+
+def memory_plans(state: BuildState) -> list[ProfilePlan]:
+    """Each profile's arena: tensors by lifetime (in-place outputs in their input's memory) and workspaces."""
+    last_use: dict[int, int] = {}
+    producer: dict[int, int] = {}
+    for step, layer in enumerate(state.layers):
+        for i in layer.inputs + layer.shape_inputs:
+            last_use[i] = step
+        for o in layer.outputs:
+            producer[o] = step
+    end = len(state.layers)
+
+    def root(index: int) -> int:  # in-place outputs live in the memory of the input they overwrite
+        while index in state.shares:
+            index = state.shares[index]
+        return index
+
+    plans = []
+    for profile in state.profiles:
+        lifetimes: dict[int, tuple[int, int, int]] = {}
+        for index, tensor in enumerate(state.tensors):
+            data_dependent = any(d.symbols() - set(profile.low) for d in tensor.shape)
+            if tensor.role == "input" or (tensor.role == "output" and not data_dependent):
+                continue
+            nbytes = tensor_max_bytes(tensor, profile.low, profile.high)
+            start = 0 if tensor.role == "constant" else producer.get(index, 0)
+            stop = end if tensor.role in ("constant", "output") else last_use.get(index, start)
+            owner = root(index)
+            if owner in lifetimes:
+                size, first, last = lifetimes[owner]
+                lifetimes[owner] = (max(size, nbytes), min(first, start), max(last, stop))
+            else:
+                lifetimes[owner] = (nbytes, start, stop)
+        blocks = [Block(("t", index), size, start, stop) for index, (size, start, stop) in lifetimes.items()]
+        for step, layer in enumerate(state.layers):
+            if layer.workspace:
+                blocks.append(Block(("w", step), layer.workspace, step, step))
+        arena, offsets = plan_memory(blocks)
+        tensor_offsets = {k[1]: v for k, v in offsets.items() if isinstance(k, tuple) and k[0] == "t"}
+        for member in state.shares:
+            tensor_offsets[member] = tensor_offsets[root(member)]
+        plans.append(
+            ProfilePlan(
+                profile.shapes,
+                arena,
+                tensor_offsets,
+                {k[1]: v for k, v in offsets.items() if isinstance(k, tuple) and k[0] == "w"},
+            )
+        )
+    return plans

@@ -191,7 +191,8 @@ class ICudaEngine(DeprecatedContextManager):
         if layer.is_plugin:
             adapter = self.adapters[index]
             return PluginNode.for_context(adapter, adapter.attach(self.plugins[index], resource_context))
-        op = create_operator(layer.kind, layer.params, {name: self.plan.weights[k] for name, k in layer.weights.items()})
+        weights = {name: self.plan.weights[key] for name, key in layer.weights.items()}
+        op = create_operator(layer.kind, layer.params, weights)
         op.name = layer.name
         op.xp = self.backend.xp
         return op

@@ -21,7 +21,16 @@ from ..shape.builder import constant, operation, symbol
 from ..shape.expr import DimensionOperation, IDimensionExpr
 from .plan_format import PlanContents, PluginRecord, decode_plan, encode_plan
 
-__all__ = ["PLUGIN_KIND", "EnginePlan", "ExprTable", "LayerPlan", "ProfilePlan", "TensorPlan", "decode_expr", "encode_expr"]
+__all__ = [
+    "PLUGIN_KIND",
+    "EnginePlan",
+    "ExprTable",
+    "LayerPlan",
+    "ProfilePlan",
+    "TensorPlan",
+    "decode_expr",
+    "encode_expr",
+]
 
 ProfileShapes = dict[str, tuple[Dims, Dims, Dims]]
 #: The layer kind of plugin layers.
