@@ -33,6 +33,15 @@ def _parse() -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=3, help="runs per block")
     parser.add_argument("--cache", default=os.path.expanduser("~/.cache/plugrt-real-models"), help="export cache")
     parser.add_argument("--list", action="store_true", help="list the models and exit")
+    parser.add_argument(
+        "--clock",
+        choices=("wall", "thread"),
+        default="wall",
+        help="wall time, or the calling thread's CPU time (with --threads 1: steady on a loaded machine)",
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="per-layer profile of plugrt at batch 1 (by layer kind) instead of timing"
+    )
     return parser.parse_args()
 
 
@@ -413,11 +422,12 @@ def _fit_profile(path: str, shapes: dict[str, Any]) -> dict[str, Any]:
 
 
 def _fastest(run: Callable[[], Any], runs: int) -> float:
+    clock = time.thread_time if ARGS is not None and ARGS.clock == "thread" else time.perf_counter
     best = math.inf
     for _ in range(runs):
-        start = time.perf_counter()
+        start = clock()
         run()
-        best = min(best, time.perf_counter() - start)
+        best = min(best, clock() - start)
     return best
 
 
@@ -462,6 +472,60 @@ def measure(model: Model, cache: str, threads: int, blocks: int, runs: int) -> d
     return row
 
 
+def _layer_kind(info: dict[str, Any]) -> str:
+    kind = str(info.get("kind", "?"))
+    params = info.get("params") or {}
+    if kind == "convolution":
+        group, maps = int(params.get("group", 1)), int(params.get("num_output_maps", 0))
+        shape = "x".join(str(k) for k in params.get("kernel_shape", ()))
+        flavour = "depthwise" if group > 1 and group == maps else ("grouped" if group > 1 else "dense")
+        return f"convolution {flavour} {shape}"
+    return kind
+
+
+def profile(model: Model, cache: str, runs: int) -> None:
+    """Print where plugrt's time goes at batch 1: milliseconds per run by layer kind, and the slowest layers."""
+    from plugrt import IProfiler
+    from plugrt.onnx.compile import compile as compile_model
+
+    path = model.source(cache)
+    compiled = compile_model(path, shapes=_fit_profile(path, model.shapes) or None)
+    inspector = compiled.engine.create_engine_inspector()
+    kinds = {}
+    for index in range(compiled.engine.num_layers):
+        info = inspector.layer_info(index)
+        kinds[info["name"]] = _layer_kind(info)
+
+    class Totals(IProfiler):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers: dict[str, float] = {}
+
+        def report_layer_time(self, layer_name: str, ms: float) -> None:
+            self.layers[layer_name] = self.layers.get(layer_name, 0.0) + ms
+
+    feeds = _feeds_for(model, path, 1)
+    compiled(**feeds)
+    totals = Totals()
+    compiled.context.profiler = totals
+    start = time.perf_counter()
+    for _ in range(runs):
+        compiled(**feeds)
+    wall = (time.perf_counter() - start) * 1e3 / runs
+    compiled.context.profiler = None
+    by_kind: dict[str, list[float]] = {}
+    for name, ms in totals.layers.items():
+        entry = by_kind.setdefault(kinds.get(name, "?"), [0.0, 0])
+        entry[0] += ms / runs
+        entry[1] += 1
+    layered = sum(v[0] for v in by_kind.values())
+    print(f"## {model.name}: {wall:.1f} ms a run, {layered:.1f} ms in layers ({len(totals.layers)} layers)")
+    for kind, (ms, count) in sorted(by_kind.items(), key=lambda kv: -kv[1][0])[:12]:
+        print(f"  {ms:8.2f} ms {100 * ms / max(layered, 1e-9):5.1f}%  {count:4d}x  {kind}")
+    slowest = sorted(totals.layers.items(), key=lambda kv: -kv[1])[:5]
+    print("  slowest: " + ", ".join(f"{name} [{kinds.get(name, '?')}] {ms / runs:.2f} ms" for name, ms in slowest))
+
+
 def _cell(row: dict[str, Any], label: str) -> str:
     value = row.get(label)
     if not isinstance(value, tuple):
@@ -477,9 +541,13 @@ def main() -> None:
         print(" ".join(m.name for m in models))
         return
     chosen = [m for m in models if ARGS.models is None or m.name in ARGS.models]
+    if ARGS.profile:
+        for model in chosen:
+            profile(model, ARGS.cache, ARGS.runs)
+        return
     print(
         f"# {platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-        f"threads {ARGS.threads}, load {os.getloadavg()[0]:.2f}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+        f"threads {ARGS.threads}, clock {ARGS.clock}, load {os.getloadavg()[0]:.2f}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
     )
     rows = []
     for model in chosen:

@@ -106,6 +106,18 @@ def test_cells_match_onnxruntime(cell: str, direction: str, variant: str) -> Non
         ("RNN", "forward", {"activations": ["ThresholdedRelu"], "activation_alpha": [0.2]}),
         ("RNN", "reverse", {"activations": ["Softplus"]}),
         ("RNN", "forward", {"activations": ["Relu"]}),
+        (
+            "LSTM",
+            "bidirectional",
+            {
+                "activations": ["Sigmoid", "Tanh", "Tanh", "HardSigmoid", "Tanh", "Softsign"],
+                "activation_alpha": [0.3],
+                "activation_beta": [0.4],
+                "lengths": True,
+            },
+        ),
+        ("GRU", "bidirectional", {"activations": ["Sigmoid", "Tanh", "Sigmoid", "Relu"], "peepholes": False}),
+        ("LSTM", "bidirectional", {"peepholes": True, "clip": 0.7}),
     ],
 )
 def test_cell_attributes_match_onnxruntime(cell: str, direction: str, options: dict[str, Any]) -> None:
@@ -119,6 +131,36 @@ def test_cell_attributes_match_onnxruntime(cell: str, direction: str, options: d
 def test_batch_first_layout_matches_the_reference(cell: str) -> None:
     model, feeds = cell_model(cell, "bidirectional", layout=1, initial=True, seed=3)
     assert_close(Compiled(model)(feeds), reference(model, feeds))
+
+
+def _with_lengths(cell: str, lens: list[int]) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    model, feeds = cell_model(cell, "bidirectional", lengths=True, initial=True, seed=2)
+    for tensor in model.graph.initializer:
+        if tensor.name == "lens":
+            tensor.CopyFrom(onnx.numpy_helper.from_array(np.array(lens, np.int32), "lens"))
+    return model, feeds
+
+
+@pytest.mark.parametrize("cell", sorted(GATES))
+@pytest.mark.parametrize("lens", [[T, T, T], [1, T, 2]])
+def test_sequence_lengths_full_or_short(cell: str, lens: list[int]) -> None:
+    """Lengths that all cover the sequence run unmasked; shorter ones keep their state past their end."""
+    model, feeds = _with_lengths(cell, lens)
+    assert_close(Compiled(model)(feeds), onnxruntime_outputs(model, feeds))
+
+
+@pytest.mark.parametrize("cell", sorted(GATES))
+def test_an_entry_of_length_zero_outputs_zeros_and_keeps_its_initial_state(cell: str) -> None:
+    # onnxruntime zeroes the final state of such an entry instead; ONNX leaves it open
+    model, feeds = _with_lengths(cell, [0, T, 2])
+    got = Compiled(model)(feeds)
+    want = onnxruntime_outputs(model, feeds)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=2e-6)
+    assert not got[0][:, :, 0].any()
+    initial = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    for final, theirs, name in zip(got[1:], want[1:], ["h0", "c0"]):
+        np.testing.assert_array_equal(final[:, 0], initial[name][:, 0])
+        np.testing.assert_allclose(final[:, 1:], theirs[:, 1:], rtol=1e-5, atol=2e-6)
 
 
 def test_only_the_requested_outputs_are_bound() -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.errors import NetworkError
 from ..core.types import DataType
 from .base import Operator, register_operator
 from .elementwise import FLOAT_TYPES, expect_inputs
@@ -21,7 +22,7 @@ from .params import param
 from .shared_rules import SameShape, expect_type
 from .unary import erf
 
-__all__ = ["ActivationOperator"]
+__all__ = ["ActivationOperator", "activation_kernel"]
 
 Kernel = Callable[[Any, Any, Any, float, float], None]
 
@@ -30,9 +31,21 @@ def _relu(xp: Any, x: Any, out: Any, alpha: float, beta: float) -> None:
     xp.maximum(x, 0, out=out)
 
 
+#: exp(-x) is finite in float32 for x above this; below it the sigmoid is under 1e-38 and stays there
+_SIGMOID_FLOOR = -88.0
+
+
 def _sigmoid(xp: Any, x: Any, out: Any, alpha: float, beta: float) -> None:
-    # 0.5 * (1 + tanh(x / 2)) never overflows, unlike 1 / (1 + exp(-x)).
-    out[...] = 0.5 * (1.0 + xp.tanh(0.5 * x))
+    # 1 / (1 + exp(-x)) in place, accurate in both tails (relative error a few ulp), with x clamped
+    # so exp(-x) never overflows; a HALF output is rounded once from FLOAT
+    work = out if out.dtype == x.dtype else xp.empty_like(x)
+    xp.maximum(x, _SIGMOID_FLOOR, out=work)
+    xp.negative(work, out=work)
+    xp.exp(work, out=work)
+    xp.add(work, 1.0, out=work)
+    xp.reciprocal(work, out=work)
+    if work is not out:
+        out[...] = work
 
 
 def _tanh(xp: Any, x: Any, out: Any, alpha: float, beta: float) -> None:
@@ -106,6 +119,15 @@ _KERNELS: dict[str, Kernel] = {
     "GELU_ERF": _gelu_erf,
     "GELU_TANH": _gelu_tanh,
 }
+
+
+def activation_kernel(name: str) -> Kernel:
+    """The in-place kernel ``kernel(xp, x, out, alpha, beta)`` of an activation type name (e.g. ``"SIGMOID"``)."""
+    if name not in _KERNELS:
+        raise NetworkError(f"activation: unknown type {name!r}; valid: {', '.join(_KERNELS)}")
+    return _KERNELS[name]
+
+
 _RELU_TYPES = FLOAT_TYPES | {DataType.INT32, DataType.INT64}
 
 

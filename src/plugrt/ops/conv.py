@@ -1,6 +1,6 @@
 """N-D convolution (ONNX Conv): groups, strides, dilations, explicit or automatic padding, bias.
 
-The CPU strategy is im2col plus one batched matrix multiply: the kernel is
+The general strategy is im2col plus one batched matrix multiply: the kernel is
 packed at build time as ``[group, M / group, C / group * prod(kernel)]``
 (:func:`pack_conv_kernel`); each run copies one strided slice of the input per
 kernel tap into a column buffer ``[N, C, prod(kernel), *out]`` and multiplies.
@@ -10,6 +10,13 @@ the input, and the rest of its columns stay zero from when the buffer was made
 each operator owns its buffer, so nothing else writes there). A 1x1
 kernel with unit strides and no padding multiplies the input directly. HALF
 inputs are computed in FLOAT and rounded once into the output.
+
+Depthwise convolutions (every group reads one input channel) on NumPy whose
+column buffer would outgrow the cache (``TAPS_MIN_COLUMN_BYTES``) skip im2col:
+:class:`~plugrt.ops.conv_taps.DepthwiseTaps` sums the kernel taps as
+multiply-adds over contiguous slices, in a buffer the size of the padded input
+instead of ``prod(kernel)`` times it. On smaller maps im2col's copies plus
+one product per channel cost less than two passes per tap, and it stays.
 """
 
 from __future__ import annotations
@@ -25,12 +32,17 @@ from ..core.types import DataType
 from ..shape import constant
 from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .blas_threads import blas_threads_for
+from .conv_taps import DepthwiseTaps
 from .elementwise import label
 from .products import matmul_into
 from .shared_rules import expect_float_inputs
 from .spatial import Window, kernel_taps
 
-__all__ = ["ConvolutionOperator", "pack_conv_kernel"]
+__all__ = ["TAPS_MIN_COLUMN_BYTES", "ConvolutionOperator", "pack_conv_kernel"]
+
+#: a depthwise convolution whose im2col buffer would be at least this large sums taps instead (measured
+#: on MobileNetV2's and PP-OCR's layers: the tap sums win from ~10 MB of columns, lose below ~3 MB)
+TAPS_MIN_COLUMN_BYTES = 4 << 20
 
 
 def pack_conv_kernel(kernel: np.ndarray, group: int) -> np.ndarray:
@@ -82,6 +94,8 @@ class ConvolutionOperator(Operator):
         #: (array module, column buffer as [N, group, rows, positions], [(tap's view of it, input index)])
         self._bound: tuple[Any, Any, list[tuple[Any, tuple[Any, ...]]]] | None = None
         self._bias: np.ndarray | None = None
+        #: the tap-sum plan of a depthwise convolution (NumPy runs), else None
+        self._depthwise: DepthwiseTaps | None = None
         if self.has_bias and "bias" in self.weights:
             self._bias = np.asarray(self.weights["bias"], dtype=np.float32).reshape(-1, 1)
 
@@ -127,8 +141,12 @@ class ConvolutionOperator(Operator):
         self._plan = []
         self._bound = None
         self._cols_shape = None
+        self._depthwise = None
         if not pointwise:
             self._plan_taps(x_shape, out_shape, begins)
+            columns = 4 * math.prod(self._cols_shape or ())
+            if x_shape[1] == self.group and math.prod(out_shape) > 0 and columns >= TAPS_MIN_COLUMN_BYTES:
+                self._depthwise = DepthwiseTaps(w, x_shape, out_shape, begins, self.maps // self.group)
         self._shapes = (x_shape, out_shape)
 
     def _plan_taps(self, x_shape: tuple[int, ...], out_shape: tuple[int, ...], begins: Sequence[int]) -> None:
@@ -166,17 +184,54 @@ class ConvolutionOperator(Operator):
         x, out = inputs[0], outputs[0]
         if self._shapes is None or self._shapes != (x.shape, out.shape):
             self.prepare([a.shape for a in inputs], [out.shape])
-        n = x.shape[0]
         if "kernel" in self.weights:
             kernel = self.weight("kernel", xp)
         else:
             kernel = inputs[1].reshape(self.group, self.maps // self.group, -1)
             if kernel.dtype != np.float32:
                 kernel = kernel.astype(np.float32)
-        cols = self._columns(x, xp)
         target = out
         if out.dtype != np.float32:
             target = self.scratch("acc", out.shape, np.float32, xp)
+        if self._depthwise is not None and xp is np:
+            self._run_depthwise(inputs, kernel, target)
+        else:
+            self._run_im2col(inputs, kernel, target, xp)
+        if target is not out:
+            xp.copyto(out, target, casting="unsafe")
+
+    def _bias_input(self, inputs: Sequence[Any], xp: Any) -> Any:
+        """The bias as ``[M, 1]`` float32 in ``xp``'s memory, or None without one."""
+        if not self.has_bias:
+            return None
+        if self._bias is not None:
+            return self.on_device("bias", self._bias, xp)
+        return inputs[-1].astype(np.float32).reshape(-1, 1)
+
+    def _activate(self, target: Any, xp: Any) -> None:
+        """The fused activation, in place."""
+        if self.activation == "RELU":
+            xp.maximum(target, 0, out=target)
+        elif self.activation == "CLIP":  # as the activation layer: max(alpha, min(beta, x))
+            xp.minimum(target, self.activation_range[1], out=target)
+            xp.maximum(target, self.activation_range[0], out=target)
+
+    def _run_depthwise(self, inputs: Sequence[Any], kernel: np.ndarray, target: np.ndarray) -> None:
+        plan = self._depthwise
+        assert plan is not None
+        bias = self._bias_input(inputs, np)
+        plan.run(
+            inputs[0],
+            plan.weight_rows(kernel),
+            None if bias is None else plan.bias_rows(bias),
+            target,
+            lambda block: self._activate(block, np),
+        )
+
+    def _run_im2col(self, inputs: Sequence[Any], kernel: Any, target: Any, xp: Any) -> None:
+        x = inputs[0]
+        n = x.shape[0]
+        cols = self._columns(x, xp)
         grouped = target.reshape(n, self.group, self.maps // self.group, -1)
         if xp is np:
             with blas_threads_for(2.0 * kernel.size * cols.shape[-1] * n):
@@ -185,17 +240,8 @@ class ConvolutionOperator(Operator):
             matmul_into(xp, kernel, cols, grouped)
         if self.uniform:
             grouped[:, :, 1:] = grouped[:, :, :1]
-        if self.has_bias:
-            if self._bias is not None:
-                bias = self.on_device("bias", self._bias, xp)
-            else:
-                bias = inputs[-1].astype(np.float32).reshape(-1, 1)
+        bias = self._bias_input(inputs, xp)
+        if bias is not None:
             flat = target.reshape(n, self.maps, -1)
             xp.add(flat, bias, out=flat)
-        if self.activation == "RELU":
-            xp.maximum(target, 0, out=target)
-        elif self.activation == "CLIP":  # as the activation layer: max(alpha, min(beta, x))
-            xp.minimum(target, self.activation_range[1], out=target)
-            xp.maximum(target, self.activation_range[0], out=target)
-        if target is not out:
-            xp.copyto(out, target, casting="unsafe")
+        self._activate(target, xp)

@@ -25,13 +25,13 @@ from .base import InputShapes, InputValues, Operator, ShapeExprs, register_opera
 from .blas_threads import blas_threads_for
 from .elementwise import FLOAT_TYPES, label
 from .params import param
+from .recurrent_steps import GATES, CellSpec, run_cells
 from .rnn_activations import activation_functions
 
 __all__ = ["RECURRENT_INPUTS", "RecurrentOperator"]
 
 #: ONNX's input names, in order; ``params["inputs"]`` lists the ones given.
 RECURRENT_INPUTS = ("X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P")
-_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 _DEFAULT_ACTIVATIONS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"], "RNN": ["Tanh"]}
 _DIRECTIONS = {"forward": 1, "reverse": 1, "bidirectional": 2}
 
@@ -43,7 +43,7 @@ class RecurrentOperator(Operator):
     ``linear_before_reset`` (GRU) and ``input_forget`` (LSTM)."""
 
     kind = "recurrent"
-    cell: str = param(choices=_GATES)
+    cell: str = param(choices=GATES)
     direction: str = param(default="forward", choices=_DIRECTIONS)
     hidden_size: int | None = param(int, default=None)
     layout: int = param(int, default=0)
@@ -74,6 +74,14 @@ class RecurrentOperator(Operator):
             [float(b) for b in self.params.get("activation_beta", [])],
         )
         self.functions = [functions[d * per_direction : (d + 1) * per_direction] for d in range(self.num_directions)]
+        self._spec = CellSpec(
+            self.cell,
+            tuple(self.direction == "reverse" or d == 1 for d in range(self.num_directions)),
+            tuple(tuple(f) for f in self.functions),
+            self.clip,
+            self.linear_before_reset,
+            self.input_forget,
+        )
 
     @property
     def num_outputs(self) -> int:
@@ -120,111 +128,45 @@ class RecurrentOperator(Operator):
         if self.layout:
             x = x.transpose(1, 0, 2)
         steps, batch = x.shape[0], x.shape[1]
-        hidden = given["R"].shape[2]
         work = xp.float32 if x.dtype == np.float16 else x.dtype
-        x = x.astype(work, copy=False)
+        x = xp.ascontiguousarray(x, dtype=work)
+        w, r = (given[name].astype(work, copy=False) for name in ("W", "R"))
+        hidden = r.shape[2]
         lens = given.get("sequence_lens")
-        lengths = xp.full(batch, steps, dtype=xp.int64) if lens is None else lens.astype(xp.int64).reshape(batch)
-        y = xp.zeros((steps, self.num_directions, batch, hidden), dtype=work)
-        finals: list[list[Any]] = []
-        for d in range(self.num_directions):
-            reverse = self.direction == "reverse" or d == 1
-            state = self._initial_states(given, d, batch, hidden, work, xp)
-            sequence = _reverse_each(xp, x, lengths) if reverse else x
-            out_steps, state = self._direction(given, d, sequence, lengths, state, work, xp)
-            y[:, d] = _reverse_each(xp, out_steps, lengths) if reverse else out_steps
-            finals.append(state)
+        lengths = None
+        if lens is not None:
+            lengths = lens.astype(xp.int64).reshape(batch)
+            if bool((lengths >= steps).all()):
+                lengths = None  # every entry runs every step: no masking
+        states = [self._initial_state(given, name, batch, hidden, work, xp) for name in self._state_names]
+        peepholes = given.get("P")
+        bias = given.get("B")
+        with blas_threads_for(2.0 * batch * r[0].size) if xp is np else contextlib.nullcontext():
+            y, finals = run_cells(
+                self._spec,
+                x,
+                w,
+                r,
+                None if bias is None else bias.astype(work, copy=False),
+                lengths,
+                states,
+                None if peepholes is None else peepholes.astype(work, copy=False),
+                xp,
+            )
         self._write_outputs(outputs, y, finals)
 
-    def _initial_states(self, given: dict[str, Any], d: int, batch: int, hidden: int, work: Any, xp: Any) -> list[Any]:
-        states = []
-        for name in ("initial_h", "initial_c") if self.cell == "LSTM" else ("initial_h",):
-            value = given.get(name)
-            if value is None:
-                states.append(xp.zeros((batch, hidden), dtype=work))
-            else:
-                states.append((value[:, d] if self.layout else value[d]).astype(work))
-        return states
+    @property
+    def _state_names(self) -> tuple[str, ...]:
+        return ("initial_h", "initial_c") if self.cell == "LSTM" else ("initial_h",)
 
-    def _direction(
-        self, given: dict[str, Any], d: int, x: Any, lengths: Any, state: list[Any], work: Any, xp: Any
-    ) -> tuple[Any, list[Any]]:
-        gates = _GATES[self.cell]
-        w, r = given["W"][d].astype(work, copy=False), given["R"][d].astype(work, copy=False)
-        hidden = r.shape[1]
-        bias = given.get("B")
-        b = xp.zeros(2 * gates * hidden, dtype=work) if bias is None else bias[d].astype(work)
-        wb, rb = b[: gates * hidden], b[gates * hidden :]
-        # every step's input projection in one product
-        with blas_threads_for(2.0 * x.shape[0] * x.shape[1] * w.size) if xp is np else contextlib.nullcontext():
-            projected = x @ w.T + wb
-        step_fn = {"LSTM": self._lstm_step, "GRU": self._gru_step, "RNN": self._rnn_step}[self.cell]
-        functions = self.functions[d]
-        peep = given.get("P")
-        extra = {"r": r, "rb": rb, "functions": functions, "p": None if peep is None else peep[d].astype(work)}
-        out = xp.zeros((x.shape[0], x.shape[1], hidden), dtype=work)
-        # each step's product is small: one BLAS thread (see ops/blas_threads.py)
-        with blas_threads_for(2.0 * x.shape[1] * r.size) if xp is np else contextlib.nullcontext():
-            for t in range(x.shape[0]):
-                new_state = step_fn(projected[t], state, extra, xp)
-                active = (t < lengths).reshape(-1, 1)
-                state = [xp.where(active, new, old) for new, old in zip(new_state, state)]
-                out[t] = xp.where(active, new_state[0], 0)
-        return out, state
+    def _initial_state(self, given: dict[str, Any], name: str, batch: int, hidden: int, work: Any, xp: Any) -> Any:
+        value = given.get(name)
+        if value is None:
+            return xp.zeros((self.num_directions, batch, hidden), dtype=work)
+        return xp.array(value.transpose(1, 0, 2) if self.layout else value, dtype=work)  # a copy: stepped in place
 
-    def _clip(self, value: Any, xp: Any) -> Any:
-        return value if self.clip is None else xp.clip(value, -self.clip, self.clip)
-
-    def _rnn_step(self, xw: Any, state: list[Any], extra: dict[str, Any], xp: Any) -> list[Any]:
-        (f,) = extra["functions"]
-        return [f(self._clip(xw + state[0] @ extra["r"].T + extra["rb"], xp))]
-
-    def _gru_step(self, xw: Any, state: list[Any], extra: dict[str, Any], xp: Any) -> list[Any]:
-        f, g = extra["functions"]
-        h_prev = state[0]
-        r, rb = extra["r"], extra["rb"]
-        size = h_prev.shape[1]
-        rz, rr, rh = r[:size], r[size : 2 * size], r[2 * size :]
-        bz, br, bh = rb[:size], rb[size : 2 * size], rb[2 * size :]
-        z = f(self._clip(xw[:, :size] + h_prev @ rz.T + bz, xp))
-        reset = f(self._clip(xw[:, size : 2 * size] + h_prev @ rr.T + br, xp))
-        if self.linear_before_reset:
-            candidate = xw[:, 2 * size :] + reset * (h_prev @ rh.T + bh)
-        else:
-            candidate = xw[:, 2 * size :] + (reset * h_prev) @ rh.T + bh
-        h = g(self._clip(candidate, xp))
-        return [(1 - z) * h + z * h_prev]
-
-    def _lstm_step(self, xw: Any, state: list[Any], extra: dict[str, Any], xp: Any) -> list[Any]:
-        f, g, h_fn = extra["functions"]
-        h_prev, c_prev = state
-        size = h_prev.shape[1]
-        pre = xw + h_prev @ extra["r"].T + extra["rb"]
-        p = extra["p"]
-        pi, po, pf = (0, 0, 0) if p is None else (p[:size], p[size : 2 * size], p[2 * size :])
-        i = f(self._clip(pre[:, :size] + pi * c_prev, xp))
-        if self.input_forget:
-            forget = 1 - i
-        else:
-            forget = f(self._clip(pre[:, 2 * size : 3 * size] + pf * c_prev, xp))
-        c = forget * c_prev + i * g(self._clip(pre[:, 3 * size :], xp))
-        o = f(self._clip(pre[:, size : 2 * size] + po * c, xp))
-        return [o * h_fn(c), c]
-
-    def _write_outputs(self, outputs: Sequence[Any], y: Any, finals: list[list[Any]]) -> None:
+    def _write_outputs(self, outputs: Sequence[Any], y: Any, finals: list[Any]) -> None:
         outputs[0][...] = y.transpose(2, 0, 1, 3) if self.layout else y
-        for k, out in enumerate(outputs[1:]):
-            for d, state in enumerate(finals):
-                if self.layout:
-                    out[:, d] = state[k]
-                else:
-                    out[d] = state[k]
+        for out, state in zip(outputs[1:], finals):
+            out[...] = state.transpose(1, 0, 2) if self.layout else state
 
-
-def _reverse_each(xp: Any, x: Any, lengths: Any) -> Any:
-    """Reverse the first ``lengths[b]`` steps of each batch entry ``b`` of ``x`` ([steps, batch, ...])."""
-    steps = x.shape[0]
-    time = xp.arange(steps).reshape(steps, 1)
-    source = xp.where(time < lengths.reshape(1, -1), lengths.reshape(1, -1) - 1 - time, time)
-    index = source.reshape(source.shape + (1,) * (x.ndim - 2))
-    return xp.take_along_axis(x, xp.broadcast_to(index, x.shape), axis=0)

@@ -10,46 +10,51 @@ and ThresholdedRelu's missing values; give them explicitly to agree with both.)
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from ..core.errors import NetworkError
+from .activation import activation_kernel
 
-__all__ = ["ACTIVATIONS", "activation_functions"]
+__all__ = ["ACTIVATIONS", "Activation", "activation_functions"]
 
-Activation = Callable[[Any], Any]
+#: ONNX's recurrent activation names (lower case) as activation layer types; Affine has none
+_LAYER_TYPES = {
+    "relu": "RELU",
+    "tanh": "TANH",
+    "sigmoid": "SIGMOID",
+    "leakyrelu": "LEAKY_RELU",
+    "thresholdedrelu": "THRESHOLDED_RELU",
+    "scaledtanh": "SCALED_TANH",
+    "hardsigmoid": "HARD_SIGMOID",
+    "elu": "ELU",
+    "softsign": "SOFTSIGN",
+    "softplus": "SOFTPLUS",
+}
 
 
-def _sigmoid(x: Any) -> Any:
-    # Split by sign so exp never overflows.
-    positive = x >= 0
-    z = np.exp(np.where(positive, -x, x))
-    return np.where(positive, 1 / (1 + z), z / (1 + z))
+def _affine(xp: Any, x: Any, out: Any, alpha: float, beta: float) -> None:
+    xp.multiply(x, alpha, out=out)
+    xp.add(out, beta, out=out)
+
+
+@dataclass(frozen=True)
+class Activation:
+    """``f(xp, x, out)`` writes the activation of ``x`` into ``out`` (which may be ``x``); equal when the
+    kernel, alpha and beta are."""
+
+    kernel: Callable[[Any, Any, Any, float, float], None]
+    alpha: float
+    beta: float
+
+    def __call__(self, xp: Any, x: Any, out: Any) -> None:
+        self.kernel(xp, x, out, self.alpha, self.beta)
 
 
 def _make(name: str, alpha: float, beta: float) -> Activation:
-    if name == "relu":
-        return lambda x: np.maximum(x, 0)
-    if name == "tanh":
-        return np.tanh
-    if name == "sigmoid":
-        return _sigmoid
-    if name == "affine":
-        return lambda x: alpha * x + beta
-    if name == "leakyrelu":
-        return lambda x: np.where(x >= 0, x, alpha * x)
-    if name == "thresholdedrelu":
-        return lambda x: np.where(x > alpha, x, 0)
-    if name == "scaledtanh":
-        return lambda x: alpha * np.tanh(beta * x)
-    if name == "hardsigmoid":
-        return lambda x: np.clip(alpha * x + beta, 0, 1)
-    if name == "elu":
-        return lambda x: np.where(x >= 0, x, alpha * (np.exp(np.minimum(x, 0)) - 1))
-    if name == "softsign":
-        return lambda x: x / (1 + np.abs(x))
-    return lambda x: np.logaddexp(0, x).astype(x.dtype)  # softplus
+    if name == "softplus":  # the layer's softplus is alpha * log(1 + exp(beta * x))
+        alpha, beta = 1.0, 1.0
+    return Activation(_affine if name == "affine" else activation_kernel(_LAYER_TYPES[name]), alpha, beta)
 
 
 #: lower-case name -> (takes alpha, takes beta, default alpha, default beta)
@@ -69,7 +74,8 @@ ACTIVATIONS: dict[str, tuple[bool, bool, float, float]] = {
 
 
 def activation_functions(names: Sequence[str], alphas: Sequence[float], betas: Sequence[float]) -> list[Activation]:
-    """One callable per name; unknown names raise :class:`NetworkError` listing the valid ones."""
+    """One in-place callable per name (the activation layer's kernels); unknown names raise
+    :class:`NetworkError` listing the valid ones. Equal names with equal alpha and beta give equal callables."""
     functions: list[Activation] = []
     alpha_iter, beta_iter = iter(alphas), iter(betas)
     for name in names:
