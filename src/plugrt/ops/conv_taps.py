@@ -13,7 +13,8 @@ width (the columns past the output width are discarded), which makes every tap
 ``acc += plane[:, offset : offset + L] * w[:, t]`` over contiguous memory. The
 padding and a guard tail stay zero from when the planes were made. Rows are
 processed in blocks that stay in the cache; the bias and the fused activation are
-applied per block while it is hot.
+applied per block while it is hot. Large layers share the blocks between two
+threads when a core is free (``host_threads.py``).
 
 Numerics: float32 sums in tap order (kernel row-major), as im2col's products
 do up to the summation order: within a few float32 ulps of a float64 reference.
@@ -28,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from .host_threads import in_two_parts
 from .spatial import Window
 
 __all__ = ["DepthwiseTaps"]
@@ -86,8 +88,8 @@ class DepthwiseTaps:
         self.block = max(1, min(self.rows, BLOCK_ELEMENTS // max(self.length, 1)))
         self._phases: np.ndarray | None = None
         self._views: list[np.ndarray] = []
-        self._acc = np.empty((self.block, self.length), np.float32)
-        self._tmp = np.empty_like(self._acc)
+        #: per part (two threads may share the blocks, see host_threads.py): accumulator and product
+        self._scratch = [np.empty((2, self.block, self.length), np.float32) for _ in range(2)]
         #: (kernel the rows were made from, its rows as [multiplier, taps, rows, 1]); the same for the bias
         self._weights: tuple[Any, np.ndarray] | None = None
         self._bias: tuple[Any, np.ndarray] | None = None
@@ -141,23 +143,29 @@ class DepthwiseTaps:
         targets = out.reshape(self.rows, self.multiplier, *self.out_spatial)
         keep = (slice(None), slice(None), *(slice(0, o) for o in self.out_spatial[1:]))
         length = self.length
-        for r0 in range(0, self.rows, self.block):
-            r1 = min(self.rows, r0 + self.block)
-            acc, tmp = self._acc[: r1 - r0], self._tmp[: r1 - r0]
-            for q in range(self.multiplier):
-                first = True
-                for phase, offset, t in self.taps:
-                    source = phases[phase, r0:r1, offset : offset + length]
-                    if first:
-                        np.multiply(source, weights[q, t, r0:r1], out=acc)
-                        first = False
+
+        def blocks(part: int, first: int, stop: int) -> None:
+            scratch = self._scratch[part]
+            for r0 in range(first * self.block, min(stop * self.block, self.rows), self.block):
+                r1 = min(self.rows, r0 + self.block)
+                acc, tmp = scratch[0, : r1 - r0], scratch[1, : r1 - r0]
+                for q in range(self.multiplier):
+                    first_tap = True
+                    for phase, offset, t in self.taps:
+                        source = phases[phase, r0:r1, offset : offset + length]
+                        if first_tap:
+                            np.multiply(source, weights[q, t, r0:r1], out=acc)
+                            first_tap = False
+                        else:
+                            np.multiply(source, weights[q, t, r0:r1], out=tmp)
+                            np.add(acc, tmp, out=acc)
+                    result = acc.reshape(r1 - r0, self.out_spatial[0], *self.planes[1:])[keep]
+                    target = targets[r0:r1, q]
+                    if bias is not None:
+                        np.add(result, bias[q, r0:r1], out=target)
                     else:
-                        np.multiply(source, weights[q, t, r0:r1], out=tmp)
-                        np.add(acc, tmp, out=acc)
-                result = acc.reshape(r1 - r0, self.out_spatial[0], *self.planes[1:])[keep]
-                target = targets[r0:r1, q]
-                if bias is not None:
-                    np.add(result, bias[q, r0:r1], out=target)
-                else:
-                    np.copyto(target, result)
-                finish(target)
+                        np.copyto(target, result)
+                    finish(target)
+
+        blocks_count = -(-self.rows // self.block)
+        in_two_parts(blocks_count, self.rows * self.length * len(self.taps) * self.multiplier, blocks)

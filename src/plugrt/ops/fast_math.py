@@ -11,6 +11,7 @@ P of degree 6 and Q of degree 5, fitted here by iterated least squares on the
 relative error over [0, 3.92]. The evaluation is in float64, so the float32 result
 is within 0.54 ulp of the exact value (onnxruntime's float32 kernel: 0.97 ulp);
 ``tests/unit/test_fast_math.py`` pins both, measured against float64 ``erf``.
+Large arrays are split between two threads when a core is free (``host_threads.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import threading
 from typing import Any
 
 import numpy as np
+
+from .host_threads import in_two_parts
 
 __all__ = ["BLOCK", "erf_into", "gelu_erf_into"]
 
@@ -108,19 +111,23 @@ def _blocks(x: np.ndarray, out: np.ndarray, gelu: bool) -> None:
     source = np.ascontiguousarray(x).reshape(-1)
     contiguous = out.flags.c_contiguous
     target = out.reshape(-1) if contiguous else np.empty(source.shape, out.dtype)
-    s = _scratch()
     scale = math.sqrt(0.5) if gelu else 1.0
-    for start in range(0, source.size, BLOCK):
-        n = min(BLOCK, source.size - start)
-        np.copyto(s.x[:n], source[start : start + n])
-        result = _erf_block(s, n, scale)
-        if gelu:  # 0.5 * x * (1 + erf) = (0.5 * x) * erf + 0.5 * x
-            # Far left, 1 + erf cancels to what the approximation's error leaves: make it exact there.
-            np.less(s.x[:n], -_CLAMP / scale, out=s.mask[:n])
-            np.copyto(result, -1.0, where=s.mask[:n])
-            np.multiply(s.x[:n], 0.5, out=s.t[:n])
-            np.multiply(result, s.t[:n], out=result)
-            np.add(result, s.t[:n], out=result)
-        np.copyto(target[start : start + n], result, casting="same_kind")
+
+    def blocks(part: int, first: int, stop: int) -> None:
+        s = _scratch()  # per thread
+        for start in range(first * BLOCK, min(stop * BLOCK, source.size), BLOCK):
+            n = min(BLOCK, source.size - start)
+            np.copyto(s.x[:n], source[start : start + n])
+            result = _erf_block(s, n, scale)
+            if gelu:  # 0.5 * x * (1 + erf) = (0.5 * x) * erf + 0.5 * x
+                # Far left, 1 + erf cancels to what the approximation's error leaves: make it exact there.
+                np.less(s.x[:n], -_CLAMP / scale, out=s.mask[:n])
+                np.copyto(result, -1.0, where=s.mask[:n])
+                np.multiply(s.x[:n], 0.5, out=s.t[:n])
+                np.multiply(result, s.t[:n], out=result)
+                np.add(result, s.t[:n], out=result)
+            np.copyto(target[start : start + n], result, casting="same_kind")
+
+    in_two_parts(-(-source.size // BLOCK), source.size, blocks)
     if not contiguous:
         out[...] = target.reshape(out.shape)

@@ -1,0 +1,77 @@
+"""Large elementwise and tap-sum kernels split between two threads, with the single thread's results."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from plugrt.ops import conv, host_threads
+from plugrt.ops.conv import ConvolutionOperator, pack_conv_kernel
+from plugrt.ops.fast_math import erf_into, gelu_erf_into
+
+
+@pytest.fixture
+def split(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(host_threads, "MIN_PARALLEL_ELEMENTS", 0)
+
+
+def _parts(count: int, elements: int) -> list[tuple[int, int, int, str]]:
+    seen: list[tuple[int, int, int, str]] = []
+    host_threads.in_two_parts(
+        count, elements, lambda part, a, b: seen.append((part, a, b, threading.current_thread().name))
+    )
+    return sorted(seen)
+
+
+def test_work_is_split_in_two_disjoint_parts_only_when_large(split: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    (first, second) = _parts(5, 10)
+    assert first[:3] == (0, 0, 3) and second[:3] == (1, 3, 5)
+    assert second[3].startswith("plugrt-kernel") and first[3] == threading.current_thread().name
+    assert [p[:3] for p in _parts(1, 10)] == [(0, 0, 1)]  # one item
+    monkeypatch.setattr(host_threads, "MIN_PARALLEL_ELEMENTS", 11)
+    assert [p[:3] for p in _parts(5, 10)] == [(0, 0, 5)]  # too little work
+
+
+def test_an_error_in_the_helper_reaches_the_caller(split: None) -> None:
+    def work(part: int, start: int, stop: int) -> None:
+        if part == 1:
+            raise ValueError(f"items {start}..{stop} failed")
+
+    with pytest.raises(ValueError, match=r"items 2\.\.4 failed"):
+        host_threads.in_two_parts(4, 10, work)
+
+
+def test_the_helper_does_not_wait_on_itself(split: None) -> None:
+    inner: list[list[tuple[int, int, int, str]]] = []
+
+    def work(part: int, start: int, stop: int) -> None:
+        if part == 1:
+            inner.append(_parts(4, 10))  # nested from the helper: one part, inline
+
+    host_threads.in_two_parts(2, 10, work)
+    assert [p[:3] for p in inner[0]] == [(0, 0, 4)]
+
+
+def test_split_kernels_match_the_single_thread(split: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(100_003) * 3).astype(np.float32)
+    kernel = rng.standard_normal((16, 1, 3, 3)).astype(np.float32)
+    images = rng.standard_normal((2, 16, 40, 40)).astype(np.float32)
+    monkeypatch.setattr(conv, "TAPS_MIN_COLUMN_BYTES", 0)
+    results = []
+    for smallest in (0, 1 << 40):
+        monkeypatch.setattr(host_threads, "MIN_PARALLEL_ELEMENTS", smallest)
+        erf, gelu, conv_out = np.empty_like(x), np.empty_like(x), np.empty_like(images)
+        erf_into(x, erf)
+        gelu_erf_into(x, gelu)
+        op = ConvolutionOperator(
+            {"num_output_maps": 16, "kernel_shape": [3, 3], "group": 16, "pads": [1, 1, 1, 1]},
+            {"kernel": pack_conv_kernel(kernel, 16)},
+        )
+        op.run([images], [conv_out])
+        assert op._depthwise is not None and op._depthwise.block < op._depthwise.rows
+        results.append((erf, gelu, conv_out))
+    for split_result, single in zip(*results):
+        np.testing.assert_array_equal(split_result, single)
