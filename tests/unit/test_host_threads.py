@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 
 import numpy as np
@@ -75,3 +77,20 @@ def test_split_kernels_match_the_single_thread(split: None, monkeypatch: pytest.
         results.append((erf, gelu, conv_out))
     for split_result, single in zip(*results):
         np.testing.assert_array_equal(split_result, single)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_gets_its_own_helper(split: None) -> None:
+    assert len(_parts(2, 10)) == 2  # the parent's helper exists
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe
+        signal.alarm(30)  # a child waiting on the parent's (absent) helper thread dies instead of hanging
+        try:
+            os.write(write, str(len(_parts(2, 10))).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(child, 0)
+    assert os.read(read, 8) == b"2"
+    os.close(read)

@@ -24,15 +24,16 @@ __all__ = ["MIN_PARALLEL_ELEMENTS", "in_two_parts"]
 MIN_PARALLEL_ELEMENTS = 1 << 18
 
 _LOCK = threading.Lock()
-_POOL: list[ThreadPoolExecutor] = []
+#: (process id, the helper): a forked child has no helper thread and makes its own
+_POOL: list[tuple[int, ThreadPoolExecutor]] = []
 _LOCAL = threading.local()
 
 
 def _helper() -> ThreadPoolExecutor:
     with _LOCK:
-        if not _POOL:
-            _POOL.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="plugrt-kernel"))
-        return _POOL[0]
+        if not _POOL or _POOL[0][0] != os.getpid():
+            _POOL[:] = [(os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="plugrt-kernel"))]
+        return _POOL[0][1]
 
 
 def _as_helper(work: Callable[[int, int, int], None], start: int, stop: int) -> None:
