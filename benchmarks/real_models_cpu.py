@@ -453,8 +453,18 @@ def measure(model: Model, cache: str, threads: int, blocks: int, runs: int) -> d
         return row
     row["imports"] = "yes"
     row["build_s"] = time.perf_counter() - start
+    fitted = _fit_profile(path, model.shapes)
     for label, batch in (("b1", 1), ("bN", model.batch)):
         feeds = _feeds_for(model, path, batch)
+        outside = [
+            name
+            for name, array in feeds.items()
+            if name in fitted
+            and any(not lo <= d <= hi for d, lo, hi in zip(array.shape, fitted[name][0], fitted[name][2]))
+        ]
+        if outside:
+            row[label] = f"the export fixed {outside[0]} at {fitted[outside[0]][0]}"
+            continue
         try:
             ours = compiled(**feeds)
         except Exception as exc:
