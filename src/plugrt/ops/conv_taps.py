@@ -89,7 +89,7 @@ class DepthwiseTaps:
         self._phases: np.ndarray | None = None
         self._views: list[np.ndarray] = []
         #: per part (two threads may share the blocks, see host_threads.py): accumulator and product
-        self._scratch = [np.empty((2, self.block, self.length), np.float32) for _ in range(2)]
+        self._scratch: list[np.ndarray] = []  # made at the first run
         #: (kernel the rows were made from, its rows as [multiplier, taps, rows, 1]); the same for the bias
         self._weights: tuple[Any, np.ndarray] | None = None
         self._bias: tuple[Any, np.ndarray] | None = None
@@ -137,6 +137,8 @@ class DepthwiseTaps:
         ``weights`` from :meth:`weight_rows`, ``bias`` from :meth:`bias_rows` or None.
         """
         phases = self._phases if self._phases is not None else self._bind()
+        if not self._scratch:
+            self._scratch = [np.empty((2, self.block, self.length), np.float32) for _ in range(2)]
         rows = x.reshape(self.rows, *x.shape[2:])
         for p, src, dst in self.copies:
             np.copyto(self._views[p][dst], rows[src])
