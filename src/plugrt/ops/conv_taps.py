@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from .host_threads import in_two_parts
-from .spatial import Window
+from .spatial import Window, tap_offsets
 
 __all__ = ["DepthwiseTaps"]
 
@@ -81,8 +81,7 @@ class DepthwiseTaps:
                 self.copies.append((p, tuple(src), tuple(dst)))
         #: (phase, offset in the flat plane row, tap index) for every kernel tap, row-major
         self.taps: list[tuple[int, int, int]] = []
-        for t, taps in enumerate(itertools.product(*(range(k) for k in window.kernel))):
-            shifted = [k * d for k, d in zip(taps, dilations)]
+        for t, shifted in tap_offsets(window):
             which = phases.index(tuple(u % s for u, s in zip(shifted, strides)))
             self.taps.append((which, sum((u // s) * f for u, s, f in zip(shifted, strides, flat)), t))
         self.block = max(1, min(self.rows, BLOCK_ELEMENTS // max(self.length, 1)))

@@ -20,7 +20,7 @@ from typing import Any
 from ..core.errors import NetworkError
 from ..shape import DimensionOperation, IDimensionExpr, constant, operation
 
-__all__ = ["AUTO_PADS", "Window", "kernel_taps", "tap_slices"]
+__all__ = ["AUTO_PADS", "Window", "kernel_taps", "tap_offsets", "tap_slices"]
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
@@ -131,16 +131,19 @@ class Window:
         return outs, begins, ends
 
 
+def tap_offsets(window: Window) -> Iterator[tuple[int, tuple[int, ...]]]:
+    """Every kernel tap in row-major order: its index and, per spatial axis, its offset ``k * dilation``."""
+    for tap, ks in enumerate(itertools.product(*(range(k) for k in window.kernel))):
+        yield tap, tuple(k * d for k, d in zip(ks, window.dilations))
+
+
 def kernel_taps(
     window: Window, size: Sequence[int], out: Sequence[int], begins: Sequence[int]
 ) -> Iterator[tuple[int, list[tuple[slice, slice]]]]:
     """Each kernel tap (in row-major order) that reads inside the input: its index and, per spatial
     axis, :func:`tap_slices` of it (``size``: the strided side's extents, ``out``: the other side's)."""
-    for tap, offsets in enumerate(itertools.product(*(range(k) for k in window.kernel))):
-        pairs = [
-            tap_slices(size[a], out[a], window.strides[a], offsets[a] * window.dilations[a] - begins[a])
-            for a in range(window.rank)
-        ]
+    for tap, offsets in tap_offsets(window):
+        pairs = [tap_slices(size[a], out[a], window.strides[a], offsets[a] - begins[a]) for a in range(window.rank)]
         if all(p is not None for p in pairs):
             yield tap, [p for p in pairs if p is not None]
 
