@@ -29,6 +29,7 @@ from .layers import add_layer
 from .memory import memory_plans
 from .outputs import check_profile_shapes, mark_outputs
 from .profiles import resolve_profiles
+from .qdq import explicit_int8
 from .state import BuildState
 
 __all__ = ["build_plan"]
@@ -54,6 +55,8 @@ def build_plan(
         state.index[id(tensor)] = state.add_tensor(tensor.name, tensor.dtype, TensorFormat.LINEAR, shape, "input")
         state.note_scale(state.index[id(tensor)], tensor)
     order = topological_layers(network)
+    state.explicit = explicit_int8(order, network._outputs, logger)
+    order = [layer for layer in order if id(layer) not in state.explicit.skipped]
     monitor = config.progress_monitor
     if monitor is not None:
         monitor.phase_start("Building engine", None, len(order))

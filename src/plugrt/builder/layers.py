@@ -111,7 +111,8 @@ def _node_for(state: BuildState, layer: ILayer) -> tuple[Node, list[int], list[I
         return node, sources, None, None
     op = layer.to_operator()
     op.name = layer.name
-    sources = [state.input_index(layer, i, t) for i, t in enumerate(layer._inputs)]
+    op, tensors = state.explicit.form(layer, op)
+    sources = [state.input_index(layer, i, t) for i, t in enumerate(tensors)]
     op, int8_inputs, out_scale = int8_form(state, layer, op, sources)
     reads = op.reads([state.declared(s) for s in sources]) or []
     reads = [(DataType.INT8, fmt) if i in int8_inputs else (dtype, fmt) for i, (dtype, fmt) in enumerate(reads)]

@@ -28,6 +28,7 @@ from ..shape.expr import IDimensionExpr
 from .config import BuilderFlag, IBuilderConfig
 from .int8 import tensor_scale
 from .profiles import ResolvedProfile
+from .qdq import ExplicitInt8
 
 __all__ = ["BuildState", "Pending"]
 
@@ -56,6 +57,8 @@ class BuildState:
         self.calibrated = dict(calibrated or {})
         #: tensor -> its INT8 scale, where known
         self.scales: dict[int, float] = {}
+        #: the products Q/DQ pairs put in INT8, and the layers they leave unread (builder/qdq.py)
+        self.explicit = ExplicitInt8()
         #: tensor id -> the layers reading it (made on first use, builder/int8.py)
         self.readers: dict[int, list[ILayer]] | None = None
         self.tensors: list[TensorPlan] = []

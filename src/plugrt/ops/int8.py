@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import NetworkError, TypeMismatchError
+from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
-from .base import Operator
+from .base import Operator, ShapeExprs
 from .base import register_operator as _register
 from .conv import ConvolutionOperator
 from .elementwise import label
@@ -215,8 +215,9 @@ class Int8GemmOperator(GemmOperator):
 
 @_register
 class Int8MatrixMultiplyOperator(MatrixMultiplyOperator):
-    """``op0(a) @ op1(b)`` of two INT8 tensors (one scale each); params of ``matrix_multiply`` plus
-    ``input_scale``, ``other_scale`` and ``output_scale`` (0: FLOAT output)."""
+    """``op0(a) @ op1(b)`` of two INT8 tensors; params of ``matrix_multiply`` plus ``input_scale``,
+    ``other_scale`` and ``output_scale`` (0: FLOAT output). With weight ``other_scales`` (one per
+    column of ``b``, op1 NONE: explicitly quantized weights) it replaces ``other_scale``."""
 
     kind = "int8_matrix_multiply"
 
@@ -225,8 +226,27 @@ class Int8MatrixMultiplyOperator(MatrixMultiplyOperator):
         if self.bias:
             raise NetworkError("int8_matrix_multiply takes no fused bias")
         self.input_scale = _check_scale(self, "input_scale", True)
-        self.other_scale = _check_scale(self, "other_scale", True)
         self.output_scale = _check_scale(self, "output_scale", False)
+        self._columns: np.ndarray | None = None
+        if "other_scales" in self.weights:
+            if self.ops[1] != "NONE":
+                raise NetworkError("int8_matrix_multiply: per-column scales (other_scales) need op1 NONE")
+            self._columns = np.asarray(self.weights["other_scales"], dtype=np.float32).reshape(-1)
+            self._multiplier: Any = self._columns * np.float32(self.input_scale)
+        else:
+            self._multiplier = np.float32(self.input_scale * _check_scale(self, "other_scale", True))
+
+    def output_shapes(
+        self, input_shapes: Sequence[ShapeExprs], input_values: Sequence[ShapeExprs | None]
+    ) -> list[ShapeExprs]:
+        shapes = super().output_shapes(input_shapes, input_values)
+        cols = shapes[0][-1] if shapes[0] else None
+        if self._columns is not None and cols is not None and cols.is_constant():
+            if cols.get_constant_value() != self._columns.size:
+                raise ShapeError(
+                    f"{label(self)}: {self._columns.size} per-column scales for {cols.get_constant_value()} columns"
+                )
+        return shapes
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
         return _output_types(self, input_types, 2, 2)
@@ -240,5 +260,5 @@ class Int8MatrixMultiplyOperator(MatrixMultiplyOperator):
         acc = out if out.dtype == np.float32 else self.scratch("acc", out.shape, np.float32, xp)
         view = acc.reshape(self._out_view)
         exact_product(self, xp, a, b, view)
-        xp.multiply(acc, np.float32(self.input_scale * self.other_scale), out=acc)
+        xp.multiply(view, self.on_device("multiplier", self._multiplier, xp), out=view)
         _epilogue(xp, acc, out, self.output_scale)
