@@ -14,8 +14,13 @@ from typing import Any
 
 import numpy as np
 
-import plugrt as trt
-
+from ..core.dims import Dims
+from ..core.errors import FieldError, SerializationError, ShapeError, TypeMismatchError
+from ..core.types import DataType, TensorFormat
+from ..interfaces.descriptors import DynamicPluginTensorDesc, PluginTensorDesc
+from ..interfaces.serialization import SerializationReader, SerializationWriter
+from ..interfaces.v2 import IPluginV2Ext
+from ..shape.builder import DimsExprs, IExprBuilder
 from ._base import FLOAT_TYPES, LibraryCreator, check_dim
 from ._nms_device import batched_nms_device, fits_device
 from ._scaffold import DynamicLibraryPlugin, LibraryPlugin, launch
@@ -50,17 +55,17 @@ _MAGIC, _FORMAT = 0x424E4D53, 1  # "BNMS"
 def _check_fields(plugin: str, params: dict[str, Any]) -> NMSConfig:
     config = NMSConfig.from_params(params)
     if config.keep_top_k > config.top_k:
-        raise trt.FieldError(f"{plugin}: field 'keepTopK' must be <= topK ({config.top_k}), got {config.keep_top_k}")
+        raise FieldError(f"{plugin}: field 'keepTopK' must be <= topK ({config.top_k}), got {config.keep_top_k}")
     if config.background_label_id >= config.num_classes:
-        raise trt.FieldError(
+        raise FieldError(
             f"{plugin}: field 'backgroundLabelId' must be -1 or in [0, numClasses={config.num_classes}), "
             f"got {config.background_label_id}"
         )
     return config
 
 
-def _output_type(index: int, input_types: list[trt.DataType]) -> trt.DataType:
-    return trt.int32 if index == 0 else input_types[0]
+def _output_type(index: int, input_types: list[DataType]) -> DataType:
+    return DataType.INT32 if index == 0 else input_types[0]
 
 
 class _BatchedNMS(LibraryPlugin):
@@ -76,7 +81,7 @@ class _BatchedNMS(LibraryPlugin):
         super().__init__(params)
         self.config = _check_fields(self.NAME, self.params)
 
-    def workspace_layout(self, input_desc: Sequence[trt.PluginTensorDesc]) -> WorkspaceLayout:
+    def workspace_layout(self, input_desc: Sequence[PluginTensorDesc]) -> WorkspaceLayout:
         scores = input_desc[1].dims
         return workspace_layout(scores[0], scores[1], self.config)
 
@@ -97,30 +102,30 @@ class BatchedNMSDynamicPlugin(_BatchedNMS, DynamicLibraryPlugin):
     NAME = TAG = "BatchedNMSDynamic_TRT"
     SCHEMA = Schema(NAME, FIELDS)
 
-    def get_output_datatype(self, index: int, input_types: list[trt.DataType]) -> trt.DataType:
+    def get_output_datatype(self, index: int, input_types: list[DataType]) -> DataType:
         return _output_type(index, input_types)
 
     def get_output_dimensions(
-        self, output_index: int, inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder
-    ) -> trt.DimsExprs:
+        self, output_index: int, inputs: list[DimsExprs], exprBuilder: IExprBuilder
+    ) -> DimsExprs:
         if len(inputs) != 2 or len(inputs[0]) != 4 or len(inputs[1]) not in (3, 4):
             ranks = [len(i) for i in inputs]
-            raise trt.ShapeError(
+            raise ShapeError(
                 f"{self.NAME}: expects boxes [B, N, L, 4] and scores [B, N, C(, 1)], got ranks {ranks}"
             )
         batch, keep = inputs[0][0], exprBuilder.constant(self.config.keep_top_k)
         dims = [[batch, exprBuilder.constant(1)], [batch, keep, exprBuilder.constant(4)], [batch, keep], [batch, keep]]
-        return trt.DimsExprs(dims[output_index])
+        return DimsExprs(dims[output_index])
 
-    def supports_format_combination(self, pos: int, in_out: list[trt.PluginTensorDesc], num_inputs: int) -> bool:
+    def supports_format_combination(self, pos: int, in_out: list[PluginTensorDesc], num_inputs: int) -> bool:
         desc = in_out[pos]
-        if desc.format != trt.TensorFormat.LINEAR:
+        if desc.format != TensorFormat.LINEAR:
             return False
         if pos == num_inputs:  # num_detections
-            return desc.type == trt.int32
+            return desc.type == DataType.INT32
         return desc.type in FLOAT_TYPES and desc.type == in_out[0].type
 
-    def configure_plugin(self, inp: list[trt.DynamicPluginTensorDesc], out: list[trt.DynamicPluginTensorDesc]) -> None:
+    def configure_plugin(self, inp: list[DynamicPluginTensorDesc], out: list[DynamicPluginTensorDesc]) -> None:
         boxes, scores = inp[0].desc.dims, inp[1].desc.dims
         locations = 1 if self.config.share_location else self.config.num_classes
         check_dim(self.NAME, "boxes dim 2 (1 if shareLocation else numClasses)", boxes[2], locations)
@@ -131,7 +136,7 @@ class BatchedNMSDynamicPlugin(_BatchedNMS, DynamicLibraryPlugin):
         check_dim(self.NAME, "scores dim 1 (number of boxes)", scores[1], boxes[1])
 
 
-class BatchedNMSPlugin(_BatchedNMS, trt.IPluginV2Ext):
+class BatchedNMSPlugin(_BatchedNMS, IPluginV2Ext):
     """BatchedNMS with implicit batch: shapes are per image; the batch size comes with each run."""
 
     NAME = TAG = "BatchedNMS_TRT"
@@ -140,23 +145,23 @@ class BatchedNMSPlugin(_BatchedNMS, trt.IPluginV2Ext):
     def __init__(self, params: dict[str, Any]) -> None:
         super().__init__(params)
         # What configure_plugin learns and execute_async needs (serialized with the fields).
-        self.num_boxes, self.locations, self.dtype = 0, 1, trt.float32
-        self._descs: dict[int, tuple[trt.PluginTensorDesc, ...]] = {}
+        self.num_boxes, self.locations, self.dtype = 0, 1, DataType.FLOAT
+        self._descs: dict[int, tuple[PluginTensorDesc, ...]] = {}
 
-    def get_output_shape(self, index: int, input_shapes: list[trt.Dims]) -> trt.Dims:
+    def get_output_shape(self, index: int, input_shapes: list[Dims]) -> Dims:
         boxes, scores = input_shapes
         if len(boxes) != 3 or len(scores) not in (2, 3):
-            raise trt.ShapeError(
+            raise ShapeError(
                 f"{self.NAME}: expects per-image boxes [N, L, 4] and scores [N, C(, 1)], got {boxes} and {scores}"
             )
         keep = self.config.keep_top_k
-        return trt.Dims([[1], [keep, 4], [keep], [keep]][index])
+        return Dims([[1], [keep, 4], [keep], [keep]][index])
 
-    def get_output_data_type(self, index: int, input_types: list[trt.DataType]) -> trt.DataType:
+    def get_output_data_type(self, index: int, input_types: list[DataType]) -> DataType:
         return _output_type(index, input_types)
 
-    def supports_format(self, dtype: trt.DataType, format: trt.TensorFormat) -> bool:  # noqa: A002
-        return dtype in (*FLOAT_TYPES, trt.int32) and format == trt.TensorFormat.LINEAR
+    def supports_format(self, dtype: DataType, format: TensorFormat) -> bool:  # noqa: A002
+        return dtype in (*FLOAT_TYPES, DataType.INT32) and format == TensorFormat.LINEAR
 
     def configure_plugin(
         self,
@@ -171,7 +176,7 @@ class BatchedNMSPlugin(_BatchedNMS, trt.IPluginV2Ext):
     ) -> None:
         boxes, scores = input_shapes
         if input_types[0] not in FLOAT_TYPES:
-            raise trt.TypeMismatchError(f"{self.NAME}: boxes must be FLOAT or HALF, got {input_types[0].name}")
+            raise TypeMismatchError(f"{self.NAME}: boxes must be FLOAT or HALF, got {input_types[0].name}")
         self.locations = 1 if self.config.share_location else self.config.num_classes
         check_dim(self.NAME, "boxes dim 1 (1 if shareLocation else numClasses)", boxes[1], self.locations)
         check_dim(self.NAME, "boxes dim 2", boxes[2], 4)
@@ -189,23 +194,23 @@ class BatchedNMSPlugin(_BatchedNMS, trt.IPluginV2Ext):
         launch(self, descs[:2], descs[2:], inputs, outputs, workspace, stream_handle)
         return 0
 
-    def _make_descs(self, batch: int) -> tuple[trt.PluginTensorDesc, ...]:
+    def _make_descs(self, batch: int) -> tuple[PluginTensorDesc, ...]:
         keep, classes = self.config.keep_top_k, self.config.num_classes
         shapes = [(self.num_boxes, self.locations, 4), (self.num_boxes, classes), (1,), (keep, 4), (keep,), (keep,)]
-        types = [self.dtype, self.dtype, trt.int32, self.dtype, self.dtype, self.dtype]
-        self._descs[batch] = tuple(trt.PluginTensorDesc(trt.Dims((batch, *s)), t) for s, t in zip(shapes, types))
+        types = [self.dtype, self.dtype, DataType.INT32, self.dtype, self.dtype, self.dtype]
+        self._descs[batch] = tuple(PluginTensorDesc(Dims((batch, *s)), t) for s, t in zip(shapes, types))
         return self._descs[batch]
 
-    def write_state(self, writer: trt.SerializationWriter) -> None:
+    def write_state(self, writer: SerializationWriter) -> None:
         """What configure_plugin learned: the box count and the float type."""
         writer.write_i32(self.num_boxes)
         writer.write_i32(int(self.dtype))
 
-    def read_state(self, reader: trt.SerializationReader) -> None:
+    def read_state(self, reader: SerializationReader) -> None:
         self.num_boxes, dtype = reader.read_i32(), reader.read_i32()
         if self.num_boxes < 0 or dtype not in (int(t) for t in FLOAT_TYPES):
-            raise trt.SerializationError(f"{self.NAME}: serialized shape/type ({self.num_boxes}, {dtype}) is invalid")
-        self.dtype = trt.DataType(dtype)
+            raise SerializationError(f"{self.NAME}: serialized shape/type ({self.num_boxes}, {dtype}) is invalid")
+        self.dtype = DataType(dtype)
         self.locations = 1 if self.config.share_location else self.config.num_classes
 
     def clone(self) -> BatchedNMSPlugin:

@@ -21,8 +21,10 @@ from typing import Any
 
 import numpy as np
 
-import plugrt as trt
-
+from ..core.errors import ShapeError
+from ..core.types import DataType, TensorFormat
+from ..interfaces.descriptors import DynamicPluginTensorDesc, PluginTensorDesc
+from ..shape.builder import DimsExprs, IExprBuilder
 from ._base import FLOAT_TYPES, LibraryCreator, check_dim
 from ._nms import OverlapRule, corners, greedy_nms, top_k_desc
 from ._nms_device import efficient_nms_device
@@ -132,31 +134,31 @@ class EfficientNMSPlugin(DynamicLibraryPlugin):
         ),
     )
 
-    def get_output_datatype(self, index: int, input_types: list[trt.DataType]) -> trt.DataType:
-        return trt.int32 if index in (0, 3) else input_types[0]
+    def get_output_datatype(self, index: int, input_types: list[DataType]) -> DataType:
+        return DataType.INT32 if index in (0, 3) else input_types[0]
 
     def get_output_dimensions(
-        self, output_index: int, inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder
-    ) -> trt.DimsExprs:
+        self, output_index: int, inputs: list[DimsExprs], exprBuilder: IExprBuilder
+    ) -> DimsExprs:
         ranks = [len(i) for i in inputs]
         if len(inputs) not in (2, 3) or ranks[0] not in (3, 4) or ranks[1] not in (3, 4) or ranks[2:] not in ([], [3]):
-            raise trt.ShapeError(
+            raise ShapeError(
                 f"{self.NAME}: expects boxes [B, N(, C), 4], scores [B, N, C] and optional anchors [1 or B, N, 4]; "
                 f"got ranks {ranks}"
             )
         batch, top = inputs[0][0], exprBuilder.constant(self.params["max_output_boxes"])
         dims = [[batch, exprBuilder.constant(1)], [batch, top, exprBuilder.constant(4)], [batch, top], [batch, top]]
-        return trt.DimsExprs(dims[output_index])
+        return DimsExprs(dims[output_index])
 
-    def supports_format_combination(self, pos: int, in_out: list[trt.PluginTensorDesc], num_inputs: int) -> bool:
+    def supports_format_combination(self, pos: int, in_out: list[PluginTensorDesc], num_inputs: int) -> bool:
         desc = in_out[pos]
-        if desc.format != trt.TensorFormat.LINEAR:
+        if desc.format != TensorFormat.LINEAR:
             return False
         if pos - num_inputs in (0, 3):  # num_detections, detection_classes
-            return desc.type == trt.int32
+            return desc.type == DataType.INT32
         return desc.type in FLOAT_TYPES and desc.type == in_out[0].type
 
-    def configure_plugin(self, inp: list[trt.DynamicPluginTensorDesc], out: list[trt.DynamicPluginTensorDesc]) -> None:
+    def configure_plugin(self, inp: list[DynamicPluginTensorDesc], out: list[DynamicPluginTensorDesc]) -> None:
         boxes, scores = inp[0].desc.dims, inp[1].desc.dims
         check_dim(self.NAME, "boxes last dim", boxes[len(boxes) - 1], 4)
         check_dim(self.NAME, "scores dim 1 (number of boxes)", scores[1], boxes[1])
@@ -168,7 +170,7 @@ class EfficientNMSPlugin(DynamicLibraryPlugin):
             check_dim(self.NAME, "anchors dim 1 (number of boxes)", inp[2].desc.dims[1], boxes[1])
             check_dim(self.NAME, "anchors dim 2", inp[2].desc.dims[2], 4)
 
-    def workspace_layout(self, input_desc: Sequence[trt.PluginTensorDesc]) -> WorkspaceLayout:
+    def workspace_layout(self, input_desc: Sequence[PluginTensorDesc]) -> WorkspaceLayout:
         scores = input_desc[1].dims
         return workspace_layout(scores[0], scores[1] * scores[2])
 

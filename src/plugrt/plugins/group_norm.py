@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
-import plugrt as trt
-
+from ..core.errors import ShapeError
+from ..interfaces.descriptors import DynamicPluginTensorDesc, PluginTensorDesc
+from ..shape.builder import DimsExprs, IExprBuilder
 from ._base import LibraryCreator, check_dim
 from ._norm import standardize
 from ._scaffold import DynamicLibraryPlugin
@@ -40,23 +41,23 @@ class GroupNormalizationPlugin(DynamicLibraryPlugin):
     )
 
     def get_output_dimensions(
-        self, output_index: int, inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder
-    ) -> trt.DimsExprs:
+        self, output_index: int, inputs: list[DimsExprs], exprBuilder: IExprBuilder
+    ) -> DimsExprs:
         ranks = [len(i) for i in inputs]
         if ranks != [4, 1, 1]:
-            raise trt.ShapeError(f"{self.NAME}: expects x [N, C, H, W], scale [C] and bias [C], got ranks {ranks}")
-        return trt.DimsExprs(inputs[0])
+            raise ShapeError(f"{self.NAME}: expects x [N, C, H, W], scale [C] and bias [C], got ranks {ranks}")
+        return DimsExprs(inputs[0])
 
-    def configure_plugin(self, inp: list[trt.DynamicPluginTensorDesc], out: list[trt.DynamicPluginTensorDesc]) -> None:
+    def configure_plugin(self, inp: list[DynamicPluginTensorDesc], out: list[DynamicPluginTensorDesc]) -> None:
         channels, groups = inp[0].desc.dims[1], self.params["num_groups"]
         if channels >= 0 and channels % groups:
-            raise trt.ShapeError(
+            raise ShapeError(
                 f"{self.NAME}: num_groups ({groups}) must divide the channel count, got {channels} channels"
             )
         check_dim(self.NAME, "scale length (channels)", inp[1].desc.dims[0], channels)
         check_dim(self.NAME, "bias length (channels)", inp[2].desc.dims[0], channels)
 
-    def workspace_layout(self, input_desc: Sequence[trt.PluginTensorDesc]) -> WorkspaceLayout:
+    def workspace_layout(self, input_desc: Sequence[PluginTensorDesc]) -> WorkspaceLayout:
         shape, groups = tuple(input_desc[0].dims), self.params["num_groups"]
         return WorkspaceLayout().add("rows", (shape[0] * groups, int(np.prod(shape[1:])) // groups), np.float32)
 

@@ -19,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
-import plugrt as trt
-
+from ..core.errors import FieldError, ShapeError
+from ..interfaces.descriptors import DynamicPluginTensorDesc, PluginTensorDesc
+from ..shape.builder import DimsExprs, IExprBuilder
 from ._base import LibraryCreator, check_dim
 from ._norm import DeviceWeights, leaky_relu, standardize
 from ._scaffold import DynamicLibraryPlugin
@@ -65,19 +66,19 @@ class InstanceNormalizationPlugin(DynamicLibraryPlugin):
         self.weights = DeviceWeights(scales=params["scales"], bias=params["bias"])
         channels = self.weights.host["scales"].size
         if channels == 0 or channels != self.weights.host["bias"].size:
-            raise trt.FieldError(
+            raise FieldError(
                 f"{self.NAME}: fields 'scales' and 'bias' must hold the same non-zero number of values, "
                 f"got {channels} and {self.weights.host['bias'].size}"
             )
 
     def get_output_dimensions(
-        self, output_index: int, inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder
-    ) -> trt.DimsExprs:
+        self, output_index: int, inputs: list[DimsExprs], exprBuilder: IExprBuilder
+    ) -> DimsExprs:
         if len(inputs[0]) not in (3, 4, 5):
-            raise trt.ShapeError(f"{self.NAME}: expects an input [N, C, ...] of rank 3 to 5, got rank {len(inputs[0])}")
-        return trt.DimsExprs(inputs[0])
+            raise ShapeError(f"{self.NAME}: expects an input [N, C, ...] of rank 3 to 5, got rank {len(inputs[0])}")
+        return DimsExprs(inputs[0])
 
-    def configure_plugin(self, inp: list[trt.DynamicPluginTensorDesc], out: list[trt.DynamicPluginTensorDesc]) -> None:
+    def configure_plugin(self, inp: list[DynamicPluginTensorDesc], out: list[DynamicPluginTensorDesc]) -> None:
         check_dim(
             self.NAME, "input dim 1 (channels = len(scales))", inp[0].desc.dims[1], self.weights.host["scales"].size
         )
@@ -92,7 +93,7 @@ class InstanceNormalizationPlugin(DynamicLibraryPlugin):
     def destroy(self) -> None:
         self.terminate()
 
-    def workspace_layout(self, input_desc: Sequence[trt.PluginTensorDesc]) -> WorkspaceLayout:
+    def workspace_layout(self, input_desc: Sequence[PluginTensorDesc]) -> WorkspaceLayout:
         shape = tuple(input_desc[0].dims)
         return WorkspaceLayout().add("rows", (shape[0] * shape[1], int(np.prod(shape[2:]))), np.float32)
 

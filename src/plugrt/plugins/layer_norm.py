@@ -8,9 +8,9 @@ normalized element (``prod(x.shape[axis:])`` values).
 The lifecycle is the point of this example:
 
 - the creator keeps ``gamma``/``beta`` as host arrays; ``serialize`` writes them;
-- ``initialize()`` copies them to backend memory with ``trt.device_malloc`` and
+- ``initialize()`` copies them to backend memory with ``device_malloc`` and
   ``enqueue`` reads only those copies; ``terminate()`` frees them (so
-  ``trt.live_allocations()`` lists them exactly between the two);
+  ``live_allocations()`` lists them exactly between the two);
 - ``clone()`` of an initialized plugin uploads copies of its own — the clone's owner
   frees them with ``destroy()`` (which calls ``terminate()``, as TensorRT plugins'
   destructors do), and the original's owner frees the original's: no double free.
@@ -23,8 +23,12 @@ from typing import Any
 
 import numpy as np
 
-import plugrt as trt
-
+from ..backends.memory import DeviceBuffer, device_malloc
+from ..core.dims import volume
+from ..core.errors import ExecutionError, FieldError, ShapeError
+from ..core.types import nptype
+from ..interfaces.descriptors import DynamicPluginTensorDesc, PluginTensorDesc
+from ..shape.builder import DimsExprs, IExprBuilder
 from ._base import LibraryCreator, copy_to, on_gpu
 from ._norm import standardize
 from ._scaffold import DynamicLibraryPlugin
@@ -56,25 +60,25 @@ class LayerNormPlugin(DynamicLibraryPlugin):
         self.gamma = np.asarray(params["gamma"], np.float32).reshape(-1)
         self.beta = np.asarray(params["beta"], np.float32).reshape(-1)
         if self.gamma.size == 0 or self.gamma.size != self.beta.size:
-            raise trt.FieldError(
+            raise FieldError(
                 f"{self.NAME}: fields 'gamma' and 'beta' must hold the same non-zero number of values, "
                 f"got {self.gamma.size} and {self.beta.size}"
             )
-        self.device_gamma: trt.DeviceBuffer | None = None
-        self.device_beta: trt.DeviceBuffer | None = None
+        self.device_gamma: DeviceBuffer | None = None
+        self.device_beta: DeviceBuffer | None = None
 
     # --- shapes (types and formats: the scaffold's) ------------------------------------
     def get_output_dimensions(
-        self, output_index: int, inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder
-    ) -> trt.DimsExprs:
+        self, output_index: int, inputs: list[DimsExprs], exprBuilder: IExprBuilder
+    ) -> DimsExprs:
         self._first_axis(len(inputs[0]))
-        return trt.DimsExprs(inputs[0])
+        return DimsExprs(inputs[0])
 
-    def configure_plugin(self, inp: list[trt.DynamicPluginTensorDesc], out: list[trt.DynamicPluginTensorDesc]) -> None:
+    def configure_plugin(self, inp: list[DynamicPluginTensorDesc], out: list[DynamicPluginTensorDesc]) -> None:
         dims = list(inp[0].desc.dims)
         normalized = dims[self._first_axis(len(dims)) :]
         if all(d >= 0 for d in normalized) and int(np.prod(normalized)) != self.gamma.size:
-            raise trt.ShapeError(
+            raise ShapeError(
                 f"{self.NAME}: gamma/beta hold {self.gamma.size} values but the normalized dims {normalized} "
                 f"(axis {self.params['axis']}) have {int(np.prod(normalized))} elements"
             )
@@ -82,7 +86,7 @@ class LayerNormPlugin(DynamicLibraryPlugin):
     def _first_axis(self, rank: int) -> int:
         axis = self.params["axis"]
         if not -rank <= axis < rank:
-            raise trt.ShapeError(
+            raise ShapeError(
                 f"{self.NAME}: field 'axis' must be in [{-rank}, {rank}) for a rank-{rank} input, got {axis}"
             )
         return axis % rank
@@ -90,8 +94,8 @@ class LayerNormPlugin(DynamicLibraryPlugin):
     # --- resources: weights live in backend memory between initialize and terminate ---
     def initialize(self) -> int:
         if self.device_gamma is None:
-            self.device_gamma = trt.device_malloc(self.gamma.nbytes)
-            self.device_beta = trt.device_malloc(self.beta.nbytes)
+            self.device_gamma = device_malloc(self.gamma.nbytes)
+            self.device_beta = device_malloc(self.beta.nbytes)
             copy_to(self.device_gamma.as_array(self.gamma.shape, np.float32), self.gamma)
             copy_to(self.device_beta.as_array(self.beta.shape, np.float32), self.beta)
         return 0
@@ -106,21 +110,21 @@ class LayerNormPlugin(DynamicLibraryPlugin):
         self.terminate()
 
     # --- running ----------------------------------------------------------------------
-    def workspace_layout(self, input_desc: Sequence[trt.PluginTensorDesc]) -> WorkspaceLayout:
+    def workspace_layout(self, input_desc: Sequence[PluginTensorDesc]) -> WorkspaceLayout:
         inner = self.gamma.size
         return WorkspaceLayout().add("rows", (int(np.prod(tuple(input_desc[0].dims))) // inner, inner), np.float32)
 
     def enqueue(
         self,
-        input_desc: list[trt.PluginTensorDesc],
-        output_desc: list[trt.PluginTensorDesc],
+        input_desc: list[PluginTensorDesc],
+        output_desc: list[PluginTensorDesc],
         inputs: list[int],
         outputs: list[int],
         workspace: int,
         stream: int,
     ) -> int:
         if self.device_gamma is None or self.device_beta is None:
-            raise trt.ExecutionError(f"{self.NAME}: enqueue before initialize(): gamma/beta are not in backend memory")
+            raise ExecutionError(f"{self.NAME}: enqueue before initialize(): gamma/beta are not in backend memory")
         cols = self.gamma.size
         if on_gpu() and self._launch_cuda(input_desc[0], inputs[0], outputs[0], cols, stream):
             return 0
@@ -135,15 +139,15 @@ class LayerNormPlugin(DynamicLibraryPlugin):
         rows += self.device_beta.as_array(self.beta.shape, np.float32)
         xp.copyto(y, rows.reshape(y.shape), casting="same_kind")
 
-    def _launch_cuda(self, desc: trt.PluginTensorDesc, x: int, y: int, cols: int, stream: int) -> bool:
+    def _launch_cuda(self, desc: PluginTensorDesc, x: int, y: int, cols: int, stream: int) -> bool:
         """On a CUDA engine, the one-pass LayerNorm kernel when it supports the shape; False otherwise."""
         from ._layer_norm_cuda import layer_norm_cuda, supports
 
-        dtype = trt.nptype(desc.type)
+        dtype = nptype(desc.type)
         if not supports(dtype, cols) or x % 16 or y % 16:
             return False
         assert self.device_gamma is not None and self.device_beta is not None
-        rows = trt.volume(desc.dims) // cols
+        rows = volume(desc.dims) // cols
         layer_norm_cuda(
             x, self.device_gamma.ptr, self.device_beta.ptr, y, rows, cols, self.params["epsilon"], dtype, stream
         )

@@ -29,8 +29,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-import plugrt as trt
-
+from ..core.errors import ExecutionError, ShapeError
+from ..core.types import DataType, TensorFormat
+from ..interfaces.descriptors import DynamicPluginTensorDesc, PluginTensorDesc
+from ..shape.builder import DimsExprs, IExprBuilder
 from ._base import FLOAT_TYPES, LibraryCreator, check_dim
 from ._scaffold import DynamicLibraryPlugin
 from ._schema import FLOAT, INT, FieldSpec, Schema, at_least, one_of
@@ -116,7 +118,7 @@ def roi_align(x: Any, rois: Any, batch_indices: Any, params: dict[str, Any], out
     if host:
         bad = (batch_indices < 0) | (batch_indices >= n)
         if bad.any():
-            raise trt.ExecutionError(f"ROIAlign_TRT: batch_indices {batch_indices[bad][:8].tolist()} outside [0, {n})")
+            raise ExecutionError(f"ROIAlign_TRT: batch_indices {batch_indices[bad][:8].tolist()} outside [0, {n})")
     elif n == 0 or height == 0 or width == 0:
         out.fill(0)
         return
@@ -258,25 +260,25 @@ class ROIAlignPlugin(DynamicLibraryPlugin):
     )
 
     def get_output_dimensions(
-        self, output_index: int, inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder
-    ) -> trt.DimsExprs:
+        self, output_index: int, inputs: list[DimsExprs], exprBuilder: IExprBuilder
+    ) -> DimsExprs:
         ranks = [len(i) for i in inputs]
         if ranks != [4, 2, 1]:
-            raise trt.ShapeError(
+            raise ShapeError(
                 f"{self.NAME}: expects X [N, C, H, W], rois [R, 4], batch_indices [R]; got ranks {ranks}"
             )
         height, width = (exprBuilder.constant(self.params[k]) for k in ("output_height", "output_width"))
-        return trt.DimsExprs([inputs[1][0], inputs[0][1], height, width])
+        return DimsExprs([inputs[1][0], inputs[0][1], height, width])
 
-    def supports_format_combination(self, pos: int, in_out: list[trt.PluginTensorDesc], num_inputs: int) -> bool:
+    def supports_format_combination(self, pos: int, in_out: list[PluginTensorDesc], num_inputs: int) -> bool:
         desc = in_out[pos]
-        if desc.format != trt.TensorFormat.LINEAR:
+        if desc.format != TensorFormat.LINEAR:
             return False
         if pos == 2:  # batch_indices
-            return desc.type == trt.int32
+            return desc.type == DataType.INT32
         return desc.type in FLOAT_TYPES and desc.type == in_out[0].type
 
-    def configure_plugin(self, inp: list[trt.DynamicPluginTensorDesc], out: list[trt.DynamicPluginTensorDesc]) -> None:
+    def configure_plugin(self, inp: list[DynamicPluginTensorDesc], out: list[DynamicPluginTensorDesc]) -> None:
         check_dim(self.NAME, "rois dim 1", inp[1].desc.dims[1], 4)
         check_dim(self.NAME, "batch_indices length (number of rois)", inp[2].desc.dims[0], inp[1].desc.dims[0])
 

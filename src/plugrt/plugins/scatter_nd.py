@@ -21,8 +21,10 @@ from typing import Any
 
 import numpy as np
 
-import plugrt as trt
-
+from ..core.errors import ExecutionError, ShapeError
+from ..core.types import DataType, TensorFormat
+from ..interfaces.descriptors import DynamicPluginTensorDesc, PluginTensorDesc
+from ..shape.builder import DimsExprs, IExprBuilder
 from ._base import FLOAT_TYPES, LibraryCreator
 from ._scaffold import DynamicLibraryPlugin
 from ._schema import Schema
@@ -47,7 +49,7 @@ def scatter_nd(data: Any, indices: Any, updates: Any, out: Any, xp: Any = np) ->
     bad = (tuples < -extent) | (tuples >= extent)
     if bad.any():
         row = int(np.flatnonzero(bad.any(axis=1))[0])
-        raise trt.ExecutionError(f"ScatterND: index {tuples[row].tolist()} is outside data dims {list(data.shape)}")
+        raise ExecutionError(f"ScatterND: index {tuples[row].tolist()} is outside data dims {list(data.shape)}")
     tuples %= np.maximum(extent, 1)
     out[tuple(tuples.T)] = updates.reshape(tuples.shape[0], *data.shape[depth:])  # in order: the last one lands
 
@@ -81,33 +83,33 @@ class ScatterNDPlugin(DynamicLibraryPlugin):
     SCHEMA = Schema(NAME, ())
 
     def get_output_dimensions(
-        self, output_index: int, inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder
-    ) -> trt.DimsExprs:
+        self, output_index: int, inputs: list[DimsExprs], exprBuilder: IExprBuilder
+    ) -> DimsExprs:
         if len(inputs) != 3:
-            raise trt.ShapeError(f"{self.NAME}: expects 3 inputs (data, indices, updates), got {len(inputs)}")
+            raise ShapeError(f"{self.NAME}: expects 3 inputs (data, indices, updates), got {len(inputs)}")
         data, indices = len(inputs[0]), len(inputs[1])
         if indices < 1 or data < 1:
-            raise trt.ShapeError(f"{self.NAME}: data and indices need rank >= 1, got ranks {data} and {indices}")
-        return trt.DimsExprs(inputs[0])
+            raise ShapeError(f"{self.NAME}: data and indices need rank >= 1, got ranks {data} and {indices}")
+        return DimsExprs(inputs[0])
 
-    def supports_format_combination(self, pos: int, in_out: list[trt.PluginTensorDesc], num_inputs: int) -> bool:
+    def supports_format_combination(self, pos: int, in_out: list[PluginTensorDesc], num_inputs: int) -> bool:
         desc = in_out[pos]
-        if desc.format != trt.TensorFormat.LINEAR:
+        if desc.format != TensorFormat.LINEAR:
             return False
         if pos == 1:  # indices
-            return desc.type == trt.int32
+            return desc.type == DataType.INT32
         if pos == 0:
-            return desc.type in (*FLOAT_TYPES, trt.int32)
+            return desc.type in (*FLOAT_TYPES, DataType.INT32)
         return desc.type == in_out[0].type
 
-    def configure_plugin(self, inp: list[trt.DynamicPluginTensorDesc], out: list[trt.DynamicPluginTensorDesc]) -> None:
+    def configure_plugin(self, inp: list[DynamicPluginTensorDesc], out: list[DynamicPluginTensorDesc]) -> None:
         data, indices, updates = (list(d.desc.dims) for d in inp)
         depth = indices[-1]
         if depth < 0 or any(d < 0 for d in data + indices + updates):
             return  # checked again when shapes are known
         expected = indices[:-1] + data[depth:]
         if depth > len(data) or updates != expected:
-            raise trt.ShapeError(
+            raise ShapeError(
                 f"{self.NAME}: with data {data} and indices {indices}, updates must have shape {expected} "
                 f"(indices.shape[:-1] + data.shape[k:], k = {depth} <= rank {len(data)}), got {updates}"
             )
