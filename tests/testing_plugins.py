@@ -129,3 +129,15 @@ def run(context: trt.IExecutionContext, inputs: dict[str, np.ndarray]) -> dict[s
             outputs[name] = out
     context.execute_async_v3(0)
     return outputs
+
+
+def circ_pad_network(builder: trt.Builder) -> trt.INetworkDefinition:
+    """x [-1, 4] -> the example CircPadPlugin (IPluginV2DynamicExt, pads [1, 1]) in layer 'pad' -> output."""
+    from plugrt.examples import circ_pad_v2
+
+    network = builder.create_network(0)
+    x = network.add_input("x", trt.float32, (-1, 4))
+    layer = network.add_plugin_v2([x], circ_pad_v2.register().create_plugin("pad", fields(pads=[1, 1])))
+    layer.name = "pad"
+    network.mark_output(layer.get_output(0))
+    return network

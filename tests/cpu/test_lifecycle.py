@@ -9,7 +9,7 @@ import numpy as np
 import plugrt as trt
 from plugrt.examples import circ_pad_v2, circ_pad_v3
 
-from testing_plugins import ScaleV2ExtCreator, build, ensure_registered, fields, run
+from testing_plugins import ScaleV2ExtCreator, build, circ_pad_network, ensure_registered, fields, run
 
 V2_DYNAMIC_BUILD = [
     "clone", "get_output_datatype", "get_output_dimensions",
@@ -22,12 +22,7 @@ V2_DYNAMIC_BUILD = [
 def _trace_v2_dynamic() -> trt.CallRecorder:
     logger = trt.Logger(trt.Logger.ERROR)
     builder = trt.Builder(logger)
-    network = builder.create_network(0)
-    x = network.add_input("x", trt.float32, (-1, 4))
-    creator = circ_pad_v2.register()
-    layer = network.add_plugin_v2([x], creator.create_plugin("pad", fields(pads=[1, 1])))
-    layer.name = "pad"
-    network.mark_output(layer.get_output(0))
+    network = circ_pad_network(builder)
     with trt.trace_plugin_calls() as trace:
         plan = build(network, builder, [{"x": ((1, 4), (2, 4), (3, 4))}])
         engine = trt.Runtime(logger).deserialize_cuda_engine(plan)

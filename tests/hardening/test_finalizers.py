@@ -17,20 +17,14 @@ import plugrt as trt
 from plugrt.core import finalizers
 from plugrt.engine import context as context_module
 from plugrt.engine import engine as engine_module
-from plugrt.examples import circ_pad_v2
 
-from testing_plugins import build, fields, run
+from testing_plugins import build, circ_pad_network, run
 
 
 def _engine_and_context() -> tuple[Any, Any, bytes]:
     logger = trt.Logger(trt.Logger.ERROR)
     builder = trt.Builder(logger)
-    network = builder.create_network(0)
-    x = network.add_input("x", trt.float32, (-1, 4))
-    creator = circ_pad_v2.register()
-    layer = network.add_plugin_v2([x], creator.create_plugin("pad", fields(pads=[1, 1])))
-    layer.name = "pad"
-    network.mark_output(layer.get_output(0))
+    network = circ_pad_network(builder)
     plan = build(network, builder, [{"x": ((1, 4), (2, 4), (3, 4))}])
     engine = trt.Runtime(logger).deserialize_cuda_engine(plan)
     context = engine.create_execution_context()
