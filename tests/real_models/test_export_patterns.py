@@ -18,62 +18,12 @@ from plugrt.core.errors import PlanFormatError
 from plugrt.engine.plan import MAX_EXPR_DEPTH, EnginePlan
 from plugrt.engine.plan_format import PlanContents, decode_plan, encode_plan
 
-
-def _model(
-    nodes: list[onnx.NodeProto],
-    inputs: list[onnx.ValueInfoProto],
-    outputs: list[str],
-    initializers: dict[str, np.ndarray],
-) -> onnx.ModelProto:
-    graph = helper.make_graph(
-        nodes,
-        "pattern",
-        inputs,
-        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outputs],
-        [numpy_helper.from_array(v, k) for k, v in initializers.items()],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    model.ir_version = 10
-    return model
-
-
-def _bert_attention_reshape() -> onnx.ModelProto:
-    """x [B, S, 768] + a position table sliced to S, split into heads of 64 (-1) and merged back (-1).
-
-    Both reshapes take B and S from ``Shape(x)`` while the tensor's second dimension is the
-    broadcast of S and the clamped slice end: the merged size is
-    ``(B * S * ((M * 768) // (S * 64)) * 64) // (B * S)`` for that spelling M of S.
-    """
-    nodes = [
-        helper.make_node("Shape", ["x"], ["shape"]),
-        helper.make_node("Gather", ["shape", "one_scalar"], ["seq"], axis=0),
-        helper.make_node("Unsqueeze", ["seq", "zero"], ["seq_1d"]),
-        helper.make_node("Slice", ["table", "zero", "seq_1d", "one"], ["positions"]),
-        helper.make_node("Add", ["x", "positions"], ["embedded"]),
-        helper.make_node("Slice", ["shape", "zero", "two"], ["batch_seq"]),
-        helper.make_node("Concat", ["batch_seq", "heads"], ["split_shape"], axis=0),
-        helper.make_node("Reshape", ["embedded", "split_shape"], ["split"]),
-        helper.make_node("Transpose", ["split"], ["per_head"], perm=[0, 2, 1, 3]),
-        helper.make_node("Transpose", ["per_head"], ["back"], perm=[0, 2, 1, 3]),
-        helper.make_node("Concat", ["batch_seq", "minus_one"], ["merge_shape"], axis=0),
-        helper.make_node("Reshape", ["back", "merge_shape"], ["y"]),
-    ]
-    inits = {
-        "table": np.random.default_rng(0).standard_normal((1, 512, 768)).astype(np.float32),
-        "zero": np.array([0], np.int64),
-        "one": np.array([1], np.int64),
-        "two": np.array([2], np.int64),
-        "one_scalar": np.array(1, np.int64),
-        "heads": np.array([-1, 64], np.int64),
-        "minus_one": np.array([-1], np.int64),
-    }
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 768])
-    return _model(nodes, [x], ["y"], inits)
+from export_graphs import bert_attention_reshape, conv_length_chain, onnx_model
 
 
 def test_bert_reshape_back_to_hidden_size_plans_a_small_arena() -> None:
     """The merged dimension is 768 exactly, so the arena holds [B, S, 768] tensors, not gigabytes."""
-    model = _bert_attention_reshape()
+    model = bert_attention_reshape()
     compiled = trt.compile(model, shapes={"x": ((1, 2, 768), (1, 16, 768), (8, 512, 768))})
     largest = 8 * 512 * 768 * 4
     assert compiled.engine.plan.profiles[0].arena_size <= 8 * largest
@@ -82,49 +32,9 @@ def test_bert_reshape_back_to_hidden_size_plans_a_small_arena() -> None:
     np.testing.assert_allclose(compiled(x)["y"], x + table[:, :7], rtol=1e-6)
 
 
-def _conv_length_chain() -> onnx.ModelProto:
-    """wav2vec2's feature length: ``Shape -> Squeeze -> Div -> Add`` (floor((L - 10) / 5) + 1, exported as L // 5 - 1)
-    feeding Range (the attention mask) and Reshape; Mod, Min, Max, Mul, Sub and Where of shape values too."""
-    nodes = [
-        helper.make_node("Shape", ["audio"], ["length_1d"], start=1, end=2),
-        helper.make_node("Squeeze", ["length_1d"], ["length"]),
-        helper.make_node("Div", ["length", "five"], ["frames_down"]),
-        helper.make_node("Add", ["frames_down", "minus_one"], ["frames"]),
-        helper.make_node("Range", ["zero", "frames", "one"], ["positions"]),
-        helper.make_node("Mul", ["frames", "five"], ["used"]),
-        helper.make_node("Unsqueeze", ["used", "axis0"], ["used_1d"]),
-        helper.make_node("Slice", ["audio", "zero_1d", "used_1d", "axis1"], ["trimmed"]),
-        helper.make_node("Mod", ["length", "five"], ["leftover"]),
-        helper.make_node("Sub", ["frames", "leftover"], ["fewer"]),
-        helper.make_node("Max", ["fewer", "one"], ["at_least_one"]),
-        helper.make_node("Min", ["at_least_one", "frames"], ["rows"]),
-        helper.make_node("Greater", ["rows", "zero"], ["positive"]),
-        helper.make_node("Where", ["positive", "rows", "one"], ["rows_safe"]),
-        helper.make_node("Unsqueeze", ["frames", "axis0"], ["frames_1d"]),
-        helper.make_node("Concat", ["batch_1d", "frames_1d", "five_1d"], ["frame_shape"], axis=0),
-        helper.make_node("Reshape", ["trimmed", "frame_shape"], ["framed"]),
-        helper.make_node("Unsqueeze", ["rows_safe", "axis0"], ["rows_1d"]),
-        helper.make_node("Expand", ["one_f", "rows_1d"], ["ones"]),
-    ]
-    inits = {
-        "five": np.array(5, np.int64),
-        "minus_one": np.array(-1, np.int64),
-        "zero": np.array(0, np.int64),
-        "one": np.array(1, np.int64),
-        "axis0": np.array([0], np.int64),
-        "axis1": np.array([1], np.int64),
-        "zero_1d": np.array([0], np.int64),
-        "batch_1d": np.array([-1], np.int64),
-        "five_1d": np.array([5], np.int64),
-        "one_f": np.array([1.0], np.float32),
-    }
-    audio = helper.make_tensor_value_info("audio", TensorProto.FLOAT, [2, "samples"])
-    return _model(nodes, [audio], ["positions", "framed", "ones"], inits)
-
-
 def test_integer_arithmetic_on_shape_values_is_a_shape_expression() -> None:
     """Range's limit and Reshape's shape come from Div/Mod/Min/Max/Sub/Mul/Where of a shape: the graph imports."""
-    compiled = trt.compile(_conv_length_chain(), shapes={"audio": ((2, 20), (2, 100), (2, 4000))})
+    compiled = trt.compile(conv_length_chain(), shapes={"audio": ((2, 20), (2, 100), (2, 4000))})
     for samples in (23, 100, 3999):
         audio = np.arange(2 * samples, dtype=np.float32).reshape(2, samples)
         out = compiled(audio)
@@ -151,7 +61,7 @@ def test_truncating_division_of_a_possibly_negative_shape_value_rounds_toward_ze
         "one": np.array(1, np.int64),
     }
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])
-    compiled = trt.compile(_model(nodes, [x], ["values"], inits), shapes={"x": ((1,), (21,), (64,))})
+    compiled = trt.compile(onnx_model(nodes, [x], ["values"], inits), shapes={"x": ((1,), (21,), (64,))})
     for n in (21, 30, 33, 50):
         start = int((n - 30) / 4)
         np.testing.assert_array_equal(compiled(np.zeros(n, np.float32))["values"], np.arange(start, 3))
@@ -168,7 +78,7 @@ def _ocr_conv_chain(count: int) -> onnx.ModelProto:
         previous = f"c{k}"
     nodes.append(helper.make_node("Identity", [previous], ["y"]))
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 1, "h", "w"])
-    return _model(nodes, [x], ["y"], inits)
+    return onnx_model(nodes, [x], ["y"], inits)
 
 
 def test_plans_of_long_conv_chains_with_dynamic_hw_load_again() -> None:

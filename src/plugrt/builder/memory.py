@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..backends.base import ALIGNMENT
-from ..engine.plan import ProfilePlan, tensor_max_bytes
+from ..engine.plan import ProfilePlan, host_computed, tensor_max_bytes
 
 if TYPE_CHECKING:
     from .state import BuildState
@@ -72,6 +72,11 @@ def memory_plans(state: BuildState) -> list[ProfilePlan]:
         for o in layer.outputs:
             producer[o] = step
     end = len(state.layers)
+    size_symbols = {sym for layer in state.layers for sym in layer.size_outputs.values()}
+    # shape tensors the executor writes when shapes change live for the whole run, as constants do
+    whole_run = {
+        o for layer in state.layers if host_computed(layer, state.tensors, size_symbols) for o in layer.outputs
+    }
 
     def root(index: int) -> int:  # in-place outputs live in the memory of the input they overwrite
         while index in state.shares:
@@ -86,8 +91,9 @@ def memory_plans(state: BuildState) -> list[ProfilePlan]:
             if tensor.role == "input" or (tensor.role == "output" and not data_dependent):
                 continue
             nbytes = tensor_max_bytes(tensor, profile.low, profile.high)
-            start = 0 if tensor.role == "constant" else producer.get(index, 0)
-            stop = end if tensor.role in ("constant", "output") else last_use.get(index, start)
+            kept = tensor.role == "constant" or index in whole_run
+            start = 0 if kept else producer.get(index, 0)
+            stop = end if kept or tensor.role == "output" else last_use.get(index, start)
             owner = root(index)
             if owner in lifetimes:
                 size, first, last = lifetimes[owner]

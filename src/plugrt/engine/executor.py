@@ -20,7 +20,7 @@ from ..core.errors import ExecutionError, PlugrtError
 from ..core.layouts import storage_shape
 from ..interfaces.v3 import IPluginResourceContext
 from ..nodes.base import Binding, Node
-from .plan import EnginePlan, LayerPlan
+from .plan import EnginePlan, LayerPlan, host_computed
 
 __all__ = ["Executor", "Step"]
 
@@ -36,6 +36,8 @@ class Step:
     constant: bool = False
     #: bound during the run (its inputs' shapes depend on data)
     late: bool = False
+    #: a shape-tensor layer: its outputs are written on the host when shapes change, never per run
+    host: bool = False
 
 
 class Executor:
@@ -50,10 +52,15 @@ class Executor:
         self.resource_context = IPluginResourceContext(
             shared.backend, shared.allocator, getattr(shared, "error_recorder", None)
         )
+        self.size_symbols = {sym for layer in self.plan.layers for sym in layer.size_outputs.values()}
         for index, layer in enumerate(self.plan.layers):
             # constants, and layers the builder found to depend on constants only
             constant = bool(layer.outputs) and all(self.plan.tensors[o].role == "constant" for o in layer.outputs)
-            self.steps.append(Step(index, layer, engine.create_node(index, self.resource_context), constant))
+            host = not constant and host_computed(layer, self.plan.tensors, self.size_symbols)
+            node = engine.create_node(index, self.resource_context)
+            self.steps.append(Step(index, layer, node, constant, host=host))
+        #: tensor -> its shape-tensor values for the current input shapes (where they depend on shapes only)
+        self.values: dict[int, tuple[int, ...]] = {}
         self.profile = 0
         self.arena: Any = None
         self.arena_base = 0
@@ -64,7 +71,6 @@ class Executor:
         self.pointers: list[int] = [0] * len(self.plan.tensors)
         self.upper_arrays: dict[int, Any] = {}
         self.upper: dict[int, tuple[int, ...]] = {}
-        self.size_symbols = {sym for layer in self.plan.layers for sym in layer.size_outputs.values()}
         self.size_upper = {
             leaf.symbol: leaf.size_bounds[1] for t in self.plan.tensors for d in t.shape for leaf in _size_leaves(d)
         }
@@ -111,6 +117,11 @@ class Executor:
                 self.upper[index] = tuple(d.evaluate(upper_env) for d in tensor.shape)
             else:
                 self.shapes[index] = tuple(d.evaluate(env) for d in tensor.shape)
+        self.values = {
+            index: tuple(v.evaluate(env) for v in tensor.values)
+            for index, tensor in enumerate(self.plan.tensors)
+            if tensor.values is not None and not any(v.symbols() & self.size_symbols for v in tensor.values)
+        }
 
     def bind(self, io_arrays: dict[int, Any], io_pointers: dict[int, int]) -> None:
         """Make views and bind every step whose shapes are known."""
@@ -131,6 +142,9 @@ class Executor:
                     self._run_step(step, 0)
             self.constants_ready = True
         for step in self.steps:
+            if step.host:
+                self._write_values(step)
+                continue
             step.late = any(self.shapes[i] is None for i in step.layer.inputs)
             if not step.late:
                 self._bind_step(step)
@@ -163,7 +177,16 @@ class Executor:
             self.pointers[index],
             self.arrays[index],
             functools.partial(self.engine.tensor_range, index, self.profile),
+            self.values.get(index),
         )
+
+    def _write_values(self, step: Step) -> None:
+        """A shape-tensor layer's outputs, written from their values for the current shapes (one host
+        copy each on a device, queued on the current stream before the run's kernels)."""
+        for index in step.layer.outputs:
+            tensor = self.plan.tensors[index]
+            values = np.array(self.values[index], dtype=np.int64).astype(tensor.dtype.nptype(), copy=False)
+            self.backend.copy_from_host(self.arrays[index], values.reshape(self.shapes[index] or ()))
 
     def known_shape(self, index: int) -> tuple[int, ...] | None:
         """Tensor ``index``'s shape as known before a run: None while it depends on data.
@@ -189,7 +212,7 @@ class Executor:
         for sym in self.size_symbols:
             self.env.pop(sym, None)
         for step in self.steps:
-            if step.constant:
+            if step.constant or step.host:
                 continue
             if step.late:
                 self._bind_late(step)
@@ -206,7 +229,9 @@ class Executor:
     def _run_static(self, stream: int) -> None:
         """The common case (no data-dependent shapes): a flat list of prepared launches."""
         if self._calls is None or self._calls_stream != stream:
-            self._calls = [(step, *step.node.prepared_launch(stream)) for step in self.steps if not step.constant]
+            self._calls = [
+                (step, *step.node.prepared_launch(stream)) for step in self.steps if not (step.constant or step.host)
+            ]
             self._calls_stream = stream
         current: Step | None = None
         try:

@@ -32,6 +32,8 @@ __all__ = [
     "TensorPlan",
     "decode_expr",
     "encode_expr",
+    "host_computed",
+    "is_shape_tensor_type",
 ]
 
 ProfileShapes = dict[str, tuple[Dims, Dims, Dims]]
@@ -48,6 +50,9 @@ class TensorPlan:
     format: TensorFormat
     shape: list[IDimensionExpr]
     role: str  # "input", "output", "internal" or "constant"
+    #: the values of a shape tensor (an integer tensor of rank 0 or 1 whose values depend on
+    #: input shapes only), one expression per element; None for other tensors
+    values: list[IDimensionExpr] | None = None
 
 
 @dataclass
@@ -124,6 +129,7 @@ class EnginePlan:
                     "format": t.format.name,
                     "shape": [dims.encode(d) for d in t.shape],
                     "role": t.role,
+                    **({} if t.values is None else {"values": [dims.encode(v) for v in t.values]}),
                 }
                 for t in self.tensors
             ],
@@ -220,16 +226,61 @@ def _check_plugin_params(layer: LayerPlan, records: int) -> None:
         raise PlanFormatError(f"plan plugin layer {layer.name!r} has no plugin family in its params")
 
 
+def _checked_values(tensor: TensorPlan) -> TensorPlan:
+    """A loaded tensor's shape-tensor values: an integer tensor of rank 0 or 1, one value per element."""
+    values = tensor.values
+    if values is None:
+        return tensor
+    count = tensor.shape[0].get_constant_value() if len(tensor.shape) == 1 and tensor.shape[0].is_constant() else None
+    if not is_shape_tensor_type(tensor.dtype) or tensor.format != TensorFormat.LINEAR:
+        raise PlanFormatError(
+            f"plan tensor {tensor.name!r} holds shape values but is {tensor.dtype.name}/{tensor.format.name}; "
+            "shape tensors are linear INT32 or INT64"
+        )
+    if len(values) != (1 if not tensor.shape else count):
+        raise PlanFormatError(
+            f"plan tensor {tensor.name!r} of shape {[str(d) for d in tensor.shape]} holds {len(values)} shape values"
+        )
+    return tensor
+
+
+def is_shape_tensor_type(dtype: DataType) -> bool:
+    """True for the types a shape tensor has (INT32, INT64)."""
+    return dtype in (DataType.INT32, DataType.INT64)
+
+
+def host_computed(layer: LayerPlan, tensors: list[TensorPlan], size_symbols: set[str]) -> bool:
+    """True when every output of ``layer`` is a shape tensor computed on the host when shapes change.
+
+    Such a layer (Shape, Size, their integer arithmetic, Concat/Gather/Slice of shape values …)
+    never runs per inference: the executor writes the values of its outputs once per shape
+    change, and the memory plan keeps them for the whole run. Plugin layers, engine outputs,
+    and values that depend on data (size tensors) are left to their kernels.
+    """
+    if layer.is_plugin or not layer.outputs:
+        return False
+    for index in layer.outputs:
+        tensor = tensors[index]
+        if tensor.values is None or tensor.role != "internal" or not is_shape_tensor_type(tensor.dtype):
+            return False
+        if tensor.format != TensorFormat.LINEAR or any(v.symbols() & size_symbols for v in tensor.values):
+            return False
+    return True
+
+
 def _decode(contents: PlanContents) -> EnginePlan:
     h = contents.header
     dims = decode_expr_table(h.get("dims", []))
     tensors = [
-        TensorPlan(
-            str(t["name"]),
-            _enum(DataType, t["dtype"], "dtype"),
-            _enum(TensorFormat, t["format"], "format"),
-            [decode_expr(d, table=dims) for d in t["shape"]],
-            str(t["role"]),
+        _checked_values(
+            TensorPlan(
+                str(t["name"]),
+                _enum(DataType, t["dtype"], "dtype"),
+                _enum(TensorFormat, t["format"], "format"),
+                [decode_expr(d, table=dims) for d in t["shape"]],
+                str(t["role"]),
+                None if t.get("values") is None else [decode_expr(v, table=dims) for v in t["values"]],
+            )
         )
         for t in h["tensors"]
     ]

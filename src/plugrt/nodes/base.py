@@ -42,11 +42,12 @@ class Binding:
 
     ``shape`` is the concrete shape (the upper bound while a data-dependent size is
     unknown), ``array`` the view the backend made of its memory (storage shape),
-    ``address`` its start. The plugin descriptor and the profile's (min, opt, max)
-    dims are made on first use: operators need neither.
+    ``address`` its start, ``values`` a shape tensor's values for these shapes (None for
+    other tensors: then only the array holds them). The plugin descriptor and the
+    profile's (min, opt, max) dims are made on first use: operators need neither.
     """
 
-    __slots__ = ("_desc", "_profile_dims", "address", "array", "dtype", "format", "scale", "shape")
+    __slots__ = ("_desc", "_profile_dims", "address", "array", "dtype", "format", "scale", "shape", "values")
 
     def __init__(
         self,
@@ -57,8 +58,10 @@ class Binding:
         address: int,
         array: Any,
         profile_dims: Callable[[], ProfileDims],
+        values: tuple[int, ...] | None = None,
     ) -> None:
         self.shape = shape
+        self.values = values
         self.dtype = dtype
         self.format = fmt
         self.scale = scale

@@ -45,6 +45,7 @@ __all__ = [
     "Operator",
     "ShapeExprs",
     "create_operator",
+    "host_ints",
     "register_operator",
     "registered_operators",
 ]
@@ -84,6 +85,8 @@ class Operator(Node):
         self._device_copies: dict[tuple[Hashable, Any], tuple[Any, Any]] = {}
         #: key -> (array module, work array, its shape, the type asked for)
         self._scratch: dict[Hashable, tuple[Any, Any, tuple[int, ...], Any]] = {}
+        #: the bound inputs' shape-tensor values (None where an input is not one), set by :meth:`bind`
+        self.bound_values: list[tuple[int, ...] | None] = []
         read_params(self)  # the parameters the class declares (ops/params.py)
 
     def declare_size(self, output_index: int, opt: IDimensionExpr, upper: IDimensionExpr) -> IDimensionExpr:
@@ -148,8 +151,15 @@ class Operator(Node):
 
     def bind(self, inputs: Sequence[Binding], outputs: Sequence[Binding], workspace: int) -> None:
         """:meth:`prepare` for the bound shapes; keep the arrays :meth:`launch` runs on."""
+        self.bound_values = [b.values for b in inputs]
         self.prepare([b.shape for b in inputs], [b.shape for b in outputs])
         self._bound_args = ([b.array for b in inputs], [b.array for b in outputs], self.xp)
+
+    def input_ints(self, position: int, array: Any) -> list[int]:
+        """Input ``position``'s values as ints: a shape tensor's as the executor bound them (no device
+        read), otherwise read from ``array`` (a device read on the GPU)."""
+        bound = self.bound_values[position] if position < len(self.bound_values) else None
+        return list(bound) if bound is not None else host_ints(array)
 
     def launch(self, stream: int) -> None:
         """Run the kernel on the bound arrays (the context has made ``stream`` current)."""
@@ -209,6 +219,13 @@ class Operator(Node):
 
 
 _OPERATORS: dict[str, type[Operator]] = {}
+
+
+def host_ints(array: Any) -> list[int]:
+    """The values of a small int array (host or device) as Python ints."""
+    if not isinstance(array, np.ndarray):
+        array = array.get() if hasattr(array, "get") else np.asarray(array)
+    return [int(v) for v in np.asarray(array).reshape(-1)]
 
 
 def register_operator(cls: type[Operator]) -> type[Operator]:

@@ -13,7 +13,7 @@ from ..core.types import DataType
 from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import NUMERIC_TYPES, label
 from .params import param
-from .tensor_common import along, expect_index_type, expect_input_count, host_ints, normalize_axis
+from .tensor_common import along, expect_index_type, expect_input_count, normalize_axis
 
 __all__ = ["CumSumOperator"]
 
@@ -51,7 +51,7 @@ class CumSumOperator(Operator):
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         x, out = inputs[0], outputs[0]
-        axis = self.axis if self.axis is not None else host_ints(inputs[1])[0]
+        axis = self.axis if self.axis is not None else self.input_ints(1, inputs[1])[0]
         axis = normalize_axis(self, axis, x.ndim)
         source = xp.flip(x, axis=axis) if self.reverse else x
         target = xp.flip(out, axis=axis) if self.reverse else out

@@ -24,7 +24,6 @@ from ..shape import DimensionOperation, IDimensionExpr, constant, operation
 from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import label
 from .params import ints, param
-from .tensor_common import host_ints
 
 __all__ = ["PadOperator"]
 
@@ -120,7 +119,7 @@ class PadOperator(Operator):
     def _pads_of(self, inputs: Sequence[Any], rank: int) -> list[int]:
         if self.pads is not None:
             return self._full_pads(self.pads, rank, 0)
-        return self._full_pads(host_ints(inputs[1]), rank, 0)  # a device read on the GPU: the plan needs them
+        return self._full_pads(self.input_ints(1, inputs[1]), rank, 0)  # a device read unless a shape tensor
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         x, out = inputs[0], outputs[0]

@@ -25,7 +25,6 @@ from .tensor_common import (
     constant_ints,
     expect_index_type,
     expect_input_count,
-    host_ints,
     normalize_axis,
     select,
     values_of,
@@ -119,8 +118,11 @@ class SliceOperator(Operator):
     # --- kernel ------------------------------------------------------------------------
     def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
         self._slices = None
-        if not self.tensor_inputs:
+        bound = self.bound_values[1 : 1 + len(self.tensor_inputs)]
+        if not self.tensor_inputs or (len(bound) == len(self.tensor_inputs) and all(v is not None for v in bound)):
             fields = {name: [constant(v) for v in values] for name, values in self.static.items()}
+            for name, known in zip(self.tensor_inputs, bound):  # shape tensors: their values are bound
+                fields[name] = [constant(v) for v in known or ()]
             self._slices = self._concrete(tuple(input_shapes[0]), self._complete(fields))
 
     def _concrete(self, shape: tuple[int, ...], fields: dict[str, ShapeExprs]) -> tuple[slice, ...]:
@@ -134,8 +136,8 @@ class SliceOperator(Operator):
         slices = self._slices
         if slices is None:
             fields = {name: [constant(v) for v in values] for name, values in self.static.items()}
-            for name, array in zip(self.tensor_inputs, inputs[1:]):
-                fields[name] = [constant(v) for v in host_ints(array)]
+            for position, (name, array) in enumerate(zip(self.tensor_inputs, inputs[1:]), start=1):
+                fields[name] = [constant(v) for v in self.input_ints(position, array)]
             slices = self._concrete(x.shape, self._complete(fields))
         outputs[0][...] = x[slices]
 

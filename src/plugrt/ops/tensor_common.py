@@ -8,14 +8,11 @@ a list of one expression.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-import numpy as np
 
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..shape import DimensionOperation, IDimensionExpr, constant, operation
-from .base import Operator, ShapeExprs
+from .base import Operator, ShapeExprs, host_ints
 from .elementwise import broadcast_dim, label
 
 __all__ = [
@@ -115,8 +112,3 @@ def broadcast_shapes(op: Operator, shapes: Sequence[ShapeExprs]) -> ShapeExprs:
     return out
 
 
-def host_ints(array: Any) -> list[int]:
-    """The values of a small int array (host or device) as Python ints."""
-    if not isinstance(array, np.ndarray):
-        array = array.get() if hasattr(array, "get") else np.asarray(array)
-    return [int(v) for v in np.asarray(array).reshape(-1)]

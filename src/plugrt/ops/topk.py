@@ -17,7 +17,7 @@ from ..shape import IDimensionExpr, constant
 from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import label
 from .params import param
-from .tensor_common import constant_ints, expect_index_type, expect_input_count, host_ints, normalize_axis, values_of
+from .tensor_common import constant_ints, expect_index_type, expect_input_count, normalize_axis, values_of
 
 __all__ = ["ArgReduceOperator", "TopKOperator", "sort_order"]
 
@@ -78,8 +78,8 @@ class TopKOperator(Operator):
         values, indices = outputs
         axis = self.axis + x.ndim if self.axis < 0 else self.axis
         k = values.shape[axis]
-        if len(inputs) == 2 and host_ints(inputs[1])[0] != k:
-            raise ValueError(f"k = {host_ints(inputs[1])[0]} differs from the planned {k}")
+        if len(inputs) == 2 and (given := self.input_ints(1, inputs[1])[0]) != k:
+            raise ValueError(f"k = {given} differs from the planned {k}")
         order = sort_order(xp, x, axis, self.largest)
         picked = xp.take(order, xp.arange(k), axis=axis)
         indices[...] = picked

@@ -12,7 +12,7 @@ from ..core.types import DataType
 from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import label
 from .params import param
-from .tensor_common import expect_index_type, expect_input_count, host_ints
+from .tensor_common import expect_index_type, expect_input_count
 
 __all__ = ["TriluOperator"]
 
@@ -42,7 +42,7 @@ class TriluOperator(Operator):
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         x, out = inputs[0], outputs[0]
-        k = host_ints(inputs[1])[0] if len(inputs) == 2 else self.k
+        k = self.input_ints(1, inputs[1])[0] if len(inputs) == 2 else self.k
         rows, cols = x.shape[-2:]
         offset = xp.arange(cols).reshape(1, cols) - xp.arange(rows).reshape(rows, 1)
         keep = offset >= k if self.upper else offset <= k
