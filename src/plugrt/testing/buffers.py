@@ -41,6 +41,12 @@ class GuardedBuffer:
         if fill is not None:
             self.data[:] = fill
 
+    def reset(self, fill: int | None = None) -> None:
+        """Restore the guard bytes and fill the data with ``fill`` (None: guard bytes), for the next run."""
+        self._raw[:] = GUARD_BYTE
+        if fill is not None:
+            self.data[:] = fill
+
     @property
     def data(self) -> np.ndarray:
         """The buffer's bytes (a view)."""

@@ -1,6 +1,6 @@
 """The plugin under test inside a real engine: a one-layer network, its plan, and runs on padded buffers.
 
-Most checks call the hooks directly on host buffers the checker owns. The GPU
+Most checks run the plugin's node on guarded host buffers the checker owns (``session.py``). The GPU
 stream check needs the whole path instead (device pointers, the CUDA backend,
 the stream ``execute_async_v3`` receives), so this module builds a network
 holding only the plugin, with the checker's input ranges and types, and runs

@@ -6,8 +6,10 @@ plugin itself, to compare with its clones), output types and shapes, the format
 questions, configuration for the checker's profile, workspace size, initialize.
 Then either the build instance serves as the engine's plugin (``adopt_build``), or
 (``via_payload``) it is serialized, torn down and recreated through the creator,
-as a plan load does. Each context gets a clone (``attach``), is told about shape
-changes and runs on guarded, poisoned buffers.
+as a plan load does. Each context gets a clone (``attach``) and runs it as the
+engine does: through a :class:`~plugrt.interfaces.adapters.PluginNode`, bound
+(the plugin told the shapes, the run hook's arguments made) when its shapes or
+buffers change, then launched, on guarded buffers poisoned again for every run.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from ..backends.registry import DEFAULT_DEVICE
 from ..core.dims import Dims, volume
 from ..core.layouts import from_storage, storage_shape, to_storage
 from ..core.types import TensorFormat
+from ..interfaces.adapters import PluginNode
 from ..interfaces.descriptors import PluginTensorDesc
 from ..interfaces.v3 import IPluginResourceContext
+from ..nodes.base import Binding
 from .buffers import POISON_A, GuardedBuffer
 from .driver import Combination
 
@@ -45,8 +49,20 @@ class RunResult:
     size_problems: list[str] = field(default_factory=list)
 
 
+@dataclass
+class _Bound:
+    """One plugin's node, bound to guarded buffers for one set of input shapes."""
+
+    key: tuple[tuple[int, ...], ...]
+    inputs: list[GuardedBuffer]
+    outputs: list[GuardedBuffer]
+    scratch: GuardedBuffer | None
+    in_descs: list[PluginTensorDesc]
+    out_descs: list[PluginTensorDesc]
+
+
 class Session:
-    """One engine-side plugin plus context clones, driven through one adapter."""
+    """One engine-side plugin plus context clones, driven through one adapter and run as engine nodes."""
 
     def __init__(
         self, ctx: Any, combo: Combination, *, network: Any = None, via_payload: bool = False, clone: bool = True
@@ -56,8 +72,8 @@ class Session:
         self.network = network if network is not None else ctx.fresh()
         self.payload: bytes | None = None
         self.contexts: list[Any] = []
-        self._shapes: dict[int, tuple[tuple[int, ...], ...]] = {}
-        self._enqueues: dict[int, Callable[..., None]] = {}
+        self._nodes: dict[int, PluginNode] = {}
+        self._bound: dict[int, _Bound] = {}
         self.engine: Any = None
         self.adapter = adapter = driver.adapter()
         if clone:
@@ -74,6 +90,7 @@ class Session:
             self.engine = driver.revive(adapter, ctx.creator, built.payload, built.tactic)
         else:
             self.engine = adapter.adopt_build()
+        self._input_ranges = driver.input_ranges()
         self._output_ranges = self.rule.ranges(driver.profile_envs())
         self.context = self.attach()
 
@@ -84,11 +101,14 @@ class Session:
         return plugin
 
     def detach(self, plugin: Any) -> None:
-        """Tear down one context's plugin."""
+        """Tear down one context's plugin (its node's release)."""
         self.contexts.remove(plugin)
-        self._shapes.pop(id(plugin), None)
-        self._enqueues.pop(id(plugin), None)
-        self.adapter.detach(plugin)
+        self._bound.pop(id(plugin), None)
+        node = self._nodes.pop(id(plugin), None)
+        if node is not None:
+            node.release()
+        else:
+            self.adapter.detach(plugin)
 
     def close(self, strict: bool = False) -> None:
         """Contexts first, then the engine's plugin, then the network's (errors ignored unless ``strict``)."""
@@ -98,6 +118,8 @@ class Session:
         if self.network is not self.engine:
             steps.append(partial(self.driver.destroy, self.network))
         self.engine = None
+        self._nodes.clear()
+        self._bound.clear()
         for step in steps:
             try:
                 step()
@@ -112,18 +134,12 @@ class Session:
         self.close()
 
     # --- running ------------------------------------------------------------------
-    def descriptors(self, shapes: Shapes) -> tuple[list[PluginTensorDesc], list[PluginTensorDesc]]:
-        """Concrete descriptors (outputs at their upper bound) for input ``shapes``."""
-        env = self.driver.env(shapes)
-        ins = [PluginTensorDesc(Dims(s), t, f, 1.0) for s, (t, f) in zip(shapes, self.combo.inputs)]
-        uppers = self.rule.upper_shapes(env)
-        outs = [PluginTensorDesc(Dims(s), t, f, 1.0) for s, (t, f) in zip(uppers, self.combo.outputs)]
-        return ins, outs
-
-    def _enqueue(self, plugin: Any) -> Callable[..., None]:
-        if id(plugin) not in self._enqueues:
-            self._enqueues[id(plugin)] = self.adapter.make_enqueue(plugin)
-        return self._enqueues[id(plugin)]
+    def node(self, plugin: Any) -> PluginNode:
+        """The engine node running ``plugin`` (a context's plugin, or the engine's own)."""
+        found = self._nodes.get(id(plugin))
+        if found is None:
+            found = self._nodes[id(plugin)] = PluginNode.for_context(self.adapter, plugin)
+        return found
 
     def run(
         self,
@@ -134,55 +150,56 @@ class Session:
         poison: int = POISON_A,
         workspace_fill: int = 0xAB,
         stream: int = 0,
-        reconfigure: bool = False,
     ) -> RunResult:
-        """Enqueue once on fresh guarded buffers; ``inputs`` are LINEAR arrays of the input types."""
+        """Launch ``plugin``'s node once (bound first when the shapes changed); ``inputs`` are LINEAR arrays
+        of the input types. The buffers are guarded, outputs filled with ``poison``, the workspace with
+        ``workspace_fill``."""
         plugin = self.context if plugin is None else plugin
         key = tuple(tuple(int(d) for d in s) for s in shapes)
-        in_descs, out_descs = self.descriptors(key)
-        if reconfigure or self._shapes.get(id(plugin)) != key:
-            ranges = self.driver.input_ranges()
-            self.adapter.shape_change(plugin, in_descs, out_descs, ranges, self._output_ranges)
-            self._shapes[id(plugin)] = key
-        in_bufs = []
-        for array, desc in zip(inputs, in_descs):
+        bound = self._bound.get(id(plugin))
+        if bound is None or bound.key != key:
+            bound = self._bind(plugin, key)
+        for array, desc, buf in zip(inputs, bound.in_descs, bound.inputs):
+            buf.reset()
             dtype = np.dtype(desc.type.nptype())
             store = storage_shape(tuple(desc.dims), desc.format)
-            buf = GuardedBuffer(volume(store) * dtype.itemsize)
             to_storage(np.asarray(array, dtype=dtype), desc.format, buf.view(store, dtype))
-            in_bufs.append(buf)
-        written = [bytes(b.data) for b in in_bufs]
-        out_bufs = []
-        for desc in out_descs:
-            dtype = np.dtype(desc.type.nptype())
-            out_bufs.append(
-                GuardedBuffer(volume(storage_shape(tuple(desc.dims), desc.format)) * dtype.itemsize, poison)
-            )
-        scratch = GuardedBuffer(self.workspace, workspace_fill) if self.workspace else None
-        self._enqueue(plugin)(
-            in_descs,
-            out_descs,
-            [b.ptr for b in in_bufs],
-            [b.ptr for b in out_bufs],
-            scratch.ptr if scratch is not None else 0,
-            stream,
-        )
-        outputs, size_problems = self._read_outputs(key, out_bufs, out_descs)
+        for buf in bound.outputs:
+            buf.reset(poison)
+        if bound.scratch is not None:
+            bound.scratch.reset(workspace_fill)
+        written = [bytes(b.data) for b in bound.inputs]
+        self.node(plugin).launch(stream)
+        outputs, size_problems = self._read_outputs(key, bound.outputs, bound.out_descs)
         result = RunResult(outputs, size_problems=size_problems)
-        for i, buf in enumerate(out_bufs):
+        for i, buf in enumerate(bound.outputs):
             text = buf.damage_text(f"output {i}")
             if text:
                 result.output_damage.append(text)
-        for i, (buf, before) in enumerate(zip(in_bufs, written)):
+        for i, (buf, before) in enumerate(zip(bound.inputs, written)):
             text = buf.damage_text(f"input {i}")
             if text:
                 result.input_damage.append(text)
             if bytes(buf.data) != before:
                 changed = int(np.count_nonzero(np.frombuffer(before, np.uint8) != buf.data))
                 result.modified_inputs.append(f"input {i}: {changed} of {buf.nbytes} bytes changed")
-        if scratch is not None:
-            result.workspace_damage = scratch.damage_text("workspace")
+        if bound.scratch is not None:
+            result.workspace_damage = bound.scratch.damage_text("workspace")
         return result
+
+    def _bind(self, plugin: Any, key: tuple[tuple[int, ...], ...]) -> _Bound:
+        """New guarded buffers for input shapes ``key`` (outputs at their upper bound), and the node bound to
+        them: as an engine binds its nodes at shape change (the plugin's configure_plugin / on_shape_change)."""
+        uppers = self.rule.upper_shapes(self.driver.env(key))
+        ins = [_guarded(s, c, r) for s, c, r in zip(key, self.combo.inputs, self._input_ranges)]
+        outs = [_guarded(s, c, r) for s, c, r in zip(uppers, self.combo.outputs, self._output_ranges)]
+        scratch = GuardedBuffer(self.workspace) if self.workspace else None
+        self.node(plugin).bind([b for b, _ in ins], [b for b, _ in outs], scratch.ptr if scratch is not None else 0)
+        bound = _Bound(
+            key, [g for _, g in ins], [g for _, g in outs], scratch, [b.desc for b, _ in ins], [b.desc for b, _ in outs]
+        )
+        self._bound[id(plugin)] = bound
+        return bound
 
     def _read_outputs(
         self, shapes: Shapes, bufs: list[GuardedBuffer], descs: list[PluginTensorDesc]
@@ -211,3 +228,15 @@ class Session:
             from_storage(buf.view(storage_shape(upper, desc.format), dtype), desc.format, linear)
             outputs.append(linear)
         return outputs, problems
+
+
+def _guarded(
+    shape: Sequence[int], choice: tuple[Any, TensorFormat], ranges: tuple[Dims, Dims, Dims]
+) -> tuple[Binding, GuardedBuffer]:
+    """A new guarded buffer for one tensor, and the node's binding over it (profile dims: ``ranges``)."""
+    dtype, fmt = choice
+    dims = tuple(int(d) for d in shape)
+    store = storage_shape(dims, fmt)
+    np_dtype = np.dtype(dtype.nptype())
+    buf = GuardedBuffer(volume(store) * np_dtype.itemsize)
+    return Binding(dims, dtype, fmt, 1.0, buf.ptr, buf.view(store, np_dtype), lambda: ranges), buf

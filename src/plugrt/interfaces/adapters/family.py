@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from ...core.dims import Dims
@@ -19,7 +19,6 @@ from .base import (
     IOChoice,
     Port,
     candidate_list,
-    checked_enqueue,
     format_answer,
     negotiate_combination,
     plugin_label,
@@ -291,16 +290,6 @@ class PluginAdapter(ABC):
     ) -> tuple[Any, ...]:
         """The run hook's arguments before the stream, made once per shape change."""
         return (inputs, outputs, in_addresses, out_addresses, workspace)
-
-    def make_enqueue(self, plugin: Any) -> Callable[..., None]:
-        """A callable ``(in_descs, out_descs, in_ptrs, out_ptrs, workspace, stream)`` running the plugin once
-        (the engine runs plugins through :class:`~plugrt.interfaces.adapters.node.PluginNode`)."""
-        run = checked_enqueue(*self.enqueue_hook(plugin))
-
-        def enqueue(*args: Any) -> None:
-            run(*self.enqueue_args(*args[:5]), args[5])
-
-        return enqueue
 
     def detach(self, plugin: Any) -> None:
         """Release a context's plugin."""
