@@ -24,7 +24,7 @@ from ..nodes.shape_checks import ShapeCheck, plugin_output_checks
 from ..ops.base import create_operator
 from .host_memory import IHostMemory
 from .plan import EnginePlan, profile_envs
-from .validate import validate_plan
+from .validate import check_revived_plugin, validate_plan
 
 __all__ = ["ICudaEngine"]
 
@@ -65,6 +65,7 @@ class ICudaEngine(DeprecatedContextManager):
                 self.plugins[index] = adapter.revive(
                     record.name, record.version, record.namespace, record.payload, registry, layer.tactic
                 )
+                check_revived_plugin(plan, layer, adapter, self.plugins[index], self.tensor_range)
                 outputs = [plan.tensors[i].shape for i in layer.outputs]
                 self.shape_checks += plugin_output_checks(adapter.describe_shapes(self.plugins[index]), outputs)
         except BaseException:

@@ -9,15 +9,19 @@ that passes cannot make plugrt view memory it did not size.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..core.errors import PlanFormatError, PlugrtError
+from ..interfaces.adapters import PluginAdapter
+from ..nodes.ports import Port, ProfileDims
 from ..nodes.shape_checks import BroadcastCheck
+from ..shape.expr import IDimensionExpr
 from .layer_rules import check_layer_rules
 from .limits import check_plan_allocations
-from .plan import EnginePlan, profile_envs, tensor_max_bytes
+from .plan import EnginePlan, LayerPlan, profile_envs, tensor_max_bytes
 
-__all__ = ["validate_plan"]
+__all__ = ["check_revived_plugin", "validate_plan"]
 
 _ROLES = ("input", "output", "internal", "constant")
 
@@ -151,3 +155,70 @@ def _bytes(plan: EnginePlan, index: int, low: dict[str, int], high: dict[str, in
         return tensor_max_bytes(plan.tensors[index], low, high)
     except PlugrtError as exc:
         raise _fail(f"tensor {plan.tensors[index].name!r}: {exc}") from None
+
+
+def check_revived_plugin(
+    plan: EnginePlan,
+    layer: LayerPlan,
+    adapter: PluginAdapter,
+    plugin: Any,
+    tensor_range: Callable[[int, int], ProfileDims],
+) -> None:
+    """Raise :class:`PlanFormatError` unless ``plugin``, revived from ``layer``'s record, gives the output shapes
+    the plan records for the layer (the shapes its memory was planned for).
+
+    The plugin's output-shape hook is asked on a throwaway clone, with the plan's input shapes
+    (``tensor_range``: a tensor's dims in a profile) and shape-input values. Shapes equal as expressions
+    pass; others must agree at every profile's min, opt and max shapes and over each profile's whole range.
+    """
+    profiles = range(len(plan.profiles))
+    ports = [
+        Port(list(t.shape), [tensor_range(i, p) for p in profiles], t.dtype, t.format)
+        for i, t in ((i, plan.tensors[i]) for i in layer.inputs)
+    ]
+    shape_ports = [Port([], [], values=plan.tensors[i].values) for i in layer.shape_inputs]
+    try:
+        shapes = adapter.revived_output_shapes(plugin, ports, shape_ports)
+        if shapes is None:
+            return
+        problem = _shape_difference(plan, shapes, [plan.tensors[i].shape for i in layer.outputs])
+    except PlanFormatError:
+        raise
+    except Exception as exc:
+        detail = str(exc) if isinstance(exc, PlugrtError) else f"{type(exc).__name__}: {exc}"
+        raise PlanFormatError(
+            f"plan layer {layer.name!r}: its revived plugin could not be asked for its output shapes: {detail}"
+        ) from exc
+    if problem:
+        raise PlanFormatError(
+            f"plan does not match its plugin record: {adapter.describe_shapes(plugin)} {problem}; the plan's memory "
+            "was planned for the recorded shapes"
+        )
+
+
+def _shape_difference(
+    plan: EnginePlan, shapes: Sequence[Sequence[IDimensionExpr]], recorded: Sequence[Sequence[IDimensionExpr]]
+) -> str:
+    """'' when the plugin's ``shapes`` agree with the plan's ``recorded`` ones, else how they differ."""
+    if len(shapes) != len(recorded):
+        return f"gives {len(shapes)} output shapes, but the layer has {len(recorded)} outputs in the plan"
+    for k, (got, want) in enumerate(zip(shapes, recorded)):
+        if list(got) == list(want):
+            continue
+        where = f"gives output {k} the shape {_text(got)} where the plan records {_text(want)}"
+        if len(got) != len(want):
+            return f"{where} (rank {len(got)}, not {len(want)})"
+        for p in range(len(plan.profiles)):
+            low, opt, high = profile_envs(plan, p)
+            for label, a, b in (("min", low, low), ("opt", opt, opt), ("max", high, high), ("range", low, high)):
+                values = [[d.bounds(a, b) for d in dims] for dims in (got, want)]
+                if values[0] != values[1]:
+                    shown = [[f"{lo}" if lo == hi else f"{lo}..{hi}" for lo, hi in v] for v in values]
+                    at = f"over profile {p}'s range" if label == "range" else f"at profile {p}'s {label} shapes"
+                    return f"{where}: {at}, [{', '.join(shown[0])}] against [{', '.join(shown[1])}]"
+    return ""
+
+
+def _text(dims: Sequence[IDimensionExpr]) -> str:
+    text = "[" + ", ".join(repr(d) for d in dims) + "]"
+    return text if len(text) <= 400 else text[:397] + "..."

@@ -34,6 +34,9 @@ class Phase:
     SHAPE_CHANGE = "shape_change"
     INFERENCE = "inference"
     TEARDOWN = "teardown"
+    #: plugrt's own check when a plan loads, not a TensorRT call: a throwaway clone of each revived plugin
+    #: is asked its output shapes, which must match the plan's (``docs/safety.md``)
+    LOAD_CHECK = "load_check"
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from ...core.dims import Dims
-from ...core.errors import TypeMismatchError
-from ...core.logger import ILogger
+from ...core.errors import PlugrtError, TypeMismatchError
+from ...core.logger import ILogger, Severity
 from ...core.types import DataType, TensorFormat
 from ...shape.builder import IExprBuilder
 from ...shape.expr import IDimensionExpr
@@ -61,6 +61,9 @@ class PluginAdapter(ABC):
     identity_labels: ClassVar[tuple[str, str, str]] = ("plugin_type", "plugin_version", "plugin_namespace")
     #: The class every plugin object of this family (clones, revived plugins) must be.
     expected_class: ClassVar[type] = object
+    #: True when a plugin revived from a plan need not answer build questions (a V3 plugin created for
+    #: TensorRT's RUNTIME phase): a failing load check then only leaves its shapes unchecked.
+    revived_may_refuse_shapes: ClassVar[bool] = False
 
     def __init__(self, layer: str, logger: ILogger | None, policy: ErrorPolicy | None = None) -> None:
         """``policy``: how failing hooks are reported (None: the engine's errors)."""
@@ -164,6 +167,56 @@ class PluginAdapter(ABC):
         if caller is None:
             raise RuntimeError(f"layer {self.layer!r}: no plugin to describe before begin_build")
         return caller.describe(self.shape_hook)
+
+    # --- loading a plan ---------------------------------------------------------------------
+    def revived_output_shapes(
+        self, plugin: Any, inputs: list[Port], shape_inputs: list[Port]
+    ) -> list[list[IDimensionExpr]] | None:
+        """The output shapes the engine's ``plugin``, revived from a plan, gives for ``inputs`` and ``shape_inputs``
+        (the plan's tensors its layer reads), asked of a throwaway clone whose calls are recorded in phase
+        ``load_check``.
+
+        TensorRT asks output shapes only while building; plugrt asks again when a plan loads, to refuse
+        a plugin record that does not give the shapes the plan's memory was planned for. The clone keeps
+        ``plugin`` itself as TensorRT left it. None when the plugin cannot be asked: the clone has no
+        build interface, or (families whose revived plugins need not answer build questions,
+        ``revived_may_refuse_shapes``) a hook failed; the logger says why at INFO.
+        """
+        try:
+            clone = self.clone_of(self.caller(plugin), Phase.LOAD_CHECK)
+        except PlugrtError as exc:
+            self._not_asked(exc)
+            return None
+        root = _LoadCheckCaller(clone, self.layer, self.caller(clone).label, self.logger, self.policy)
+        try:
+            build = self.checking_interface(root)
+            if build is None:
+                return None
+            self.build_caller = build
+            request = BuildRequest(self.layer, inputs)
+            return self.output_shapes(request, shape_inputs, IExprBuilder(owner=self.layer))
+        except PlugrtError as exc:
+            self._not_asked(exc)
+            return None
+        finally:
+            self.build_caller = None
+            if callable(getattr(clone, "destroy", None)):
+                root(Phase.LOAD_CHECK, "destroy")
+
+    def _not_asked(self, exc: PlugrtError) -> None:
+        """Re-raise ``exc``, unless this family's revived plugins may refuse build questions (then log it)."""
+        if not self.revived_may_refuse_shapes:
+            raise exc
+        if self.logger is not None:
+            self.logger.emit(
+                Severity.INFO, f"{exc}; the plugin revived from the plan cannot say its output shapes, so they are "
+                "not checked against the plan's"
+            )
+
+    def checking_interface(self, root: PluginCaller) -> PluginCaller | None:
+        """The caller of the object answering a plan-load check's shape questions: ``root``'s plugin itself
+        (V3: its BUILD capability, None without one)."""
+        return root
 
     # --- network construction ----------------------------------------------------------
     def network_outputs(
@@ -303,6 +356,18 @@ class _UnrecordedCaller(PluginCaller):
 
     def note(self, phase: str, method: str) -> None:
         """Record nothing."""
+
+
+class _LoadCheckCaller(PluginCaller):
+    """A caller recording every call in phase ``load_check`` (plugrt's check of a revived plugin at load)."""
+
+    def note(self, phase: str, method: str) -> None:
+        """Record and log the call as a load check."""
+        super().note(Phase.LOAD_CHECK, method)
+
+    def with_plugin(self, plugin: Any) -> PluginCaller:
+        """A load-check caller for a capability interface of the same plugin."""
+        return _LoadCheckCaller(plugin, self.layer, self.label, self.logger, self.policy)
 
 
 def checked_output_count(plugin: Any, source: Any) -> int:

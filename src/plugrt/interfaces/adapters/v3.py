@@ -55,6 +55,7 @@ class V3Adapter(PluginAdapter):
     type_hook = "get_output_data_types"
     identity_labels = ("plugin_name", "plugin_version", "plugin_namespace")
     expected_class = IPluginV3
+    revived_may_refuse_shapes = True
 
     def __init__(self, layer: str, logger: Any, policy: Any = None) -> None:
         super().__init__(layer, logger, policy)
@@ -107,6 +108,10 @@ class V3Adapter(PluginAdapter):
         _capability(root, Phase.BUILD, PluginCapabilityType.CORE)
         self.build_caller = _capability(root, Phase.BUILD, PluginCapabilityType.BUILD)
         self._root = root
+
+    def checking_interface(self, root: PluginCaller) -> PluginCaller | None:
+        found = root(Phase.LOAD_CHECK, "get_capability_interface", PluginCapabilityType.BUILD)
+        return None if found is None else root.with_plugin(found)
 
     def build_interface(self, plugin: Any) -> Any:
         return plugin.get_capability_interface(PluginCapabilityType.BUILD)
