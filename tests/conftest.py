@@ -7,6 +7,11 @@ import sys
 
 import pytest
 
+# The optional PyTorch tactic (plugrt.ops.torch_cpu) is timed per layer at build, so which kernel a layer
+# runs would depend on the machine's load: the suite runs the NumPy kernels (the embedded default) unless
+# PLUGRT_TORCH says otherwise; tests/unit/test_torch_cpu*.py turn the tactic on themselves.
+os.environ.setdefault("PLUGRT_TORCH", "0")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 for path in (os.path.join(ROOT, "tests"),):
     if path not in sys.path:

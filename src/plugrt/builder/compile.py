@@ -4,7 +4,7 @@ Check the profiles and make the input tensors; walk the layers in topological
 order, each through its node (``builder/layers.py``: type and shape rules,
 formats with reformat layers where they differ, configuration, workspace);
 mark the outputs (``builder/outputs.py``); fuse pairs of standard layers
-(``builder/fusion.py``); give in-place outputs their inputs' memory
+(``builder/fusion.py``); time the operators' tactics (``builder/tactics.py``); give in-place outputs their inputs' memory
 (``builder/in_place.py``); check every shape at each profile's min, opt and
 max; finish the nodes (plugins serialize into records); plan activation memory
 per profile (``builder/memory.py``).
@@ -31,6 +31,7 @@ from .outputs import check_profile_shapes, mark_outputs
 from .profiles import resolve_profiles
 from .qdq import explicit_int8
 from .state import BuildState
+from .tactics import choose_tactics
 
 __all__ = ["build_plan"]
 
@@ -69,6 +70,7 @@ def build_plan(
         state.layers, state.tensors, io, fused = fuse_layers(state.layers, state.tensors, io)
         for name in fused:
             logger.emit(Severity.VERBOSE, f"fused layers into {name!r}")
+        choose_tactics(state)
         resolve_in_place(state)
         check_profile_shapes(state)
         plugins = _finish_nodes(state)

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
             ns = f" ns {rec['namespace']!r}" if rec["namespace"] else ""
             kind = f"plugin {rec['name']} v{rec['version']}{ns} ({rec['family']}, tactic {layer['tactic']}, workspace {layer['workspace']})"
         else:
-            kind = layer["kind"]
+            kind = layer["kind"] + (f" (tactic {layer['tactic_name']})" if "tactic" in layer else "")
         print(f"  [{layer['index']}] {layer['name']}: {kind}\n      ({ins}) -> ({outs})")
         if layer["kind"] == "plugin" and "fields" in layer["plugin"]:
             for name, field in layer["plugin"]["fields"].items():

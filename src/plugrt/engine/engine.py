@@ -22,6 +22,7 @@ from ..nodes.base import Node
 from ..nodes.ports import ProfileDims
 from ..nodes.shape_checks import ShapeCheck, plugin_output_checks
 from ..ops.base import create_operator
+from ..ops.torch_cpu import check_tactics
 from .host_memory import IHostMemory
 from .plan import EnginePlan, profile_envs
 from .validate import check_revived_plugin, validate_plan
@@ -51,6 +52,7 @@ class ICudaEngine(DeprecatedContextManager):
         #: what the shape rules could not decide at build (broadcasts, plugin output sizes): checked by each
         #: context at shape change
         self.shape_checks: list[ShapeCheck] = list(validate_plan(plan))
+        check_tactics(plan.layers, logger, backend.host_memory)
         try:
             for index, layer in enumerate(plan.layers):
                 if not layer.is_plugin:
@@ -196,6 +198,7 @@ class ICudaEngine(DeprecatedContextManager):
         op = create_operator(layer.kind, layer.params, weights)
         op.name = layer.name
         op.xp = self.backend.xp
+        op.tactic = layer.tactic
         return op
 
     def tensor_range(self, tensor: int, profile: int) -> ProfileDims:

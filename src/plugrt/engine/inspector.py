@@ -7,6 +7,7 @@ from typing import Any
 
 from ..core.enums import TrtEnum
 from ..core.errors import ExecutionError
+from ..ops.torch_cpu import tactic_name
 from .plan import EnginePlan
 
 __all__ = ["EngineInspector", "LayerInformationFormat", "describe_layer", "describe_tensor"]
@@ -37,7 +38,8 @@ def describe_layer(plan: EnginePlan, index: int) -> dict[str, Any]:
     Every layer: index, name, kind ('plugin' or the operator kind), inputs and
     outputs (:func:`describe_tensor`). A plugin layer adds its plugin record
     (name, version, namespace, interface, family, payload_bytes), workspace and
-    tactic; an operator its params and weights (shape and dtype of each).
+    tactic; an operator its params, weights (shape and dtype of each) and, when the builder chose
+    another kernel than its own, ``tactic`` and ``tactic_name`` (see :mod:`plugrt.ops.torch_cpu`).
     Raises :class:`ExecutionError` for an index outside the plan's layers.
     """
     if not isinstance(index, int) or not 0 <= index < len(plan.layers):
@@ -66,6 +68,8 @@ def describe_layer(plan: EnginePlan, index: int) -> dict[str, Any]:
         info["params"] = layer.params
         weights = {name: plan.weights[key] for name, key in layer.weights.items()}
         info["weights"] = {name: {"shape": list(w.shape), "dtype": str(w.dtype)} for name, w in weights.items()}
+        if layer.tactic:
+            info["tactic"], info["tactic_name"] = layer.tactic, tactic_name(layer.tactic)
     return info
 
 

@@ -2,7 +2,8 @@
 
 HALF inputs are computed in FLOAT and rounded once into the HALF output, so
 composite functions (GELU, SELU, ...) do not accumulate half-precision error.
-RELU also takes INT32 and INT64, as TensorRT.
+RELU also takes INT32 and INT64, as TensorRT. RELU, SIGMOID, TANH and the GELUs have a
+PyTorch kernel on FLOAT, timed per layer at build (:mod:`plugrt.ops.torch_cpu`).
 """
 
 from __future__ import annotations
@@ -15,11 +16,15 @@ import numpy as np
 
 from ..core.errors import NetworkError
 from ..core.types import DataType
-from .base import Operator, register_operator
+from .base import register_operator
 from .elementwise import FLOAT_TYPES, expect_inputs
 from .fast_math import gelu_erf_into
 from .params import param
 from .shared_rules import SameShape, expect_type
+from .torch_cpu import Kernel as TorchKernel
+from .torch_cpu import TorchOperator
+from .torch_cpu_kernels import ACTIVATIONS as TORCH_ACTIVATIONS
+from .torch_cpu_kernels import activation as torch_activation
 from .unary import erf
 
 __all__ = ["ActivationOperator", "activation_kernel"]
@@ -132,7 +137,7 @@ _RELU_TYPES = FLOAT_TYPES | {DataType.INT32, DataType.INT64}
 
 
 @register_operator
-class ActivationOperator(SameShape, Operator):
+class ActivationOperator(SameShape, TorchOperator):
     """``out = f(x)``; params: ``type`` (an ActivationType name), ``alpha``, ``beta`` (floats)."""
 
     kind = "activation"
@@ -145,6 +150,17 @@ class ActivationOperator(SameShape, Operator):
         allowed = _RELU_TYPES if self.type == "RELU" else FLOAT_TYPES
         expect_type(self, input_types[0], allowed, f"activation {self.type}")
         return [input_types[0]]
+
+    def torch_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """FLOAT, for the types in ``torch_cpu_kernels.ACTIVATIONS``."""
+        return self.type in TORCH_ACTIVATIONS and super().torch_supports(types, shapes, constant)
+
+    def torch_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> TorchKernel | None:
+        if self.type not in TORCH_ACTIVATIONS:
+            return None
+        return torch_activation(self.type, self.alpha, self.beta, inputs[0], outputs[0])
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         x = inputs[0]

@@ -72,6 +72,8 @@ class Operator(Node):
     pure: ClassVar[bool] = True
     #: The array module the kernel runs with in a context (NumPy, or CuPy on the GPU).
     xp: Any = np
+    #: The kernel the builder chose among :meth:`tactics` (the plan's layer tactic); 0 is the operator's own.
+    tactic: int = 0
 
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         self.params: dict[str, Any] = dict(params or {})
@@ -134,6 +136,14 @@ class Operator(Node):
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         """The kernel: compute ``outputs`` from ``inputs`` in place; ``xp`` is the array module."""
         raise NotImplementedError(f"operator {type(self).__name__} does not implement run")
+
+    def tactics(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> list[int]:
+        """The kernels this layer can run with, for inputs of these types and (opt) shapes, ``constant[i]``
+        telling whether input ``i`` is an engine constant; the builder times them when there are several
+        (``builder/tactics.py``). Default: the operator's own kernel only, tactic 0."""
+        return [0]
 
     # --- the node protocol ----------------------------------------------------------------
     def reads(self, input_types: Sequence[DataType]) -> list[IOChoice] | None:

@@ -10,7 +10,10 @@ machine has a core to spare (the one-minute load average, sampled once a second,
 is below the core count minus one half).
 
 The BLAS is found among NumPy's bundled libraries (OpenBLAS, as NumPy's wheels
-ship it); without one, nothing changes.
+ship it); without one, nothing changes. The same rule sizes the optional PyTorch
+kernels' thread pool (``ops/torch_cpu.py``): :func:`threads_for` gives the count a
+kernel of that much work runs on, :func:`engine_threads` the count the engine may
+use at most.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-__all__ = ["MIN_THREADED_FLOPS", "blas_threads_for", "set_blas_threads"]
+__all__ = ["MIN_THREADED_FLOPS", "blas_threads_for", "engine_threads", "set_blas_threads", "threads_for"]
 
 #: products with fewer floating-point operations than this run on one thread
 MIN_THREADED_FLOPS = 2e7
@@ -71,10 +74,30 @@ def _machine_busy() -> bool:
     return bool(_load["busy"])
 
 
+def engine_threads() -> int:
+    """The most threads a kernel of the engine uses: the BLAS's configured count (``OPENBLAS_NUM_THREADS``,
+    else the cores), or ``OMP_NUM_THREADS`` else the cores without a known BLAS."""
+    if _BLAS is not None:
+        return max(1, _CONFIGURED)
+    try:
+        return max(1, int(os.environ.get("OMP_NUM_THREADS", "")))
+    except ValueError:
+        return os.cpu_count() or 1
+
+
+def threads_for(flops: float) -> int:
+    """Threads for a kernel of ``flops`` operations: :func:`engine_threads` when it is large
+    (``MIN_THREADED_FLOPS``) and a core is free, else one."""
+    most = engine_threads()
+    if most <= 1 or flops < MIN_THREADED_FLOPS or _machine_busy():
+        return 1
+    return most
+
+
 @contextlib.contextmanager
 def blas_threads_for(flops: float) -> Iterator[None]:
     """Run the enclosed product with one BLAS thread unless it is large and a core is free."""
-    if _BLAS is None or _CONFIGURED <= 1 or (flops >= MIN_THREADED_FLOPS and not _machine_busy()):
+    if _BLAS is None or _CONFIGURED <= 1 or threads_for(flops) > 1:
         yield
         return
     with _LOCK:  # the setting is process-wide: products on other threads wait (they would contend anyway)

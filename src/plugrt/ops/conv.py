@@ -17,6 +17,10 @@ column buffer would outgrow the cache (``TAPS_MIN_COLUMN_BYTES``) skip im2col:
 multiply-adds over contiguous slices, in a buffer the size of the padded input
 instead of ``prod(kernel)`` times it. On smaller maps im2col's copies plus
 one product per channel cost less than two passes per tap, and it stays.
+
+With PyTorch installed the builder also times ``torch.nn.functional.conv{1,2,3}d``
+(oneDNN) per layer, fused activation included, and keeps the faster
+(:mod:`plugrt.ops.torch_cpu`).
 """
 
 from __future__ import annotations
@@ -30,13 +34,15 @@ import numpy as np
 from ..core.errors import NetworkError, ShapeError
 from ..core.types import DataType
 from ..shape import constant
-from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .blas_threads import blas_threads_for
 from .conv_taps import DepthwiseTaps
 from .elementwise import label
 from .products import matmul_into
 from .shared_rules import expect_float_inputs
 from .spatial import Window, kernel_taps
+from .torch_cpu import Kernel, TorchOperator
+from .torch_cpu_kernels import convolution as torch_convolution
 
 __all__ = ["TAPS_MIN_COLUMN_BYTES", "ConvolutionOperator", "pack_conv_kernel"]
 
@@ -53,7 +59,7 @@ def pack_conv_kernel(kernel: np.ndarray, group: int) -> np.ndarray:
 
 
 @register_operator
-class ConvolutionOperator(Operator):
+class ConvolutionOperator(TorchOperator):
     """``out = conv(x, kernel) + bias``.
 
     params: ``kernel_shape``, ``strides``, ``dilations``, ``pads`` (``[begin..., end...]``),
@@ -128,6 +134,20 @@ class ConvolutionOperator(Operator):
         return kernel[1].get_constant_value()
 
     # --- kernel -------------------------------------------------------------------------
+    def torch_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """FLOAT 1-, 2- and 3-D convolutions without a uniform kernel, padded alike at both ends (at these shapes)."""
+        if not super().torch_supports(types, shapes, constant) or self.window.rank > 3 or self.uniform:
+            return False
+        _, begins, ends = self.window.resolve(shapes[0][2:])
+        return begins == ends
+
+    def torch_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
+        kernel = None if "kernel" in self.weights else inputs[1]
+        bias = inputs[-1] if self.has_bias and "bias" not in self.weights else None
+        return torch_convolution(self, inputs[0], kernel, bias, outputs[0])
+
     def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
         x_shape, out_shape = tuple(input_shapes[0]), tuple(output_shapes[0])
         if self._shapes == (x_shape, out_shape):

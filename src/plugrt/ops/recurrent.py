@@ -7,7 +7,9 @@ states, the ``activations`` attribute with its alphas and betas, ``clip``,
 ``layout`` 1 (batch first) and GRU's ``linear_before_reset``. Outputs are
 always Y, Y_h and (LSTM only) Y_c; an importer uses those the node asks for.
 
-Gate orders follow ONNX: LSTM ``i o f c``, GRU ``z r h``.
+Gate orders follow ONNX: LSTM ``i o f c``, GRU ``z r h``. Where PyTorch is installed and
+its fused layers match ONNX's semantics (:mod:`plugrt.ops.torch_cpu_rnn`) the builder
+times them against the NumPy step loop per layer (:mod:`plugrt.ops.torch_cpu`).
 """
 
 from __future__ import annotations
@@ -21,12 +23,15 @@ import numpy as np
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..shape import IDimensionExpr, constant
-from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .blas_threads import blas_threads_for
 from .elementwise import FLOAT_TYPES, label
 from .params import param
 from .recurrent_steps import GATES, CellSpec, run_cells
 from .rnn_activations import activation_functions
+from .torch_cpu import Kernel, TorchOperator
+from .torch_cpu_rnn import recurrent as torch_recurrent
+from .torch_cpu_rnn import supports as torch_recurrent_supports
 
 __all__ = ["RECURRENT_INPUTS", "RecurrentOperator"]
 
@@ -37,7 +42,7 @@ _DIRECTIONS = {"forward": 1, "reverse": 1, "bidirectional": 2}
 
 
 @register_operator
-class RecurrentOperator(Operator):
+class RecurrentOperator(TorchOperator):
     """params: ``cell``, ``inputs`` (names from RECURRENT_INPUTS, X W R first), ``direction``,
     ``hidden_size``, ``activations``, ``activation_alpha``, ``activation_beta``, ``clip``, ``layout``,
     ``linear_before_reset`` (GRU) and ``input_forget`` (LSTM)."""
@@ -122,6 +127,15 @@ class RecurrentOperator(Operator):
         return [y] + [list(state) for _ in range(self.num_outputs - 1)]
 
     # --- kernel ------------------------------------------------------------------------
+    def torch_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """FLOAT cells whose semantics PyTorch's fused layers share, with constant W, R and B."""
+        return super().torch_supports(types, shapes, constant) and torch_recurrent_supports(self, constant)
+
+    def torch_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
+        return torch_recurrent(self, inputs, outputs)
+
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         given = dict(zip(self.inputs, inputs))
         x = given["X"]
@@ -169,4 +183,3 @@ class RecurrentOperator(Operator):
         outputs[0][...] = y.transpose(2, 0, 1, 3) if self.layout else y
         for out, state in zip(outputs[1:], finals):
             out[...] = state.transpose(1, 0, 2) if self.layout else state
-

@@ -6,7 +6,8 @@ The axis is a bitmask, as in TensorRT; unset, it is TensorRT's default axis
 With ``scaled`` (set by the builder's fusion of a ``Mul`` by a one-element tensor, see
 :mod:`plugrt.builder.fusion`) a second input ``s`` multiplies ``x`` first:
 ``softmax(x * s)``. On the GPU a softmax over the last axis is one kernel
-(:mod:`plugrt.ops.softmax_cuda`).
+(:mod:`plugrt.ops.softmax_cuda`). On the CPU with PyTorch installed, a FLOAT softmax over
+one axis has a PyTorch kernel too, timed per layer at build (:mod:`plugrt.ops.torch_cpu`).
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ import numpy as np
 
 from ..core.errors import ShapeError, TypeMismatchError
 from ..core.types import DataType
-from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .concatenation import default_axis
 from .elementwise import FLOAT_TYPES, expect_inputs, label
 from .params import param
 from .reduce import axes_from_mask
+from .torch_cpu import Kernel, TorchOperator
+from .torch_cpu_kernels import softmax as torch_softmax
 
 __all__ = ["SoftmaxOperator"]
 
@@ -53,7 +56,7 @@ def _softmax_rows(x: np.ndarray, out: np.ndarray) -> None:
 
 
 @register_operator
-class SoftmaxOperator(Operator):
+class SoftmaxOperator(TorchOperator):
     """``out = exp(x - max) / sum(exp(x - max))`` over the axes.
 
     params: ``axes`` (bitmask; absent: the default), ``scaled`` (a second input multiplies ``x`` first).
@@ -98,6 +101,18 @@ class SoftmaxOperator(Operator):
             ):
                 raise ShapeError(f"{label(self)}: the scale must be a one-element tensor, got dims {scale}")
         return [list(input_shapes[0])]
+
+    def torch_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """FLOAT over one axis."""
+        return len(self.axes_for(len(shapes[0]))) == 1 and super().torch_supports(types, shapes, constant)
+
+    def torch_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
+        axes = self.axes_for(inputs[0].ndim)
+        if len(axes) != 1:
+            return None
+        return torch_softmax(axes[0], inputs[0], inputs[1] if self.scaled else None, outputs[0])
 
     def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
         self._rank = len(input_shapes[0])

@@ -1,7 +1,9 @@
 """Elementwise unary operations (TensorRT's UnaryOperation), and ``erf``.
 
 ROUND rounds half to even. NOT takes BOOL; ISINF and ISNAN give BOOL; ABS, NEG
-and SIGN also take integers; the others take FLOAT or HALF.
+and SIGN also take integers; the others take FLOAT or HALF. The transcendental ones
+(``torch_cpu_kernels.UNARY``) have a PyTorch kernel on FLOAT, timed per layer at build
+(:mod:`plugrt.ops.torch_cpu`).
 """
 
 from __future__ import annotations
@@ -14,11 +16,14 @@ import numpy as np
 
 from ..backends.registry import backend_for
 from ..core.types import DataType
-from .base import Operator, register_operator
+from .base import register_operator
 from .elementwise import FLOAT_TYPES, NUMERIC_TYPES, expect_inputs
 from .fast_math import erf_into
 from .params import param
 from .shared_rules import SameShape, expect_type
+from .torch_cpu import Kernel, TorchOperator
+from .torch_cpu_kernels import UNARY as TORCH_UNARY
+from .torch_cpu_kernels import unary as torch_unary
 
 __all__ = ["UnaryOperator", "erf"]
 
@@ -61,7 +66,7 @@ def _input_types(op: str) -> frozenset[DataType]:
 
 
 @register_operator
-class UnaryOperator(SameShape, Operator):
+class UnaryOperator(SameShape, TorchOperator):
     """``out = op(x)``; params: ``op`` (a UnaryOperation name)."""
 
     kind = "unary"
@@ -71,6 +76,15 @@ class UnaryOperator(SameShape, Operator):
         expect_inputs(self, len(input_types), 1)
         expect_type(self, input_types[0], _input_types(self.op), f"unary {self.op}")
         return [DataType.BOOL if self.op in ("ISINF", "ISNAN") else input_types[0]]
+
+    def torch_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """FLOAT, for the ops in ``torch_cpu_kernels.UNARY``."""
+        return self.op in TORCH_UNARY and super().torch_supports(types, shapes, constant)
+
+    def torch_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
+        return torch_unary(self.op, inputs[0], outputs[0]) if self.op in TORCH_UNARY else None
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         if self.op == "ERF":

@@ -1,0 +1,118 @@
+"""Operator tactics: each standard layer that offers several kernels runs with the fastest, timed at build.
+
+As with plugin tactics (``interfaces/adapters/v3.py``), every kernel an operator offers
+(:meth:`~plugrt.ops.base.Operator.tactics`, e.g. NumPy's and PyTorch's, see
+:mod:`plugrt.ops.torch_cpu`) is timed on the layer as built (after fusion) at the opt
+shapes of the first profile, on random inputs; the plan's layer records the fastest
+in ``tactic`` and the engine's operator runs it. The timing alternates the kernels
+and keeps each one's fastest run; another kernel replaces the operator's own (tactic 0)
+only when it is at least :data:`MARGIN` faster, so noise never trades the default for an
+equal. Layers of one configuration (kind, params, weight and input shapes) are timed
+once per build. An operator that offers one tactic gets it untimed. Builds for a device
+other than the host's memory time nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from ..core.dims import Dims
+from ..core.logger import Severity
+from ..core.types import TensorFormat, nptype
+from ..engine.plan import LayerPlan
+from ..nodes.base import Binding
+from ..ops.base import Operator, create_operator
+from .state import BuildState
+
+__all__ = ["MARGIN", "choose_tactics"]
+
+#: another tactic replaces tactic 0 only when its time is below this fraction of tactic 0's
+MARGIN = 0.9
+#: timing rounds per layer (each runs every tactic once), and the time after which rounds stop
+_ROUNDS, _BUDGET_S = 7, 0.2
+
+
+def choose_tactics(state: BuildState) -> None:
+    """Time the tactics of every operator layer of ``state`` that has more than one; record the fastest."""
+    if state.backend is not None and not state.backend.host_memory:
+        return
+    chosen: dict[str, int] = {}
+    for layer in state.layers:
+        if layer.is_plugin or not state.profiles:
+            continue
+        op = create_operator(layer.kind, layer.params, {n: state.weights[k] for n, k in layer.weights.items()})
+        op.name = layer.name
+        env = state.profiles[0].opt
+        ins = [(state.tensors[i], tuple(d.evaluate(env) for d in state.tensors[i].shape)) for i in layer.inputs]
+        tactics = op.tactics([t.dtype for t, _ in ins], [s for _, s in ins], [t.role == "constant" for t, _ in ins])
+        if len(tactics) < 2:
+            layer.tactic = tactics[0] if tactics else 0
+            continue
+        key = _configuration(layer, ins, op)
+        if key not in chosen:
+            with np.errstate(all="ignore"):  # random inputs: a log or sqrt of a negative is no one's concern
+                chosen[key] = _fastest(op, layer, state, env, tactics)
+        layer.tactic = chosen[key]
+        state.logger.emit(Severity.VERBOSE, f"layer {layer.name!r} ({layer.kind}): tactic {layer.tactic}")
+
+
+def _configuration(layer: LayerPlan, ins: list[tuple[Any, tuple[int, ...]]], op: Operator) -> str:
+    weights = {name: (list(w.shape), str(w.dtype)) for name, w in op.weights.items()}
+    inputs = [(t.dtype.name, list(shape)) for t, shape in ins]
+    return json.dumps([layer.kind, layer.params, weights, inputs], sort_keys=True, default=str)
+
+
+def _same(dims: Dims) -> tuple[Dims, Dims, Dims]:
+    return dims, dims, dims
+
+
+def _bindings(specs: list[tuple[tuple[int, ...], Any]], rng: np.random.Generator, fill: bool) -> list[Binding]:
+    result = []
+    for shape, dtype in specs:
+        array = np.empty(shape, dtype=nptype(dtype))
+        if fill:
+            array[...] = rng.standard_normal(shape) if array.dtype.kind == "f" else 0
+        dims = Dims(shape)
+        result.append(Binding(shape, dtype, TensorFormat.LINEAR, 1.0, array.ctypes.data, array, partial(_same, dims)))
+    return result
+
+
+def _fastest(op: Operator, layer: LayerPlan, state: BuildState, env: dict[str, int], tactics: list[int]) -> int:
+    """The tactic with the fastest run of ``op`` at the opt shapes (see the module's note)."""
+    rng = np.random.default_rng(0)
+    inputs = _bindings(
+        [(tuple(d.evaluate(env) for d in state.tensors[i].shape), state.tensors[i].dtype) for i in layer.inputs],
+        rng,
+        True,
+    )
+    outputs = _bindings(
+        [(tuple(d.evaluate(env) for d in state.tensors[o].shape), state.tensors[o].dtype) for o in layer.outputs],
+        rng,
+        False,
+    )
+    calls = []
+    for tactic in tactics:
+        op.tactic = tactic
+        op.bind(inputs, outputs, 0)
+        call, args = op.prepared_launch(0)
+        call(*args)  # warm: buffers, caches, the first run's setup
+        calls.append((call, args))
+    best = [float("inf")] * len(tactics)
+    start = time.perf_counter()
+    for _ in range(_ROUNDS):
+        for k, (call, args) in enumerate(calls):
+            begin = time.perf_counter()
+            call(*args)
+            best[k] = min(best[k], time.perf_counter() - begin)
+        if time.perf_counter() - start > _BUDGET_S:
+            break
+    op.release()
+    choice = min(range(len(tactics)), key=best.__getitem__)
+    if tactics[choice] != tactics[0] and best[choice] > MARGIN * best[0]:
+        choice = 0
+    return tactics[choice]

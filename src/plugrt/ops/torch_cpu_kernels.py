@@ -1,0 +1,149 @@
+"""The PyTorch kernels of the convolution, unary, activation and softmax operators (see :mod:`.torch_cpu`).
+
+Each function takes the operator and one binding's FLOAT arrays and returns the kernel
+over them (``torch.from_numpy`` views made here, once), or None where PyTorch does not
+compute that layer as the operator does (the NumPy kernel runs then). Results are
+written into the output's memory.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .torch_cpu import Kernel, torch_module, use_threads, view
+
+if TYPE_CHECKING:
+    from .conv import ConvolutionOperator
+
+__all__ = ["ACTIVATIONS", "UNARY", "activation", "convolution", "softmax", "unary"]
+
+#: unary ops with a PyTorch kernel: UnaryOperation name -> torch function name (each takes ``out=``)
+UNARY = {
+    "EXP": "exp",
+    "LOG": "log",
+    "SQRT": "sqrt",
+    "RECIP": "reciprocal",
+    "SIN": "sin",
+    "COS": "cos",
+    "TAN": "tan",
+    "ATAN": "atan",
+    "ERF": "erf",
+}
+
+#: activations with a PyTorch kernel: type -> fn(torch, x, out, alpha, beta) writing into ``out``
+ACTIVATIONS: dict[str, Callable[[Any, Any, Any, float, float], None]] = {
+    "RELU": lambda torch, x, out, a, b: torch.clamp_min(x, 0.0, out=out),
+    "SIGMOID": lambda torch, x, out, a, b: torch.sigmoid(x, out=out),
+    "TANH": lambda torch, x, out, a, b: torch.tanh(x, out=out),
+    "GELU_ERF": lambda torch, x, out, a, b: torch._C._nn.gelu(x, out=out),
+    "GELU_TANH": lambda torch, x, out, a, b: torch._C._nn.gelu(x, approximate="tanh", out=out),
+}
+
+#: elementwise kernels cost about this many operations per element when sizing their thread count
+_ELEMENT_FLOPS = 20
+
+
+def unary(op_name: str, x: np.ndarray, out: np.ndarray) -> Kernel | None:
+    """``out = op(x)`` with torch's vectorised function of that name."""
+    function = getattr(torch_module(), UNARY[op_name])
+    xt, ot = view(x), view(out)
+    flops = _ELEMENT_FLOPS * x.size
+
+    def run() -> None:
+        use_threads(flops)
+        function(xt, out=ot)
+
+    return run
+
+
+def activation(kind: str, alpha: float, beta: float, x: np.ndarray, out: np.ndarray) -> Kernel | None:
+    """``out = f(x)`` for activation type ``kind``."""
+    torch = torch_module()
+    function = ACTIVATIONS[kind]
+    xt, ot = view(x), view(out)
+    flops = _ELEMENT_FLOPS * x.size
+
+    def run() -> None:
+        use_threads(flops)
+        function(torch, xt, ot, alpha, beta)
+
+    return run
+
+
+def softmax(axis: int, x: np.ndarray, scale: np.ndarray | None, out: np.ndarray) -> Kernel | None:
+    """``out = softmax(x * scale)`` over one axis (``scale`` None: no scaling)."""
+    torch = torch_module()
+    xt, ot = view(x), view(out)
+    flops = _ELEMENT_FLOPS * x.size
+    if scale is None:
+
+        def run() -> None:
+            use_threads(flops)
+            torch._softmax(xt, axis, False, out=ot)
+
+        return run
+    st = view(scale)
+    work = ot if axis == x.ndim - 1 else torch.empty_like(xt)  # the last axis is computed row by row in place
+
+    def run_scaled() -> None:
+        use_threads(flops)
+        torch.mul(xt, st, out=work)
+        torch._softmax(work, axis, False, out=ot)
+
+    return run_scaled
+
+
+def convolution(
+    op: ConvolutionOperator, x: np.ndarray, kernel: np.ndarray | None, bias: np.ndarray | None, out: np.ndarray
+) -> Kernel | None:
+    """The convolution (bias and fused activation included) with ``torch.nn.functional.conv{1,2,3}d``.
+
+    ``kernel`` / ``bias``: the kernel ``[M, C / group, *k]`` and bias ``[M]`` inputs, None when they are
+    weights. None for what torch does not do as the operator: other ranks, asymmetric padding, a
+    uniform kernel (bit-identical maps), empty tensors.
+    """
+    torch = torch_module()
+    w = op.window
+    if w.rank not in (1, 2, 3) or op.uniform or x.size == 0 or out.size == 0:
+        return None
+    _, begins, ends = w.resolve(x.shape[2:])
+    if begins != ends:
+        return None
+    sizes = [(x.shape[2 + a] + 2 * begins[a] - w.extent(a)) // w.strides[a] + 1 for a in range(w.rank)]
+    if tuple(sizes) != tuple(out.shape[2:]):
+        return None
+    channels = x.shape[1] // op.group
+    if kernel is None:
+        weight = view(op.weights["kernel"]).reshape(op.maps, channels, *w.kernel)  # the packing keeps the order
+    else:
+        weight = view(kernel)
+    bias_t = None
+    if op.has_bias:
+        bias_t = (
+            view(np.ascontiguousarray(op.weights["bias"], dtype=np.float32).reshape(-1))
+            if bias is None
+            else view(bias).reshape(-1)
+        )
+    function = (torch.nn.functional.conv1d, torch.nn.functional.conv2d, torch.nn.functional.conv3d)[w.rank - 1]
+    xt, ot = view(x), view(out)
+    strides, pads, dilations, group = list(w.strides), list(begins), list(w.dilations), op.group
+    flops = 2.0 * out.size * channels * math.prod(w.kernel)
+    low, high = op.activation_range
+    act = op.activation
+
+    def run() -> None:
+        use_threads(flops)
+        result = function(xt, weight, bias_t, strides, pads, dilations, group)
+        if act == "RELU":
+            torch.clamp_min(result, 0.0, out=ot)
+        elif act == "CLIP":  # as the activation layer: max(alpha, min(beta, x))
+            torch.clamp_max(result, high, out=result)
+            torch.clamp_min(result, low, out=ot)
+        else:
+            ot.copy_(result)
+
+    return run

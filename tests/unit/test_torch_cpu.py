@@ -1,0 +1,214 @@
+"""The PyTorch tactic's mechanism: the switch, the builder's choice by timing, the plan record, the inspector,
+the fallback to NumPy where torch is absent or off, threads. Tests that need torch skip without it."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import plugrt
+from plugrt.core.errors import PlanFormatError
+from plugrt.core.logger import ILogger, Severity
+from plugrt.engine.inspector import describe_layer
+from plugrt.engine.plan import EnginePlan
+from plugrt.ops import blas_threads, torch_cpu
+from plugrt.ops.activation import ActivationOperator
+
+try:
+    import torch
+except ImportError:  # the tests that need it skip
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="needs torch (pip install 'plugrt[torch]')")
+
+
+class Collect(ILogger):
+    def __init__(self) -> None:
+        super().__init__(Severity.VERBOSE)
+        self.messages: list[tuple[Severity, str]] = []
+
+    def log(self, severity, msg):  # type: ignore[no-untyped-def]
+        self.messages.append((severity, msg))
+
+
+def _sigmoid_model(n: int = 4096):
+    node = helper.make_node("Sigmoid", ["x"], ["y"])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, n])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, n])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _x(n: int = 4096) -> np.ndarray:
+    return np.random.default_rng(0).standard_normal((2, n)).astype(np.float32)
+
+
+def test_switch_values(monkeypatch):
+    for value, on, always in (("0", False, False), ("off", False, False), ("No", False, False), ("1", True, False)):
+        monkeypatch.setenv("PLUGRT_TORCH", value)
+        assert (torch_cpu.enabled(), torch_cpu.forced()) == (on, always)
+    monkeypatch.setenv("PLUGRT_TORCH", "always")
+    assert torch_cpu.enabled() and torch_cpu.forced()
+    monkeypatch.delenv("PLUGRT_TORCH")
+    assert torch_cpu.enabled() and not torch_cpu.forced()
+
+
+def test_tactic_names():
+    assert [torch_cpu.tactic_name(t) for t in (0, 1, 9)] == ["numpy", "torch", "tactic 9"]
+
+
+def test_switched_off_build_offers_numpy_only(monkeypatch):
+    monkeypatch.setenv("PLUGRT_TORCH", "0")
+    engine = plugrt.compile(_sigmoid_model(), device="cpu")
+    assert [layer.tactic for layer in engine.engine.plan.layers] == [0]
+    assert "tactic" not in describe_layer(engine.engine.plan, 0)
+
+
+def test_without_torch_every_operator_offers_numpy_only(monkeypatch):
+    monkeypatch.setitem(torch_cpu._STATE, "tried", True)
+    monkeypatch.setitem(torch_cpu._STATE, "module", None)
+    monkeypatch.setenv("PLUGRT_TORCH", "always")
+    assert not torch_cpu.available()
+    op = ActivationOperator({"type": "SIGMOID"})
+    assert op.tactics([plugrt.DataType.FLOAT], [(4,)], [False]) == [0]
+    engine = plugrt.compile(_sigmoid_model(), device="cpu")
+    assert [layer.tactic for layer in engine.engine.plan.layers] == [0]
+
+
+@needs_torch
+def test_tactic_is_recorded_serialized_and_inspected(monkeypatch):
+    monkeypatch.setenv("PLUGRT_TORCH", "always")
+    engine = plugrt.compile(_sigmoid_model(), device="cpu")
+    plan = EnginePlan.from_bytes(engine.serialize())
+    assert [layer.tactic for layer in plan.layers] == [torch_cpu.TORCH_TACTIC]
+    info = describe_layer(plan, 0)
+    assert (info["tactic"], info["tactic_name"]) == (1, "torch")
+    line = plugrt.Runtime(plugrt.Logger()).deserialize_cuda_engine(engine.serialize())
+    text = line.create_engine_inspector().get_layer_information(0, plugrt.LayerInformationFormat.JSON)
+    assert '"tactic_name": "torch"' in text
+
+
+@needs_torch
+@pytest.mark.parametrize("why", ["switched off", "torch absent"])
+def test_torch_plan_runs_with_numpy_where_torch_is_unavailable(monkeypatch, why):
+    monkeypatch.setenv("PLUGRT_TORCH", "always")
+    data = plugrt.compile(_sigmoid_model(), device="cpu").serialize()
+    monkeypatch.setenv("PLUGRT_TORCH", "0")
+    reference = plugrt.compile(_sigmoid_model(), device="cpu")({"x": _x()})["y"]
+    if why == "torch absent":
+        monkeypatch.setenv("PLUGRT_TORCH", "1")
+        monkeypatch.setitem(torch_cpu._STATE, "tried", True)
+        monkeypatch.setitem(torch_cpu._STATE, "module", None)
+    logger = Collect()
+    engine = plugrt.Runtime(logger).deserialize_cuda_engine(data)
+    warnings = [m for s, m in logger.messages if s == Severity.WARNING]
+    assert len(warnings) == 1 and "chose the torch tactic" in warnings[0] and "run with NumPy" in warnings[0]
+    assert ("PLUGRT_TORCH turns it off" if why == "switched off" else "torch is not installed") in warnings[0]
+    context = engine.create_execution_context()
+    x, y = _x(), np.empty((2, 4096), np.float32)
+    context.set_tensor_address("x", x.ctypes.data)
+    context.set_tensor_address("y", y.ctypes.data)
+    assert context.execute_async_v3(0)
+    np.testing.assert_array_equal(y, reference)  # the NumPy kernel itself
+
+
+@pytest.mark.parametrize("tactic, offered", [(7, r"0 \(numpy\) and 1 \(torch\)"), (-1, r"0 \(numpy\) and 1")])
+def test_an_unknown_operator_tactic_in_a_plan_is_refused_at_load(monkeypatch, tactic, offered):
+    monkeypatch.setenv("PLUGRT_TORCH", "0")
+    plan = EnginePlan.from_bytes(plugrt.compile(_sigmoid_model(), device="cpu").serialize())
+    plan.layers[0].tactic = tactic
+    with pytest.raises(
+        PlanFormatError,
+        match=rf"layer 'Sigmoid_y/sigmoid#1' \(activation\) has tactic {tactic}; its operator has tactics {offered}",
+    ):
+        plugrt.Runtime(plugrt.Logger()).deserialize_cuda_engine(plan.to_bytes())
+
+
+def test_a_tactic_for_an_operator_without_alternatives_is_refused_at_load(monkeypatch):
+    node = helper.make_node("Transpose", ["x"], ["y"], perm=[1, 0])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    plan = EnginePlan.from_bytes(plugrt.compile(model, device="cpu").serialize())
+    plan.layers[0].tactic = 1
+    kind = plan.layers[0].kind
+    with pytest.raises(PlanFormatError, match=rf"\({kind}\) has tactic 1; its operator has tactics 0 only"):
+        plugrt.Runtime(plugrt.Logger()).deserialize_cuda_engine(plan.to_bytes())
+
+
+@needs_torch
+@pytest.mark.parametrize("slow", ["torch", "numpy"])
+def test_the_build_keeps_the_faster_kernel(monkeypatch, slow):
+    monkeypatch.setenv("PLUGRT_TORCH", "1")
+    numpy_run, torch_kernel = ActivationOperator.run, ActivationOperator.torch_kernel
+
+    def slow_numpy(self, inputs, outputs, xp=np):  # type: ignore[no-untyped-def]
+        time.sleep(0.003)
+        numpy_run(self, inputs, outputs, xp)
+
+    def slow_torch(self, inputs, outputs):  # type: ignore[no-untyped-def]
+        kernel = torch_kernel(self, inputs, outputs)
+
+        def run() -> None:
+            time.sleep(0.003)
+            kernel()
+
+        return run
+
+    if slow == "numpy":
+        monkeypatch.setattr(ActivationOperator, "run", slow_numpy)
+    else:
+        monkeypatch.setattr(ActivationOperator, "torch_kernel", slow_torch)
+    logger = Collect()
+    builder = plugrt.Builder(logger)
+    network = builder.create_network(0)
+    plugrt.OnnxParser(network, logger).parse(_sigmoid_model().SerializeToString())
+    plan = EnginePlan.from_bytes(builder.build_serialized_network(network, builder.create_builder_config()))
+    assert [layer.tactic for layer in plan.layers] == [1 if slow == "numpy" else 0]
+    assert any("tactic" in m for s, m in logger.messages if s == Severity.VERBOSE)
+
+
+@needs_torch
+def test_torch_threads_follow_the_engines_rule(monkeypatch):
+    monkeypatch.setattr(blas_threads, "engine_threads", lambda: 2)
+    monkeypatch.setattr(blas_threads, "_machine_busy", lambda: False)
+    monkeypatch.setitem(torch_cpu._STATE, "threads", 0)
+    before = torch.get_num_threads()
+    try:
+        torch_cpu.use_threads(blas_threads.MIN_THREADED_FLOPS)
+        assert torch.get_num_threads() == 2
+        torch_cpu.use_threads(blas_threads.MIN_THREADED_FLOPS / 10)  # small work: one thread
+        assert torch.get_num_threads() == 1
+        monkeypatch.setattr(blas_threads, "_machine_busy", lambda: True)  # a busy machine: one thread
+        torch_cpu.use_threads(1e12)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+        torch_cpu._STATE["threads"] = 0
+
+
+def test_threads_for_and_engine_threads(monkeypatch):
+    monkeypatch.setattr(blas_threads, "engine_threads", lambda: 3)
+    monkeypatch.setattr(blas_threads, "_machine_busy", lambda: False)
+    assert blas_threads.threads_for(blas_threads.MIN_THREADED_FLOPS) == 3
+    assert blas_threads.threads_for(1.0) == 1
+    monkeypatch.setattr(blas_threads, "_machine_busy", lambda: True)
+    assert blas_threads.threads_for(1e12) == 1
+
+
+def test_engine_threads_without_a_known_blas(monkeypatch):
+    monkeypatch.setattr(blas_threads, "_BLAS", None)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert blas_threads.engine_threads() == 3
+    monkeypatch.setenv("OMP_NUM_THREADS", "many")
+    assert blas_threads.engine_threads() >= 1

@@ -1,0 +1,214 @@
+"""The PyTorch tactic's kernels against the NumPy kernels: one ONNX model built with PLUGRT_TORCH=0 (NumPy
+only) and with PLUGRT_TORCH=always (torch wherever its kernel applies, untimed), same inputs.
+
+Tolerance: float32 results within 2e-5 relative to the output's largest magnitude (measured: convolutions
+up to 1e-6, transcendental functions 1 ulp, recurrent layers 1e-6); every layer the test expects on torch
+is checked to have recorded tactic 1 in the plan. Skipped without torch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+pytest.importorskip("torch")
+
+import plugrt
+from plugrt.ops.torch_cpu import TORCH_TACTIC
+
+TOLERANCE = 2e-5
+RNG = np.random.default_rng(7)
+
+
+def _model(nodes, inputs, initializers, outputs, opset=17):
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape)) for name, shape in inputs.items()],
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in outputs],
+        [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in initializers.items()],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def both(monkeypatch, model, feeds):
+    """(NumPy engine's outputs, torch engine's outputs, torch engine's layer tactics by kind)."""
+    results = []
+    for flag in ("0", "always"):
+        monkeypatch.setenv("PLUGRT_TORCH", flag)
+        engine = plugrt.compile(model, device="cpu")
+        results.append((engine(feeds), engine))
+    (ours, _), (theirs, torch_engine) = results
+    tactics = [(layer.kind, layer.tactic) for layer in torch_engine.engine.plan.layers]
+    return ours, theirs, tactics
+
+
+def assert_close(ours, theirs):
+    for name in ours:
+        expected, got = np.asarray(ours[name], np.float64), np.asarray(theirs[name], np.float64)
+        assert got.shape == expected.shape
+        scale = max(float(np.abs(expected).max()), 1e-30)
+        assert float(np.abs(expected - got).max()) <= TOLERANCE * scale, name
+
+
+def _conv_case(x_shape, w_shape, activation=None, **attrs):
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], **attrs)]
+    inits = {"w": RNG.standard_normal(w_shape) * 0.3, "b": RNG.standard_normal(w_shape[0])}
+    out = "c"
+    if activation == "Relu":
+        nodes.append(helper.make_node("Relu", ["c"], ["y"]))
+        out = "y"
+    elif activation == "Clip":
+        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
+        inits.update(lo=np.array(0.0), hi=np.array(6.0))
+        out = "y"
+    return _model(nodes, {"x": x_shape}, inits, [out]), {"x": RNG.standard_normal(x_shape).astype(np.float32)}
+
+
+@pytest.mark.parametrize(
+    "x_shape, w_shape, activation, attrs",
+    [
+        ((2, 8, 12, 12), (16, 8, 3, 3), None, {"pads": [1, 1, 1, 1]}),
+        ((1, 16, 20, 20), (16, 1, 3, 3), "Clip", {"pads": [1, 1, 1, 1], "group": 16, "strides": [2, 2]}),
+        ((1, 16, 20, 20), (16, 1, 5, 5), "Relu", {"pads": [2, 2, 2, 2], "group": 16}),
+        ((1, 12, 9, 9), (24, 3, 3, 3), "Relu", {"group": 4, "dilations": [2, 2], "pads": [2, 2, 2, 2]}),
+        ((1, 8, 10, 10), (4, 8, 1, 1), None, {}),
+        ((2, 4, 30), (6, 4, 5), "Relu", {"pads": [2, 2], "strides": [2]}),
+        ((1, 3, 6, 6, 6), (4, 3, 3, 3, 3), None, {"pads": [1, 1, 1, 1, 1, 1]}),
+        ((1, 8, 11, 11), (8, 8, 3, 3), None, {"auto_pad": "SAME_UPPER"}),
+    ],
+    ids=["dense", "depthwise-stride-clip", "depthwise-5x5-relu", "grouped-dilated", "pointwise", "1d", "3d", "same"],
+)
+def test_convolution_matches_numpy(monkeypatch, x_shape, w_shape, activation, attrs):
+    model, feeds = _conv_case(x_shape, w_shape, activation, kernel_shape=list(w_shape[2:]), **attrs)
+    ours, theirs, tactics = both(monkeypatch, model, feeds)
+    assert [t for k, t in tactics if k == "convolution"] == [TORCH_TACTIC]
+    assert_close(ours, theirs)
+
+
+def test_convolution_with_asymmetric_padding_stays_on_numpy(monkeypatch):
+    model, feeds = _conv_case((1, 4, 8, 8), (4, 4, 3, 3), None, kernel_shape=[3, 3], pads=[0, 0, 1, 1])
+    ours, theirs, tactics = both(monkeypatch, model, feeds)
+    assert [t for k, t in tactics if k == "convolution"] == [0]
+    assert_close(ours, theirs)
+
+
+def test_convolution_kernel_given_as_input(monkeypatch):
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])]
+    model = _model(nodes, {"x": (1, 4, 7, 7), "w": (6, 4, 3, 3)}, {}, ["y"])
+    feeds = {"x": RNG.standard_normal((1, 4, 7, 7)).astype(np.float32)}
+    feeds["w"] = RNG.standard_normal((6, 4, 3, 3)).astype(np.float32)
+    ours, theirs, tactics = both(monkeypatch, model, feeds)
+    assert ("convolution", TORCH_TACTIC) in tactics
+    assert_close(ours, theirs)
+
+
+@pytest.mark.parametrize("op", ["Exp", "Log", "Sqrt", "Reciprocal", "Sin", "Cos", "Tan", "Atan", "Erf"])
+def test_unary_matches_numpy(monkeypatch, op):
+    x = RNG.standard_normal((3, 1000)).astype(np.float32)
+    if op in ("Log", "Sqrt", "Reciprocal"):
+        x = np.abs(x) + 0.1
+    model = _model([helper.make_node(op, ["x"], ["y"])], {"x": x.shape}, {}, ["y"])
+    ours, theirs, tactics = both(monkeypatch, model, {"x": x})
+    assert tactics == [("unary", TORCH_TACTIC)]
+    assert_close(ours, theirs)
+
+
+@pytest.mark.parametrize(
+    "op, attrs", [("Relu", {}), ("Sigmoid", {}), ("Tanh", {}), ("Gelu", {}), ("Gelu", {"approximate": "tanh"})]
+)
+def test_activation_matches_numpy(monkeypatch, op, attrs):
+    x = (RNG.standard_normal((4, 777)) * 5).astype(np.float32)
+    x[0, :4] = [-100.0, 100.0, 0.0, -0.0]
+    model = _model([helper.make_node(op, ["x"], ["y"], **attrs)], {"x": x.shape}, {}, ["y"], opset=20)
+    ours, theirs, tactics = both(monkeypatch, model, {"x": x})
+    assert tactics == [("activation", TORCH_TACTIC)]
+    assert_close(ours, theirs)
+
+
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_softmax_matches_numpy(monkeypatch, axis):
+    x = (RNG.standard_normal((2, 5, 33)) * 10).astype(np.float32)
+    model = _model([helper.make_node("Softmax", ["x"], ["y"], axis=axis)], {"x": x.shape}, {}, ["y"])
+    ours, theirs, tactics = both(monkeypatch, model, {"x": x})
+    assert tactics == [("softmax", TORCH_TACTIC)]
+    assert_close(ours, theirs)
+
+
+def test_scaled_softmax_matches_numpy(monkeypatch):
+    x = RNG.standard_normal((2, 4, 16, 16)).astype(np.float32)
+    nodes = [helper.make_node("Mul", ["x", "s"], ["m"]), helper.make_node("Softmax", ["m"], ["y"], axis=-1)]
+    model = _model(nodes, {"x": x.shape}, {"s": np.array(0.125)}, ["y"])
+    ours, theirs, tactics = both(monkeypatch, model, {"x": x})
+    assert ("softmax", TORCH_TACTIC) in tactics
+    assert_close(ours, theirs)
+
+
+def _recurrent(cell, direction, layout, initial, hidden=16, size=8, steps=7, batch=3, **attrs):
+    gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[cell]
+    dirs = 2 if direction == "bidirectional" else 1
+    inits = {
+        "W": RNG.standard_normal((dirs, gates * hidden, size)) * 0.4,
+        "R": RNG.standard_normal((dirs, gates * hidden, hidden)) * 0.4,
+        "B": RNG.standard_normal((dirs, 2 * gates * hidden)) * 0.4,
+    }
+    x_shape = (batch, steps, size) if layout else (steps, batch, size)
+    inputs, names = {"x": x_shape}, ["x", "W", "R", "B"]
+    feeds = {"x": RNG.standard_normal(x_shape).astype(np.float32)}
+    if initial:
+        state = (batch, dirs, hidden) if layout else (dirs, batch, hidden)
+        inputs["h0"] = state
+        names += ["", "h0"]
+        feeds["h0"] = RNG.standard_normal(state).astype(np.float32)
+    outs = ["y", "yh"] + (["yc"] if cell == "LSTM" else [])
+    node = helper.make_node(cell, names, outs, hidden_size=hidden, direction=direction, layout=layout, **attrs)
+    return _model([node], inputs, inits, outs, opset=14), feeds
+
+
+@pytest.mark.parametrize("cell, attrs", [("LSTM", {}), ("GRU", {"linear_before_reset": 1}), ("RNN", {})])
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+@pytest.mark.parametrize("layout", [0, 1])
+@pytest.mark.parametrize("initial", [False, True], ids=["zero-state", "initial-h"])
+def test_recurrent_matches_numpy(monkeypatch, cell, attrs, direction, layout, initial):
+    model, feeds = _recurrent(cell, direction, layout, initial, **attrs)
+    ours, theirs, tactics = both(monkeypatch, model, feeds)
+    assert ("recurrent", TORCH_TACTIC) in tactics
+    assert_close(ours, theirs)
+
+
+def test_rnn_relu_matches_numpy(monkeypatch):
+    model, feeds = _recurrent("RNN", "bidirectional", 0, False, activations=["Relu", "Relu"])
+    ours, theirs, tactics = both(monkeypatch, model, feeds)
+    assert ("recurrent", TORCH_TACTIC) in tactics
+    assert_close(ours, theirs)
+
+
+@pytest.mark.parametrize(
+    "cell, direction, attrs",
+    [
+        ("GRU", "forward", {}),  # linear_before_reset 0: not PyTorch's GRU
+        ("LSTM", "reverse", {}),
+        ("LSTM", "forward", {"clip": 1.0}),
+        ("LSTM", "forward", {"activations": ["Sigmoid", "Tanh", "Relu"]}),
+        ("LSTM", "forward", {"input_forget": 1}),
+    ],
+    ids=["gru-reset-before", "reverse", "clip", "activations", "input-forget"],
+)
+def test_recurrent_semantics_torch_lacks_stay_on_numpy(monkeypatch, cell, direction, attrs):
+    model, feeds = _recurrent(cell, direction, 0, False, **attrs)
+    ours, theirs, tactics = both(monkeypatch, model, feeds)
+    assert ("recurrent", 0) in tactics
+    assert_close(ours, theirs)
+
+
+def test_recurrent_weights_that_are_inputs_stay_on_numpy(monkeypatch):
+    model, feeds = _recurrent("LSTM", "forward", 0, False)
+    graph = model.graph
+    w = next(i for i in graph.initializer if i.name == "W")
+    graph.input.append(helper.make_tensor_value_info("W", TensorProto.FLOAT, list(w.dims)))
+    feeds["W"] = numpy_helper.to_array(w).copy()
+    graph.initializer.remove(w)
+    ours, theirs, tactics = both(monkeypatch, model, feeds)
+    assert ("recurrent", 0) in tactics
+    assert_close(ours, theirs)
