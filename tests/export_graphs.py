@@ -1,7 +1,8 @@
 """ONNX graphs in the exporters' patterns (torch 2.13's dynamo exporter, opset 18), shared by the tests.
 
 ``bert_attention_reshape``: heads split and merged with sizes taken from ``Shape(x)``;
-``conv_length_chain``: integer arithmetic on shape values feeding Range, Slice, Reshape and Expand.
+``conv_length_chain``: integer arithmetic on shape values feeding Range, Slice, Reshape and Expand;
+``masked_attention``: BERT's attention with its additive mask of ``finfo(float32).min``.
 """
 
 from __future__ import annotations
@@ -101,3 +102,37 @@ def conv_length_chain() -> onnx.ModelProto:
     }
     audio = helper.make_tensor_value_info("audio", TensorProto.FLOAT, [2, "samples"])
     return onnx_model(nodes, [audio], ["positions", "framed", "ones"], inits)
+
+
+def masked_attention(mask_value: float = float(np.finfo(np.float32).min)) -> object:
+    """BERT's attention as exported: scores = q k^T / 8 + (1 - mask) * finfo(float32).min, softmax, @ v,
+    then LayerNormalization; q = k = v = x @ w."""
+    rng = np.random.default_rng(0)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["q"]),
+        helper.make_node("Transpose", ["q"], ["kt"], perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["q", "kt"], ["raw"]),
+        helper.make_node("Div", ["raw", "eight"], ["scores"]),
+        helper.make_node("Cast", ["mask"], ["mask_f"], to=TensorProto.FLOAT),
+        helper.make_node("Sub", ["one", "mask_f"], ["inverted"]),
+        helper.make_node("Mul", ["inverted", "minimum"], ["bias"]),
+        helper.make_node("Unsqueeze", ["bias", "axis1"], ["bias3"]),
+        helper.make_node("Add", ["scores", "bias3"], ["masked"]),
+        helper.make_node("Softmax", ["masked"], ["probs"], axis=-1),
+        helper.make_node("MatMul", ["probs", "q"], ["context"]),
+        helper.make_node("LayerNormalization", ["context", "gamma", "beta"], ["y"], axis=-1),
+    ]
+    inits = {
+        "w": (rng.standard_normal((64, 64)) * 0.3).astype(np.float32),
+        "eight": np.array(8.0, np.float32),
+        "one": np.array(1.0, np.float32),
+        "minimum": np.array(mask_value, np.float32),
+        "axis1": np.array([1], np.int64),
+        "gamma": np.ones(64, np.float32),
+        "beta": np.zeros(64, np.float32),
+    }
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", 16, 64])
+    mask = helper.make_tensor_value_info("mask", TensorProto.INT64, ["B", 16])
+    model = onnx_model(nodes, [x, mask], ["y"], inits)
+    model.graph.output[0].type.tensor_type.elem_type = TensorProto.FLOAT
+    return model

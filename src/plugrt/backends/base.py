@@ -67,6 +67,8 @@ class Backend(ABC):
     host_memory: ClassVar[bool]
     #: True when buffers are GPU memory and compiled CUDA kernels (NVRTC, PTX) run on them
     gpu: ClassVar[bool]
+    #: reduced float types this backend computes faster than FLOAT (what BuilderFlag.FP16/BF16 may pick)
+    fast_types: ClassVar[frozenset[DataType]] = frozenset()
     #: the byte boundary arenas and allocations start on
     ALIGNMENT: ClassVar[int] = ALIGNMENT
     #: the array module kernels use (NumPy, CuPy)

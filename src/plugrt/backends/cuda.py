@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import ExecutionError, MissingBackendError
+from ..core.types import DataType
 from .base import Backend
 from .cuda_matmul import matmul_into
 
@@ -140,6 +141,7 @@ class CudaBackend(Backend):
     name = "cuda"
     host_memory = False
     gpu = True
+    fast_types = frozenset({DataType.HALF})  # (CuPy has no bfloat16 arrays)
 
     def __init__(self) -> None:
         self.cupy = import_cupy()

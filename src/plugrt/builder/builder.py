@@ -10,6 +10,7 @@ from ..core.context_manager import DeprecatedContextManager
 from ..core.errors import BuildError, PlugrtError, TypeMismatchError
 from ..core.finalizers import run_pending
 from ..core.logger import ILogger, Logger, Severity
+from ..core.types import DataType
 from ..engine.host_memory import IHostMemory
 from ..engine.limits import check_plan_allocations
 from ..interfaces.error_recorder import ErrorCodeTRT, check_error_recorder, report_to
@@ -32,8 +33,9 @@ class Builder(DeprecatedContextManager):
     def __init__(self, logger: ILogger | None = None, device: str = DEFAULT_DEVICE) -> None:
         """``device`` is where the build times plugin tactics: 'cpu' (the default) or 'cuda'.
 
-        A plugrt extension: TensorRT always builds on the GPU. Plans do not depend on it (any
-        plan runs on either device), but a plugin whose ``enqueue`` launches device work
+        A plugrt extension: TensorRT always builds on the GPU. Any plan runs on either device,
+        but under ``BuilderFlag.FP16`` the layers run in HALF only where the build device is
+        faster in it (see ``builder/precision.py``), and a plugin whose ``enqueue`` launches device work
         (CuPy, Triton, torch) needs ``device="cuda"`` when it offers tactics to time.
         """
         if logger is not None and not isinstance(logger, ILogger):
@@ -72,8 +74,8 @@ class Builder(DeprecatedContextManager):
 
     @property
     def platform_has_fast_fp16(self) -> bool:
-        """False: the CPU backend computes FP16 through NumPy, which is not faster."""
-        return False
+        """True where the build device computes HALF faster than FLOAT (the GPU; NumPy on the CPU is not faster)."""
+        return DataType.HALF in self.backend.fast_types
 
     @property
     def platform_has_fast_int8(self) -> bool:

@@ -28,6 +28,7 @@ from .in_place import resolve_in_place
 from .layers import add_layer
 from .memory import memory_plans
 from .outputs import check_profile_shapes, mark_outputs
+from .precision import check_flags
 from .profiles import resolve_profiles
 from .qdq import explicit_int8
 from .state import BuildState
@@ -48,6 +49,7 @@ def build_plan(
     if network.num_outputs == 0:
         raise BuildError("the network has no outputs; mark at least one with network.mark_output(tensor)")
     state = BuildState(network, config, logger, backend, calibrated)
+    check_flags(state)
     state.profiles, symbols = resolve_profiles(
         network._inputs, [config.get_optimization_profile(i) for i in range(config.num_optimization_profiles)]
     )

@@ -25,6 +25,7 @@ from ..nodes.ports import BuildRequest, IOChoice, Port
 from ..nodes.shape_checks import check_at_points, profile_points
 from .config import BuilderFlag, MemoryPoolType
 from .int8 import int8_form, tensor_scale
+from .precision import layer_precision, output_constraints, reduced_reads
 from .state import BuildState
 
 __all__ = ["add_layer"]
@@ -33,6 +34,10 @@ __all__ = ["add_layer"]
 def add_layer(state: BuildState, layer: ILayer) -> None:
     """Build ``layer`` into ``state``: its outputs become tensors, the layer a plan record."""
     node, sources, reads, out_scale = _node_for(state, layer)
+    declared_reads, precision = reads, None
+    if reads is not None:  # an operator: it may compute in a reduced float type (builder/precision.py)
+        precision = layer_precision(state, layer, node.kind, reads)
+        reads = reduced_reads(reads, precision)
     inputs = list(sources)
     if reads is not None:  # a node with fixed input formats sees the types it reads
         inputs = [state.converted(s, dtype, fmt, layer.name) for s, (dtype, fmt) in zip(sources, reads)]
@@ -79,7 +84,12 @@ def add_layer(state: BuildState, layer: ILayer) -> None:
     # (when its node is pure; data-dependent sizes are left to the run)
     derived = node.pure and bool(inputs) and all(state.tensors[i].role == "constant" for i in inputs)
     role = "constant" if node.is_constant or (derived and not inferred.sizes) else "internal"
-    declared = [DataType.FLOAT] if out_scale is not None else types  # a requantized INT8 output is FLOAT outside
+    if out_scale is not None:
+        declared = [DataType.FLOAT]  # a requantized INT8 output is FLOAT outside
+    elif precision is not None and declared_reads is not None:
+        declared = node.output_types([t for t, _ in declared_reads])  # consumers see the network's types
+    else:
+        declared = types
     out_index = state.bind_outputs(
         layer, [p.dtype for p in outputs], [p.format for p in outputs], inferred.shapes, inferred.values, role, declared
     )
@@ -99,8 +109,21 @@ def add_layer(state: BuildState, layer: ILayer) -> None:
     )
     state.layers.append(plan)
     state.pending.append((plan, node, request, outputs))
+    if reads is not None:
+        _constrain_outputs(state, layer, out_index)
     if aliases:
         state.aliases[id(plan)] = aliases
+
+
+def _constrain_outputs(state: BuildState, layer: ILayer, out_index: list[int]) -> None:
+    """Convert outputs whose type ``set_output_type`` constrains (builder/precision.py) after the layer."""
+    stored = [state.tensors[i].dtype for i in out_index]
+    for position, dtype in enumerate(output_constraints(state, layer, stored)):
+        if dtype != stored[position]:
+            index = out_index[position]
+            converted = state.converted(index, dtype, TensorFormat.LINEAR, layer.name)
+            state.declared_types[converted] = state.declared(index)
+            state.index[id(layer.get_output(position))] = converted
 
 
 def _node_for(state: BuildState, layer: ILayer) -> tuple[Node, list[int], list[IOChoice] | None, float | None]:

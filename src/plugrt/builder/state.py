@@ -125,6 +125,8 @@ class BuildState:
             name = f"{source.name} [{dtype.name}/{fmt.name}]"
             out = self.add_tensor(name, dtype, fmt, source.shape, "internal", self.values[index])
             params: dict[str, Any] = {"dst_type": dtype.name, "src_format": source.format.name, "dst_format": fmt.name}
+            if source.role == "constant" and dtype == DataType.HALF and source.dtype == DataType.FLOAT:
+                params["saturate"] = True  # TensorRT clamps FP32 weights into the half range
             if DataType.INT8 in (source.dtype, dtype) and source.dtype != dtype:
                 scale = self.scales.get(index)
                 if scale is None and self.int8:

@@ -14,6 +14,10 @@ from .base import InputShapes, InputValues, Operator, ShapeExprs, register_opera
 __all__ = ["Reformat"]
 
 
+#: the largest finite half
+_HALF_MAX = 65504.0
+
+
 @register_operator
 class Reformat(Operator):
     """Copy a tensor into another type and/or format.
@@ -48,6 +52,11 @@ class Reformat(Operator):
             self._run_scaled(inputs[0], outputs[0], xp)
             return
         if self._src_format == self._dst_format == TensorFormat.LINEAR:
+            if self.params.get("saturate") and outputs[0].dtype == np.float16:
+                # finite values beyond the half range become ±65504 (not ±inf); infinities stay
+                finite = xp.isfinite(inputs[0])
+                outputs[0][...] = xp.where(finite, xp.clip(inputs[0], -_HALF_MAX, _HALF_MAX), inputs[0])
+                return
             outputs[0][...] = inputs[0]
             return
         if self._linear is None or self._linear.dtype != inputs[0].dtype:
