@@ -1,158 +1,109 @@
-"""Layer fusion: pairs of standard layers the engine computes as one operator.
+"""The graph optimizer: rules that fuse standard layers into fewer operators, then dead-layer removal.
 
-Runs on the built layer list (types, shapes and roles known), before memory planning.
-Each rule replaces a producer and its only consumer by one layer named
-``"<producer> + <consumer>"``, at the consumer's place; the tensor between them
-disappears from the engine:
+Runs on the built layer list (types, shapes and roles known), before in-place outputs and
+memory planning. One registry, :data:`RULES`, applied in its order; each rule sweeps the
+layers and, at an anchor layer, may return a :class:`~plugrt.builder.passes.graph.Fusion`
+(layers that become one new layer, placed where the last of them was). A fusion is made
+only when every tensor it removes is internal and read by the fused layers alone.
 
-- **scaled softmax** — ``ElementWise PROD(x, s)`` then ``SoftMax``, where ``s`` is a
-  one-element tensor of ``x``'s type: ``softmax(x * s)`` (attention's ``QK^T / sqrt(d)``),
-  one kernel on the GPU.
-- **matrix bias** — ``MatrixMultiply(a, b)`` then ``ElementWise SUM`` with a FLOAT bias of
-  dims ``[1, ..., 1, N]``: the bias is added in the product's epilogue on the GPU.
-- **convolution activation** — ``Convolution`` then a FLOAT ``RELU`` or ``CLIP`` activation
-  (MobileNet's ReLU6): applied in place to the convolution's result, one memory pass fewer.
+=====================  ==================================================================  ==================
+rule                   what                                                                results
+=====================  ==================================================================  ==================
+``scaled_softmax``     ``PROD(x, s)`` by a one-element ``s``, then ``SoftMax``               bit-identical
+``matrix_bias``        ``MatrixMultiply``, then a FLOAT ``SUM`` of a ``[1, ..., N]`` bias     bit-identical
+``conv_activation``    ``Convolution``, then FLOAT ``RELU`` / ``CLIP``                        bit-identical
+``dead_layers``        layers nobody reads after fusion (then their weights)                 –
+=====================  ==================================================================  ==================
 
-Results are those of the unfused layers (the same float operations in the same order on
-the CPU). The tensor between the two layers must feed nothing else and must not be an
-engine output.
+(``builder/passes/``: ``pairs.py``, ``dead.py``.)
+
+The environment variable ``PLUGRT_DISABLE_PASSES`` turns rules off for the builds that
+follow: ``all``, or names separated by commas (e.g. ``matrix_bias,dead_layers``); unknown
+names raise :class:`~plugrt.BuildError`. Comparing an engine with the one built with
+``all`` is how the tests check each rule.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
 
-from ..core.types import DataType
+import numpy as np
+
+from ..core.errors import BuildError
 from ..engine.plan import LayerPlan, TensorPlan
+from .passes.dead import remove_dead_layers
+from .passes.graph import Fusion, LayerGraph
+from .passes.pairs import conv_activation, matrix_bias, scaled_softmax
 
-__all__ = ["fuse_layers"]
+__all__ = ["DISABLE_ENV", "PASS_NAMES", "RULES", "Rule", "disabled_passes", "fuse_layers"]
 
-Rule = Callable[[LayerPlan, LayerPlan, int, list[TensorPlan]], "LayerPlan | None"]
-
-
-def _one_element(tensor: TensorPlan) -> bool:
-    return all(d.is_constant() and d.get_constant_value() == 1 for d in tensor.shape)
-
-
-def _scaled_softmax(first: LayerPlan, second: LayerPlan, link: int, tensors: list[TensorPlan]) -> LayerPlan | None:
-    if first.kind != "elementwise" or first.params.get("op") != "PROD" or second.kind != "softmax":
-        return None
-    if second.params.get("scaled") or len(first.inputs) != 2:
-        return None
-    for x, s in (first.inputs, first.inputs[::-1]):
-        big, scale, out = tensors[x], tensors[s], tensors[link]
-        if _one_element(scale) and len(scale.shape) <= len(big.shape) and big.dtype == scale.dtype == out.dtype:
-            if len(big.shape) == len(out.shape) and all(p == q for p, q in zip(big.shape, out.shape)):
-                return LayerPlan(
-                    f"{first.name} + {second.name}",
-                    "softmax",
-                    [x, s],
-                    list(second.outputs),
-                    params={**second.params, "scaled": True},
-                )
-    return None
+#: the environment variable naming the passes to skip
+DISABLE_ENV = "PLUGRT_DISABLE_PASSES"
 
 
-def _matrix_bias(first: LayerPlan, second: LayerPlan, link: int, tensors: list[TensorPlan]) -> LayerPlan | None:
-    if first.kind != "matrix_multiply" or first.params.get("bias") or first.params.get("op1") == "VECTOR":
-        return None
-    if second.kind != "elementwise" or second.params.get("op") != "SUM" or len(second.inputs) != 2:
-        return None
-    out = tensors[link]
-    bias_index = second.inputs[1] if second.inputs[0] == link else second.inputs[0]
-    if bias_index == link or out.dtype != DataType.FLOAT or tensors[bias_index].dtype != DataType.FLOAT:
-        return None
-    bias = tensors[bias_index].shape
-    if (
-        not bias
-        or len(bias) > len(out.shape)
-        or not all(d.is_constant() and d.get_constant_value() == 1 for d in bias[:-1])
-    ):
-        return None
-    if not (bias[-1].is_constant() and out.shape[-1].is_constant() and bias[-1] == out.shape[-1]):
-        return None
-    return LayerPlan(
-        f"{first.name} + {second.name}",
-        "matrix_multiply",
-        [*first.inputs, bias_index],
-        list(second.outputs),
-        params={**first.params, "bias": True},
-    )
+@dataclass(frozen=True)
+class Rule:
+    """A named rewrite: ``match(graph, step)`` gives the fusion anchored at ``step``, or None."""
+
+    name: str
+    match: Callable[[LayerGraph, int], Fusion | None]
 
 
-#: activations a convolution applies to its result in place (after the bias), as one layer
-_CONV_ACTIVATIONS = ("RELU", "CLIP")
+RULES: tuple[Rule, ...] = (
+    Rule("scaled_softmax", scaled_softmax),
+    Rule("matrix_bias", matrix_bias),
+    Rule("conv_activation", conv_activation),
+)
+#: every pass a build runs, in order (the rules, then dead-layer removal)
+PASS_NAMES: tuple[str, ...] = (*(rule.name for rule in RULES), "dead_layers")
 
 
-def _conv_activation(first: LayerPlan, second: LayerPlan, link: int, tensors: list[TensorPlan]) -> LayerPlan | None:
-    if first.kind != "convolution" or first.params.get("activation") or second.kind != "activation":
-        return None
-    if second.params.get("type") not in _CONV_ACTIVATIONS or tensors[link].dtype != DataType.FLOAT:
-        return None
-    return LayerPlan(
-        f"{first.name} + {second.name}",
-        "convolution",
-        list(first.inputs),
-        list(second.outputs),
-        params={
-            **first.params,
-            "activation": second.params["type"],
-            "activation_alpha": float(second.params.get("alpha", 0.0)),
-            "activation_beta": float(second.params.get("beta", 0.0)),
-        },
-        weights=dict(first.weights),
-    )
-
-
-RULES: tuple[Rule, ...] = (_scaled_softmax, _matrix_bias, _conv_activation)
+def disabled_passes(text: str | None = None) -> frozenset[str]:
+    """The passes ``text`` (default: ``$PLUGRT_DISABLE_PASSES``) turns off; an unknown name raises."""
+    text = os.environ.get(DISABLE_ENV, "") if text is None else text
+    names = {name.strip() for name in text.split(",") if name.strip()}
+    if "all" in names:
+        return frozenset(PASS_NAMES)
+    unknown = sorted(names - set(PASS_NAMES))
+    if unknown:
+        raise BuildError(f"{DISABLE_ENV} names unknown passes {unknown}; known: all, {', '.join(PASS_NAMES)}")
+    return frozenset(names)
 
 
 def fuse_layers(
-    layers: list[LayerPlan], tensors: list[TensorPlan], io: list[int]
+    layers: list[LayerPlan],
+    tensors: list[TensorPlan],
+    io: list[int],
+    weights: dict[str, np.ndarray] | None = None,
+    disabled: Collection[str] | None = None,
 ) -> tuple[list[LayerPlan], list[TensorPlan], list[int], list[str]]:
-    """Apply the fusion rules; returns (layers, tensors, io) renumbered, and the fused layers' names."""
-    uses = Counter(i for layer in layers for i in (*layer.inputs, *layer.shape_inputs))
-    producer = {o: step for step, layer in enumerate(layers) for o in layer.outputs}
-    consumer = {i: step for step, layer in enumerate(layers) for i in (*layer.inputs, *layer.shape_inputs)}
-    merged: dict[int, LayerPlan] = {}
-    dropped: set[int] = set()
-    removed_tensors: set[int] = set()
-    for link, count in uses.items():
-        if count != 1 or tensors[link].role != "internal" or link not in producer or link in io:
+    """Run the passes; returns (layers, tensors, io) renumbered, and the fused layers' names.
+
+    ``weights`` is the plan's weight table (constants are read from it; weights no layer
+    uses any more leave it); ``disabled`` names passes to skip (default: the environment's).
+    """
+    skip = disabled_passes() if disabled is None else frozenset(disabled)
+    table = weights if weights is not None else {}
+    graph = LayerGraph(layers, tensors, io, table)
+    fused: list[str] = []
+    for rule in RULES:
+        if rule.name in skip:
             continue
-        first_step, second_step = producer[link], consumer[link]
-        if first_step in merged or first_step in dropped or second_step in merged or second_step in dropped:
-            continue
-        first, second = layers[first_step], layers[second_step]
-        if first.is_plugin or second.is_plugin or second.weights or len(first.outputs) != 1:
-            continue
-        if first.size_outputs or second.size_outputs or second.shape_inputs or first_step > second_step:
-            continue
-        for rule in RULES:
-            fused = rule(first, second, link, tensors)
-            if fused is not None and fused.weights != first.weights:
-                fused = None  # a rule that does not carry the producer's weights over cannot take it
-            if fused is not None:  # placed where the consumer was: every input is ready there
-                merged[second_step] = fused
-                dropped.add(first_step)
-                removed_tensors.add(link)
-                break
-    if not merged:
+        for step in graph.steps():
+            if graph.layers[step] is None:
+                continue
+            fusion = rule.match(graph, step)
+            if fusion is not None and graph.apply(fusion):
+                fused.append(fusion.layer.name)
+    if not fused and "dead_layers" in skip:
         return layers, tensors, io, []
-    new_index: dict[int, int] = {}
-    kept_tensors: list[TensorPlan] = []
-    for index, tensor in enumerate(tensors):
-        if index not in removed_tensors:
-            new_index[index] = len(kept_tensors)
-            kept_tensors.append(tensor)
-    kept_layers: list[LayerPlan] = []
-    for step, layer in enumerate(layers):
-        if step in dropped:
-            continue
-        layer = merged.get(step, layer)
-        layer.inputs = [new_index[i] for i in layer.inputs]
-        layer.outputs = [new_index[o] for o in layer.outputs]
-        layer.shape_inputs = [new_index[i] for i in layer.shape_inputs]
-        kept_layers.append(layer)
-    return kept_layers, kept_tensors, [new_index[i] for i in io], [merged[s].name for s in sorted(merged)]
+    if "dead_layers" not in skip:
+        remove_dead_layers(graph)
+    layers, tensors, io = graph.compact()
+    if weights is not None:
+        used = {key for layer in layers for key in layer.weights.values()}
+        for key in [k for k in weights if k not in used]:
+            del weights[key]
+    return layers, tensors, io, fused

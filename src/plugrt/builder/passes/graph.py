@@ -1,0 +1,159 @@
+"""The built layer list as a graph the optimizer rewrites: who produces and who reads each tensor.
+
+A rule (``builder/fusion.py``) looks at an anchor layer and may return a :class:`Fusion`:
+layers that become one new layer, placed where the last of them was (every input
+is ready there). :meth:`LayerGraph.apply` checks that the fused layers' results
+are read only by each other, except the new layer's outputs, then makes the
+rewrite; :meth:`LayerGraph.compact` drops what no layer uses any more and renumbers
+the tensors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...core.types import DataType
+from ...engine.plan import LayerPlan, TensorPlan
+
+__all__ = ["FLOAT_TYPES", "Fusion", "LayerGraph"]
+
+FLOAT_TYPES = (DataType.FLOAT, DataType.HALF)
+
+
+@dataclass
+class Fusion:
+    """Replace the layers at ``steps`` by ``layer`` (its outputs are some of theirs)."""
+
+    steps: list[int]
+    layer: LayerPlan
+
+
+class LayerGraph:
+    """Layers, tensors, engine I/O and weights of one build, with producer and reader maps kept current."""
+
+    def __init__(
+        self, layers: list[LayerPlan], tensors: list[TensorPlan], io: list[int], weights: dict[str, np.ndarray]
+    ) -> None:
+        self.layers: list[LayerPlan | None] = list(layers)
+        self.tensors = tensors
+        self.io = list(io)
+        self.weights = weights
+        self._io = set(io)
+        self.producer: dict[int, int] = {}
+        self.readers: dict[int, list[int]] = {}
+        self._index()
+
+    def _index(self) -> None:
+        self.producer = {}
+        self.readers = {}
+        for step, layer in enumerate(self.layers):
+            if layer is None:
+                continue
+            for o in layer.outputs:
+                self.producer[o] = step
+            for i in (*layer.inputs, *layer.shape_inputs):
+                self.readers.setdefault(i, []).append(step)
+
+    # --- questions rules ask -------------------------------------------------------------
+    def layer(self, step: int) -> LayerPlan:
+        """The layer at ``step`` (which must not have been fused away)."""
+        found = self.layers[step]
+        assert found is not None, f"step {step} was fused away"
+        return found
+
+    def steps(self) -> list[int]:
+        """The steps that still hold a layer, in order."""
+        return [step for step, layer in enumerate(self.layers) if layer is not None]
+
+    def private(self, tensor: int) -> bool:
+        """True for an internal tensor (not an engine input, output or constant)."""
+        return self.tensors[tensor].role == "internal" and tensor not in self._io
+
+    def read_by(self, tensor: int) -> set[int]:
+        """The steps that read ``tensor``."""
+        return set(self.readers.get(tensor, ()))
+
+    def only_reader(self, tensor: int) -> int | None:
+        """The one step reading private ``tensor`` (perhaps more than once), else None."""
+        readers = self.read_by(tensor)
+        if len(readers) != 1 or not self.private(tensor):
+            return None
+        return next(iter(readers))
+
+    def producer_layer(self, tensor: int) -> LayerPlan | None:
+        """The layer writing ``tensor`` (None for engine inputs)."""
+        step = self.producer.get(tensor)
+        return None if step is None else self.layers[step]
+
+    def value(self, tensor: int) -> np.ndarray | None:
+        """The value of a tensor a constant layer stores, else None."""
+        layer = self.producer_layer(tensor)
+        if layer is None or layer.kind != "constant" or "value" not in layer.weights:
+            return None
+        stored = self.weights.get(layer.weights["value"])
+        return None if stored is None else np.asarray(stored)
+
+    def scalar(self, tensor: int) -> float | None:
+        """The value of a one-element float constant, else None."""
+        value = self.value(tensor)
+        if value is None or value.size != 1 or value.dtype.kind != "f":
+            return None
+        return float(value.reshape(-1)[0])
+
+    def shape_equal(self, a: int, b: int) -> bool:
+        """True when tensors ``a`` and ``b`` have the same shape expressions."""
+        sa, sb = self.tensors[a].shape, self.tensors[b].shape
+        return len(sa) == len(sb) and all(p == q for p, q in zip(sa, sb))
+
+    def fusable(self, step: int) -> bool:
+        """True for a standard layer a rule may take: no plugin, no shape inputs, no data-dependent sizes."""
+        layer = self.layers[step]
+        return layer is not None and not layer.is_plugin and not layer.shape_inputs and not layer.size_outputs
+
+    # --- rewriting ------------------------------------------------------------------------
+    def apply(self, fusion: Fusion) -> bool:
+        """Make ``fusion`` if it is sound (else leave the graph as it was); True when made."""
+        steps = sorted(set(fusion.steps))
+        if not steps or any(not self.fusable(s) for s in steps):
+            return False
+        inside = set(steps)
+        kept = set(fusion.layer.outputs)
+        for s in steps:
+            for o in self.layer(s).outputs:
+                if o in kept:
+                    if self.producer.get(o) != steps[-1]:  # readers after the last step only
+                        return False
+                elif not self.private(o) or not self.read_by(o) <= inside:
+                    return False
+        if not kept <= {o for s in steps for o in self.layer(s).outputs}:
+            return False
+        for s in steps[:-1]:
+            self.layers[s] = None
+        self.layers[steps[-1]] = fusion.layer
+        self._index()
+        return True
+
+    def remove(self, step: int) -> None:
+        """Drop the layer at ``step`` (its outputs must be read by nobody)."""
+        self.layers[step] = None
+        self._index()
+
+    def compact(self) -> tuple[list[LayerPlan], list[TensorPlan], list[int]]:
+        """The layers left, the tensors they and the engine I/O use (renumbered), and the I/O."""
+        layers = [layer for layer in self.layers if layer is not None]
+        used = set(self.io)
+        for layer in layers:
+            used.update((*layer.inputs, *layer.outputs, *layer.shape_inputs))
+        new_index: dict[int, int] = {}
+        tensors: list[TensorPlan] = []
+        for index, tensor in enumerate(self.tensors):
+            if index in used:
+                new_index[index] = len(tensors)
+                tensors.append(tensor)
+        for layer in layers:
+            layer.inputs = [new_index[i] for i in layer.inputs]
+            layer.outputs = [new_index[o] for o in layer.outputs]
+            layer.shape_inputs = [new_index[i] for i in layer.shape_inputs]
+        return layers, tensors, [new_index[i] for i in self.io]

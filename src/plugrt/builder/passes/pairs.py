@@ -1,0 +1,128 @@
+"""Pair rules: a producer and its only reader the engine computes as one operator.
+
+- **scaled softmax** — ``ElementWise PROD(x, s)`` then ``SoftMax``, where ``s`` is a
+  one-element tensor of ``x``'s type: ``softmax(x * s)`` (attention's ``QK^T / sqrt(d)``),
+  one kernel on the GPU.
+- **matrix bias** — ``MatrixMultiply(a, b)`` then ``ElementWise SUM`` with a FLOAT bias of
+  dims ``[1, ..., 1, N]``: the bias is added in the product's epilogue on the GPU.
+- **convolution activation** — ``Convolution`` then a FLOAT ``RELU`` or ``CLIP`` activation
+  (MobileNet's ReLU6): applied in place to the convolution's result, one memory pass fewer.
+
+Results are those of the unfused layers (the same float operations in the same order on
+the CPU). The fused layer is named ``"<producer> + <consumer>"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ...core.types import DataType
+from ...engine.plan import LayerPlan, TensorPlan
+from .graph import Fusion, LayerGraph
+
+__all__ = ["conv_activation", "matrix_bias", "scaled_softmax"]
+
+PairRule = Callable[[LayerPlan, LayerPlan, int, list[TensorPlan]], "LayerPlan | None"]
+
+
+def _one_element(tensor: TensorPlan) -> bool:
+    return all(d.is_constant() and d.get_constant_value() == 1 for d in tensor.shape)
+
+
+def _scaled_softmax(first: LayerPlan, second: LayerPlan, link: int, tensors: list[TensorPlan]) -> LayerPlan | None:
+    if first.kind != "elementwise" or first.params.get("op") != "PROD" or second.kind != "softmax":
+        return None
+    if second.params.get("scaled") or len(first.inputs) != 2:
+        return None
+    for x, s in (first.inputs, first.inputs[::-1]):
+        big, scale, out = tensors[x], tensors[s], tensors[link]
+        if _one_element(scale) and len(scale.shape) <= len(big.shape) and big.dtype == scale.dtype == out.dtype:
+            if len(big.shape) == len(out.shape) and all(p == q for p, q in zip(big.shape, out.shape)):
+                return LayerPlan(
+                    f"{first.name} + {second.name}",
+                    "softmax",
+                    [x, s],
+                    list(second.outputs),
+                    params={**second.params, "scaled": True},
+                )
+    return None
+
+
+def _matrix_bias(first: LayerPlan, second: LayerPlan, link: int, tensors: list[TensorPlan]) -> LayerPlan | None:
+    if first.kind != "matrix_multiply" or first.params.get("bias") or first.params.get("op1") == "VECTOR":
+        return None
+    if second.kind != "elementwise" or second.params.get("op") != "SUM" or len(second.inputs) != 2:
+        return None
+    out = tensors[link]
+    bias_index = second.inputs[1] if second.inputs[0] == link else second.inputs[0]
+    if bias_index == link or out.dtype != DataType.FLOAT or tensors[bias_index].dtype != DataType.FLOAT:
+        return None
+    bias = tensors[bias_index].shape
+    if (
+        not bias
+        or len(bias) > len(out.shape)
+        or not all(d.is_constant() and d.get_constant_value() == 1 for d in bias[:-1])
+    ):
+        return None
+    if not (bias[-1].is_constant() and out.shape[-1].is_constant() and bias[-1] == out.shape[-1]):
+        return None
+    return LayerPlan(
+        f"{first.name} + {second.name}",
+        "matrix_multiply",
+        [*first.inputs, bias_index],
+        list(second.outputs),
+        params={**first.params, "bias": True},
+    )
+
+
+#: activations a convolution applies to its result in place (after the bias), as one layer
+_CONV_ACTIVATIONS = ("RELU", "CLIP")
+
+
+def _conv_activation(first: LayerPlan, second: LayerPlan, link: int, tensors: list[TensorPlan]) -> LayerPlan | None:
+    if first.kind != "convolution" or first.params.get("activation") or second.kind != "activation":
+        return None
+    if second.params.get("type") not in _CONV_ACTIVATIONS or tensors[link].dtype != DataType.FLOAT:
+        return None
+    return LayerPlan(
+        f"{first.name} + {second.name}",
+        "convolution",
+        list(first.inputs),
+        list(second.outputs),
+        params={
+            **first.params,
+            "activation": second.params["type"],
+            "activation_alpha": float(second.params.get("alpha", 0.0)),
+            "activation_beta": float(second.params.get("beta", 0.0)),
+        },
+        weights=dict(first.weights),
+    )
+
+
+def _pair(rule: PairRule) -> Callable[[LayerGraph, int], Fusion | None]:
+    """A graph rule anchored at the reader: ``rule`` on each input whose producer only this layer reads."""
+
+    def run(graph: LayerGraph, step: int) -> Fusion | None:
+        second = graph.layer(step)
+        if second.weights:
+            return None
+        for link in second.inputs:
+            first_step = graph.producer.get(link)
+            if first_step is None or graph.only_reader(link) != step or graph.readers[link].count(step) != 1:
+                continue
+            first = graph.layer(first_step)
+            if len(first.outputs) != 1 or not graph.fusable(first_step):
+                continue
+            fused = rule(first, second, link, graph.tensors)
+            if fused is not None and fused.weights == first.weights:  # the producer's weights carried over
+                return Fusion([first_step, step], fused)
+        return None
+
+    run.__name__ = rule.__name__.lstrip("_")
+    run.__doc__ = rule.__doc__
+    return run
+
+
+scaled_softmax = _pair(_scaled_softmax)
+matrix_bias = _pair(_matrix_bias)
+conv_activation = _pair(_conv_activation)
