@@ -12,13 +12,16 @@ rule                   what                                                     
 ``scaled_softmax``     ``PROD(x, s)`` by a one-element ``s``, then ``SoftMax``               bit-identical
 ``matrix_bias``        ``MatrixMultiply``, then a FLOAT ``SUM`` of a ``[1, ..., N]`` bias     bit-identical
 ``conv_activation``    ``Convolution``, then FLOAT ``RELU`` / ``CLIP``                        bit-identical
+``gelu``               every exported spelling of GELU (erf and tanh forms) → activation     few ulp
+``layer_norm``         ReduceMean/Sub/square/ReduceMean/eps/Sqrt/Div (gamma, beta)          ~1e-6 relative
+``elementwise_chain``  runs of elementwise layers → ``fused_elementwise``                    bit-identical
 ``dead_layers``        layers nobody reads after fusion (then their weights)                 –
 =====================  ==================================================================  ==================
 
-(``builder/passes/``: ``pairs.py``, ``dead.py``.)
+(``builder/passes/``: ``pairs.py``, ``gelu.py``, ``layer_norm.py``, ``chains.py``, ``dead.py``.)
 
 The environment variable ``PLUGRT_DISABLE_PASSES`` turns rules off for the builds that
-follow: ``all``, or names separated by commas (e.g. ``matrix_bias,dead_layers``); unknown
+follow: ``all``, or names separated by commas (e.g. ``gelu,elementwise_chain``); unknown
 names raise :class:`~plugrt.BuildError`. Comparing an engine with the one built with
 ``all`` is how the tests check each rule.
 """
@@ -33,8 +36,11 @@ import numpy as np
 
 from ..core.errors import BuildError
 from ..engine.plan import LayerPlan, TensorPlan
+from .passes.chains import elementwise_chain
 from .passes.dead import remove_dead_layers
+from .passes.gelu import gelu
 from .passes.graph import Fusion, LayerGraph
+from .passes.layer_norm import layer_norm
 from .passes.pairs import conv_activation, matrix_bias, scaled_softmax
 
 __all__ = ["DISABLE_ENV", "PASS_NAMES", "RULES", "Rule", "disabled_passes", "fuse_layers"]
@@ -55,6 +61,9 @@ RULES: tuple[Rule, ...] = (
     Rule("scaled_softmax", scaled_softmax),
     Rule("matrix_bias", matrix_bias),
     Rule("conv_activation", conv_activation),
+    Rule("gelu", gelu),
+    Rule("layer_norm", layer_norm),
+    Rule("elementwise_chain", elementwise_chain),
 )
 #: every pass a build runs, in order (the rules, then dead-layer removal)
 PASS_NAMES: tuple[str, ...] = (*(rule.name for rule in RULES), "dead_layers")

@@ -18,7 +18,7 @@ from ..core.errors import NetworkError
 from ..core.types import DataType
 from .base import register_operator
 from .elementwise import FLOAT_TYPES, expect_inputs
-from .fast_math import gelu_erf_into
+from .fast_math import BLOCK, gelu_erf_into
 from .params import param
 from .shared_rules import SameShape, expect_type
 from .torch_cpu import Kernel as TorchKernel
@@ -104,8 +104,26 @@ def _gelu_erf(xp: Any, x: Any, out: Any, alpha: float, beta: float) -> None:
     out[...] = 0.5 * x * (1.0 + cdf)
 
 
+_GELU_TANH_SCALE = math.sqrt(2.0 / math.pi)
+
+
 def _gelu_tanh(xp: Any, x: Any, out: Any, alpha: float, beta: float) -> None:
-    out[...] = 0.5 * x * (1.0 + xp.tanh(math.sqrt(2.0 / math.pi) * (0.044715 * x * x * x + x)))
+    # 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2))): in place, block by block for float32 NumPy
+    if xp is not np or out.dtype != np.float32 or not (x.flags.c_contiguous and out.flags.c_contiguous):
+        out[...] = 0.5 * x * (1.0 + xp.tanh(_GELU_TANH_SCALE * (0.044715 * x * x * x + x)))
+        return
+    source, target = x.reshape(-1), out.reshape(-1)
+    work = np.empty(min(BLOCK, source.size), np.float32)
+    for start in range(0, source.size, BLOCK):
+        v, t = source[start : start + BLOCK], work[: min(BLOCK, source.size - start)]
+        np.multiply(v, v, out=t)
+        np.multiply(t, 0.044715 * _GELU_TANH_SCALE, out=t)
+        np.add(t, _GELU_TANH_SCALE, out=t)
+        np.multiply(t, v, out=t)
+        np.tanh(t, out=t)
+        np.add(t, 1.0, out=t)
+        np.multiply(t, v, out=t)
+        np.multiply(t, 0.5, out=target[start : start + BLOCK])
 
 
 _KERNELS: dict[str, Kernel] = {

@@ -15,6 +15,7 @@ from . import (  # noqa: F401  (imported for registration)
     elementwise,
     expand,
     fill_like,
+    fused_elementwise,
     gather,
     gemm,
     hardmax,

@@ -1,0 +1,115 @@
+"""Elementwise chains: runs of elementwise layers where each result feeds only the next, as one operator.
+
+A chain is two or more FLOAT or HALF layers among ``elementwise`` (SUM, SUB, PROD, DIV,
+MAX, MIN, POW), ``unary`` (the float functions) and ``activation``, each reading the
+previous one's result (its only reader, not an engine output) and, for binary layers, one
+more operand whose shape broadcasts to the chain's without enlarging it (a constant, a
+bias, the chain's own input, any tensor of that shape). It becomes one
+``fused_elementwise`` layer (``ops/fused_elementwise.py``) that computes every step block
+by block in the output's memory, bit-identical to the layers it replaces. Named
+``"elementwise chain [<first> .. <last>, N layers]"``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...engine.plan import LayerPlan
+from ...ops.fused_elementwise import BINARY_OPS, UNARY_OPS
+from .graph import FLOAT_TYPES, Fusion, LayerGraph
+
+__all__ = ["elementwise_chain", "fused_name", "is_elementwise"]
+
+
+def is_elementwise(graph: LayerGraph, step: int) -> bool:
+    """True for a float elementwise, unary or activation layer a chain (or a GELU region) may hold."""
+    layer = graph.layers[step]
+    if layer is None or not graph.fusable(step) or len(layer.outputs) != 1 or layer.weights:
+        return False
+    if graph.tensors[layer.outputs[0]].dtype not in FLOAT_TYPES:
+        return False
+    if any(graph.tensors[i].dtype != graph.tensors[layer.outputs[0]].dtype for i in layer.inputs):
+        return False
+    if layer.kind == "elementwise":
+        return layer.params.get("op") in BINARY_OPS and len(layer.inputs) == 2
+    if layer.kind == "unary":
+        return layer.params.get("op") in UNARY_OPS and len(layer.inputs) == 1
+    return layer.kind == "activation" and len(layer.inputs) == 1
+
+
+def fused_name(what: str, graph: LayerGraph, steps: list[int]) -> str:
+    """``"<what> [<first layer> .. <last layer>, N layers]"``, the name of a layer made of ``steps``."""
+    ordered = sorted(steps)
+    return f"{what} [{graph.layer(ordered[0]).name} .. {graph.layer(ordered[-1]).name}, {len(ordered)} layers]"
+
+
+def _broadcasts_into(graph: LayerGraph, operand: int, full: int) -> bool:
+    """True when ``operand``'s shape is ``full``'s with some dimensions 1 (same rank)."""
+    a, b = graph.tensors[operand].shape, graph.tensors[full].shape
+    return len(a) == len(b) and all(d == f or (d.is_constant() and d.get_constant_value() == 1) for d, f in zip(a, b))
+
+
+def _step(layer: LayerPlan, value: int, operands: list[int]) -> dict[str, Any]:
+    """The fused operator's step for ``layer`` reading the running ``value``; new operands join ``operands``."""
+    if layer.kind == "unary":
+        return {"unary": layer.params["op"]}
+    if layer.kind == "activation":
+        return {
+            "activation": layer.params["type"],
+            "alpha": float(layer.params.get("alpha", 0.0)),
+            "beta": float(layer.params.get("beta", 0.0)),
+        }
+
+    def ref(tensor: int) -> int:
+        if tensor == value:
+            return -1
+        if tensor not in operands:
+            operands.append(tensor)
+        return operands.index(tensor)
+
+    left, right = layer.inputs
+    return {"binary": layer.params["op"], "left": ref(left), "right": ref(right)}
+
+
+def _main_input(graph: LayerGraph, layer: LayerPlan) -> int | None:
+    """The input a chain's first layer runs on: the one shaped like its output (a non-constant one first)."""
+    candidates = [i for i in layer.inputs if graph.shape_equal(i, layer.outputs[0])]
+    candidates.sort(key=lambda i: graph.tensors[i].role == "constant")
+    return candidates[0] if candidates else None
+
+
+def elementwise_chain(graph: LayerGraph, step: int) -> Fusion | None:
+    """The longest chain starting at ``step`` (two layers or more), as one ``fused_elementwise`` layer."""
+    if not is_elementwise(graph, step):
+        return None
+    first = graph.layer(step)
+    x = _main_input(graph, first)
+    if x is None:
+        return None
+    operands = [x]  # input 0 is the chain's input
+    value = x
+    steps_taken: list[int] = []
+    params: list[dict[str, Any]] = []
+    current = step
+    while True:
+        layer = graph.layer(current)
+        other = [i for i in layer.inputs if i != value]
+        if any(not _broadcasts_into(graph, i, value) for i in other) or not graph.shape_equal(layer.outputs[0], value):
+            break
+        params.append(_step(layer, value, operands))
+        steps_taken.append(current)
+        value = layer.outputs[0]
+        reader = graph.only_reader(value)
+        if reader is None or not is_elementwise(graph, reader):
+            break
+        current = reader
+    if len(steps_taken) < 2:
+        return None
+    fused = LayerPlan(
+        fused_name("elementwise chain", graph, steps_taken),
+        "fused_elementwise",
+        operands,
+        [value],
+        params={"steps": params},
+    )
+    return Fusion(steps_taken, fused)

@@ -1,0 +1,231 @@
+"""A chain of elementwise steps as one operator, evaluated block by block in the output's memory.
+
+The builder's elementwise-chain rule (``builder/passes/chains.py``) makes it from a run of
+elementwise, unary and activation layers where each result feeds only the next. Input 0 is
+the chain's input; the other inputs are the steps' second operands (constants, biases, or
+any tensor that broadcasts to input 0's shape without enlarging it). ``params["steps"]``
+lists the steps, each a dict:
+
+- ``{"binary": "SUB", "left": a, "right": b}``: an ElementWiseOperation (SUM, SUB, PROD,
+  DIV, MAX, MIN, POW) of two operands, where an operand is ``-1`` for the running value
+  (input 0 at the first step) or an input index;
+- ``{"unary": "EXP"}``: a UnaryOperation of the running value;
+- ``{"activation": "GELU_ERF", "alpha": 0.0, "beta": 0.0}``: an ActivationType.
+
+Each step is the very kernel the layer it replaces runs (same ufunc, same type, HALF
+activations computed in FLOAT and rounded once), so results are bit-identical to the
+unfused layers. On the CPU the output is cut into blocks of about ``BLOCK`` elements that
+stay in the cache; every step runs over one block before the next block starts, written in
+place in the output, so memory is read and written once instead of once per layer. Large
+outputs split their blocks between two threads (``host_threads.py``). Under CuPy each step
+runs over the whole tensor in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import NetworkError, ShapeError, TypeMismatchError
+from ..core.types import DataType
+from .activation import activation_kernel
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
+from .elementwise import FLOAT_TYPES, label
+from .fast_math import BLOCK
+from .host_threads import in_two_parts
+from .params import param
+from .unary import erf
+
+__all__ = ["BINARY_OPS", "UNARY_OPS", "FusedElementwiseOperator", "block_indices", "describe_steps"]
+
+#: ElementWiseOperation names a step may use, and their ufuncs
+BINARY_OPS = {
+    "SUM": "add",
+    "SUB": "subtract",
+    "PROD": "multiply",
+    "DIV": "divide",
+    "MAX": "maximum",
+    "MIN": "minimum",
+    "POW": "power",
+}
+#: UnaryOperation names a step may use (float in, same float out), and their ufuncs ("" = erf)
+UNARY_OPS = {
+    "EXP": "exp",
+    "LOG": "log",
+    "SQRT": "sqrt",
+    "RECIP": "reciprocal",
+    "ABS": "absolute",
+    "NEG": "negative",
+    "SIN": "sin",
+    "COS": "cos",
+    "TAN": "tan",
+    "SINH": "sinh",
+    "COSH": "cosh",
+    "ASIN": "arcsin",
+    "ACOS": "arccos",
+    "ATAN": "arctan",
+    "ASINH": "arcsinh",
+    "ACOSH": "arccosh",
+    "ATANH": "arctanh",
+    "CEIL": "ceil",
+    "FLOOR": "floor",
+    "ERF": "",
+    "SIGN": "sign",
+    "ROUND": "rint",
+}
+
+
+def _steps(value: Any) -> list[dict[str, Any]]:
+    """The ``steps`` parameter, checked (a malformed step raises :class:`NetworkError` naming it)."""
+    if not isinstance(value, (list, tuple)) or not value:
+        raise NetworkError(f"fused_elementwise: steps must be a non-empty list, got {value!r}")
+    steps = []
+    for number, step in enumerate(value):
+        if not isinstance(step, dict):
+            raise NetworkError(f"fused_elementwise: step {number} must be a dict, got {step!r}")
+        if "binary" in step:
+            if step["binary"] not in BINARY_OPS:
+                raise NetworkError(f"fused_elementwise: step {number}: unknown binary op {step['binary']!r}")
+            steps.append({"binary": step["binary"], "left": int(step["left"]), "right": int(step["right"])})
+        elif "unary" in step:
+            if step["unary"] not in UNARY_OPS:
+                raise NetworkError(f"fused_elementwise: step {number}: unknown unary op {step['unary']!r}")
+            steps.append({"unary": step["unary"]})
+        elif "activation" in step:
+            activation_kernel(str(step["activation"]))  # raises for an unknown type
+            steps.append(
+                {
+                    "activation": str(step["activation"]),
+                    "alpha": float(step.get("alpha", 0.0)),
+                    "beta": float(step.get("beta", 0.0)),
+                }
+            )
+        else:
+            raise NetworkError(f"fused_elementwise: step {number} has none of binary, unary, activation: {step!r}")
+    return steps
+
+
+def block_indices(shape: tuple[int, ...], block: int) -> list[tuple[Any, ...]]:
+    """Row-major blocks of at most ``block`` elements (at least one innermost row) covering ``shape``."""
+    inner, axis = 1, len(shape)
+    while axis > 0 and inner * shape[axis - 1] <= block:
+        inner *= shape[axis - 1]
+        axis -= 1
+    if axis == 0:
+        return [()]
+    split = axis - 1
+    chunk = max(1, block // inner)
+    return [
+        (*outer, slice(low, min(low + chunk, shape[split])))
+        for outer in np.ndindex(*shape[:split])
+        for low in range(0, shape[split], chunk)
+    ]
+
+
+def _operand_index(index: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[Any, ...]:
+    """The block ``index`` of the output, for an operand of ``shape`` (same rank) that broadcasts."""
+    return tuple((0 if isinstance(part, int) else slice(None)) if d == 1 else part for part, d in zip(index, shape))
+
+
+@register_operator
+class FusedElementwiseOperator(Operator):
+    """``out = step_n(...step_1(x))``; params: ``steps`` (see the module docstring)."""
+
+    kind = "fused_elementwise"
+    steps: list[dict[str, Any]] = param(_steps)
+
+    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(params, weights)
+        #: input 0 and every input a step names (-1, the running value, is no input)
+        self._inputs = 1 + max([0] + [max(s["left"], s["right"]) for s in self.steps if "binary" in s])
+        self._blocks: list[tuple[tuple[Any, ...], list[tuple[Any, ...]]]] = []
+        self._shapes: tuple[tuple[int, ...], ...] = ()
+
+    def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
+        if len(input_types) != self._inputs:
+            raise NetworkError(f"{label(self)}: the steps read {self._inputs} input(s), got {len(input_types)}")
+        for index, dtype in enumerate(input_types):
+            if dtype != input_types[0] or dtype not in FLOAT_TYPES:
+                raise TypeMismatchError(
+                    f"{label(self)}: every input must be FLOAT or HALF of one type; input {index} is {dtype.name}, "
+                    f"input 0 {input_types[0].name}"
+                )
+        return [input_types[0]]
+
+    def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
+        x = list(input_shapes[0])
+        for index, shape in enumerate(input_shapes[1:], start=1):
+            if len(shape) != len(x):
+                raise ShapeError(f"{label(self)}: input {index} has rank {len(shape)}, input 0 rank {len(x)}")
+            for axis, (d, full) in enumerate(zip(shape, x)):
+                if d != full and not (d.is_constant() and d.get_constant_value() == 1):
+                    raise ShapeError(
+                        f"{label(self)}: input {index} dimension {axis} is {d}; it must be input 0's ({full}) or 1"
+                    )
+        return [x]
+
+    def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
+        shapes = tuple(tuple(s) for s in input_shapes)
+        if shapes == self._shapes:
+            return
+        self._shapes = shapes
+        out = tuple(output_shapes[0])
+        self._blocks = [(index, [_operand_index(index, s) for s in shapes]) for index in block_indices(out, BLOCK)]
+
+    def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        out = outputs[0]
+        if xp is not np or out.size <= BLOCK:
+            self._evaluate(xp, inputs, out)
+            return
+        if tuple(tuple(a.shape) for a in inputs) != self._shapes:
+            self.prepare([a.shape for a in inputs], [out.shape])
+        blocks = self._blocks
+
+        def part(_: int, first: int, stop: int) -> None:
+            for index, operand_indices in blocks[first:stop]:
+                self._evaluate(np, [a[i] for a, i in zip(inputs, operand_indices)], out[index])
+
+        in_two_parts(len(blocks), out.size, part)
+
+    def _evaluate(self, xp: Any, inputs: Sequence[Any], out: Any) -> None:
+        """Every step over ``inputs`` (one block of each), the running value kept in ``out``."""
+        for number, step in enumerate(self.steps):
+            value = inputs[0] if number == 0 else out
+            if "binary" in step:
+                left = value if step["left"] < 0 else inputs[step["left"]]
+                right = value if step["right"] < 0 else inputs[step["right"]]
+                getattr(xp, BINARY_OPS[step["binary"]])(left, right, out=out)
+            elif "unary" in step:
+                if step["unary"] == "ERF":
+                    erf(xp, value, out)
+                else:
+                    getattr(xp, UNARY_OPS[step["unary"]])(value, out=out)
+            else:
+                kind = step["activation"]
+                if value.dtype == np.float16 and kind != "RELU":  # as the activation layer: FLOAT, rounded once
+                    value = value.astype(np.float32)
+                activation_kernel(kind)(xp, value, out, step["alpha"], step["beta"])
+
+    def describe(self) -> str:
+        """One line for inspectors: the steps as a formula of ``x`` (input 0) and ``in1``, ``in2``, ..."""
+        return f"fused_elementwise({describe_steps(self.steps)})"
+
+
+def describe_steps(steps: Sequence[dict[str, Any]]) -> str:
+    """The steps as one formula of ``x`` (input 0) and ``in1``, ``in2``, ..., e.g. ``TANH(PROD(x, in1))``."""
+    text = "x"
+
+    def operand(ref: int, current: str) -> str:
+        return current if ref < 0 else f"in{ref}"
+
+    for number, step in enumerate(steps):
+        current = "x" if number == 0 else text
+        if "binary" in step:
+            text = f"{step['binary']}({operand(step['left'], current)}, {operand(step['right'], current)})"
+        elif "unary" in step:
+            text = f"{step['unary']}({current})"
+        else:
+            text = f"{step['activation']}({current})"
+    return text

@@ -1,0 +1,127 @@
+"""The fused elementwise operator: its steps, blocks, rules and the errors a malformed plan gets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plugrt.core.errors import NetworkError, ShapeError, TypeMismatchError
+from plugrt.core.types import DataType
+from plugrt.ops.base import create_operator
+from plugrt.ops.fast_math import BLOCK
+from plugrt.ops.fused_elementwise import block_indices
+from plugrt.shape.builder import constant, symbol
+
+STEPS = [
+    {"binary": "SUM", "left": -1, "right": 1},
+    {"activation": "LEAKY_RELU", "alpha": 0.1},
+    {"binary": "DIV", "left": 2, "right": -1},
+    {"unary": "ERF"},
+    {"binary": "PROD", "left": -1, "right": 0},
+]
+
+
+def _reference(x: np.ndarray, bias: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    from plugrt.ops.unary import erf
+
+    a = x + bias
+    a = np.where(a >= 0, a, np.float32(0.1) * a).astype(np.float32)
+    a = (scale / a).astype(np.float32)
+    out = np.empty_like(a)
+    erf(np, a, out)
+    return out * x
+
+
+@pytest.mark.parametrize("shape", [(3, 4, 5), (4, 64, 30, 40), (1, 3, 200000)])
+def test_steps_over_blocks_equal_the_layers(shape: tuple[int, ...]) -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(0, 2, shape).astype(np.float32)
+    bias = rng.normal(0, 1, (1, shape[1]) + (1,) * (len(shape) - 2)).astype(np.float32)
+    scale = np.full((1,) * len(shape), 0.7, np.float32)
+    op = create_operator("fused_elementwise", {"steps": STEPS}, {})
+    out = np.empty_like(x)
+    op.prepare([x.shape, bias.shape, scale.shape], [out.shape])
+    with np.errstate(all="ignore"):
+        op.run([x, bias, scale], [out], np)
+        np.testing.assert_array_equal(out, _reference(x, bias, scale))
+    assert op.describe() == "fused_elementwise(PROD(ERF(DIV(in2, LEAKY_RELU(SUM(x, in1)))), in0))"
+
+
+@pytest.mark.parametrize("shape", [(7,), (3, 5, 7), (2, 3, 40000), (5, 100000), (2, 2, 2, 9000)])
+def test_blocks_cover_the_shape_once(shape: tuple[int, ...]) -> None:
+    seen = np.zeros(shape, np.int32)
+    blocks = block_indices(shape, BLOCK)
+    for index in blocks:
+        seen[index] += 1
+        assert seen[index].size <= max(BLOCK, shape[-1])
+    assert np.all(seen == 1)
+
+
+def test_rules() -> None:
+    op = create_operator("fused_elementwise", {"steps": STEPS}, {})
+    assert op.output_types([DataType.HALF] * 3) == [DataType.HALF]
+    b = symbol("x[0]")
+    shapes = op.output_shapes(
+        [[b, constant(4), constant(5)], [constant(1), constant(4), constant(1)], [constant(1)] * 3], [None] * 3
+    )
+    assert shapes == [[b, constant(4), constant(5)]]
+    with pytest.raises(NetworkError, match="the steps read 3 input"):
+        op.output_types([DataType.FLOAT] * 2)
+    with pytest.raises(TypeMismatchError, match="input 1 is HALF, input 0 FLOAT"):
+        op.output_types([DataType.FLOAT, DataType.HALF, DataType.FLOAT])
+    with pytest.raises(TypeMismatchError, match="input 0 is INT32"):
+        op.output_types([DataType.INT32] * 3)
+    with pytest.raises(ShapeError, match="input 1 dimension 2 is 3; it must be input 0's"):
+        op.output_shapes(
+            [[constant(2), constant(4), constant(5)], [constant(1), constant(4), constant(3)], [constant(1)] * 3],
+            [None] * 3,
+        )
+    with pytest.raises(ShapeError, match="input 2 has rank 1"):
+        op.output_shapes([[constant(2), constant(4), constant(5)], [constant(1)] * 3, [constant(1)]], [None] * 3)
+
+
+@pytest.mark.parametrize(
+    ("steps", "message"),
+    [
+        ([], "steps must be a non-empty list"),
+        ("SUM", "steps must be a non-empty list"),
+        ([["SUM"]], "step 0 must be a dict"),
+        ([{"binary": "XOR", "left": -1, "right": 1}], "step 0: unknown binary op 'XOR'"),
+        ([{"unary": "NOT"}], "step 0: unknown unary op 'NOT'"),
+        ([{"unary": "EXP"}, {"activation": "SWISH"}], "activation: unknown type 'SWISH'"),
+        ([{"cast": "HALF"}], "step 0 has none of binary, unary, activation"),
+    ],
+)
+def test_malformed_steps_raise(steps: object, message: str) -> None:
+    with pytest.raises(NetworkError, match=message):
+        create_operator("fused_elementwise", {"steps": steps}, {})
+
+
+def test_half_steps_round_as_the_layers_do() -> None:
+    x = np.linspace(-4, 4, 4096, dtype=np.float16).reshape(1, 64, 64)
+    one = np.ones((1, 1, 1), np.float16)
+    steps = [{"activation": "GELU_ERF"}, {"binary": "SUM", "left": -1, "right": 1}, {"activation": "TANH"}]
+    op = create_operator("fused_elementwise", {"steps": steps}, {})
+    out = np.empty_like(x)
+    op.prepare([x.shape, one.shape], [out.shape])
+    op.run([x, one], [out], np)
+    gelu = create_operator("activation", {"type": "GELU_ERF"}, {})
+    tanh = create_operator("activation", {"type": "TANH"}, {})
+    a, c = np.empty_like(x), np.empty_like(x)
+    gelu.run([x], [a], np)
+    tanh.run([a + one], [c], np)
+    np.testing.assert_array_equal(out, c)
+
+
+def test_a_chain_of_the_running_value_alone_reads_one_input() -> None:
+    steps = [
+        {"activation": "RELU"},
+        {"binary": "SUM", "left": -1, "right": -1},
+        {"binary": "PROD", "left": -1, "right": 0},
+    ]
+    op = create_operator("fused_elementwise", {"steps": steps}, {})
+    assert op.output_types([DataType.FLOAT]) == [DataType.FLOAT]
+    x = np.linspace(-2, 2, 9, dtype=np.float32)
+    out = np.empty_like(x)
+    op.run([x], [out], np)
+    np.testing.assert_array_equal(out, (np.maximum(x, 0) * 2) * x)
