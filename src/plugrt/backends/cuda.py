@@ -170,7 +170,7 @@ class CudaBackend(Backend):
 
     def copy_from_host(self, view: Any, values: np.ndarray) -> None:
         """Upload ``values`` into the device array ``view`` (on the current stream)."""
-        view.set(np.ascontiguousarray(values, dtype=view.dtype))
+        view.set(np.ascontiguousarray(values, dtype=view.dtype).reshape(view.shape))  # (0-d stays 0-d)
 
     def create_stream(self) -> tuple[Any, int]:
         """A new non-blocking CUDA stream: (owner, raw handle); the handle lives as long as the owner."""

@@ -62,12 +62,23 @@ class GatherOperator(_Gather):
             raise ShapeError(f"{label(self)}: gather indices {picks} are out of range for {count} values")
         return [[data[i] for i in picks]]
 
+    def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
+        known = self.bound_values[1] if len(self.bound_values) > 1 else None
+        if known is not None:  # indices that are a shape tensor: checked once, on the host
+            self._check_range(list(known), len(input_shapes[0]), input_shapes[0])
+
+    def _check_range(self, indices: Any, rank: int, shape: Sequence[int]) -> None:
+        axis = self.axis + rank if self.axis < 0 else self.axis
+        size = shape[axis]
+        if len(indices) and (min(indices) < -size or max(indices) >= size):
+            raise IndexError(f"gather indices must be in [{-size}, {size - 1}] for axis {axis} of size {size}")
+
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         data, indices = inputs
         axis = self.axis + data.ndim if self.axis < 0 else self.axis
         size = data.shape[axis]
-        if indices.size and (int(indices.min()) < -size or int(indices.max()) >= size):
-            raise IndexError(f"gather indices must be in [{-size}, {size - 1}] for axis {axis} of size {size}")
+        if xp is np and indices.size:  # on a device the check would read back every run: out of range is
+            self._check_range([int(indices.min()), int(indices.max())], data.ndim, data.shape)  # undefined there
         xp.take(data, _wrap(xp, indices, size), axis=axis, out=outputs[0])
 
 

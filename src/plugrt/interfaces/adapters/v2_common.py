@@ -27,6 +27,8 @@ class V2Common(PluginAdapter):
         self._initialized = False
         self.context_callers: dict[int, PluginCaller] = {}
         self.engine_callers: dict[int, PluginCaller] = {}
+        #: per running plugin, what its last shape-change call told it (families that skip repeats)
+        self.told: dict[int, Any] = {}
 
     #: Hooks a plugin must define to be able to run (checked before building).
     required_hooks: ClassVar[tuple[str, ...]] = ("clone",)
@@ -167,6 +169,7 @@ class V2Common(PluginAdapter):
         return self.context_callers.get(id(plugin)) or self.engine_callers[id(plugin)]
 
     def detach(self, plugin: Any) -> None:
+        self.told.pop(id(plugin), None)
         caller = self.context_callers.pop(id(plugin), None)
         if caller is None:
             return
@@ -175,6 +178,7 @@ class V2Common(PluginAdapter):
         caller(Phase.TEARDOWN, "destroy")
 
     def release(self, engine_plugin: Any) -> None:
+        self.told.pop(id(engine_plugin), None)
         caller = self.engine_callers.pop(id(engine_plugin), None)
         if caller is None:
             return

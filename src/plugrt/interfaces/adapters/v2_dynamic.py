@@ -83,6 +83,15 @@ class V2DynamicAdapter(V2Common):
         input_ranges: Sequence[tuple[Dims, Dims, Dims]],
         output_ranges: Sequence[tuple[Dims, Dims, Dims]],
     ) -> None:
+        """``configure_plugin`` when the shapes (or the profile's ranges) differ from the last ones the plugin was
+        told: TensorRT configures an IPluginV2DynamicExt after ``set_input_shape`` or a profile change, not
+        when only tensor addresses moved (IPluginV3's ``on_shape_change`` is called then too)."""
+        told = (
+            [(tuple(d.dims), d.type, d.format, d.scale) for d in (*inputs, *outputs)],
+            [tuple(tuple(dims) for dims in r) for r in (*input_ranges, *output_ranges)],
+        )
+        if self.told.get(id(plugin)) == told:
+            return
         caller = self.run_caller(plugin)
         caller(
             Phase.SHAPE_CHANGE,
@@ -90,6 +99,7 @@ class V2DynamicAdapter(V2Common):
             [DynamicPluginTensorDesc(d, r[0], r[2], r[1]) for d, r in zip(inputs, input_ranges)],
             [DynamicPluginTensorDesc(d, r[0], r[2], r[1]) for d, r in zip(outputs, output_ranges)],
         )
+        self.told[id(plugin)] = told
 
     def enqueue_hook(self, plugin: Any) -> tuple[PluginCaller, str]:
         return self.run_caller(plugin), "enqueue"
