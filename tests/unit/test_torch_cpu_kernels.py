@@ -87,10 +87,21 @@ def test_convolution_matches_numpy(monkeypatch, x_shape, w_shape, activation, at
     assert_close(ours, theirs)
 
 
-def test_convolution_with_asymmetric_padding_stays_on_numpy(monkeypatch):
-    model, feeds = _conv_case((1, 4, 8, 8), (4, 4, 3, 3), None, kernel_shape=[3, 3], pads=[0, 0, 1, 1])
+@pytest.mark.parametrize("pads, strides", [([0, 0, 1, 1], [2, 2]), ([2, 0, 0, 1], [1, 1])], ids=["tf-same", "mixed"])
+def test_convolution_with_asymmetric_padding(monkeypatch, pads, strides):
+    model, feeds = _conv_case(
+        (1, 6, 9, 10), (6, 1, 3, 3), "Clip", kernel_shape=[3, 3], pads=pads, strides=strides, group=6
+    )
     ours, theirs, tactics = both(monkeypatch, model, feeds)
-    assert [t for k, t in tactics if k == "convolution"] == [0]
+    assert [t for k, t in tactics if k == "convolution"] == [TORCH_TACTIC]
+    assert_close(ours, theirs)
+
+
+def test_uniform_kernel_convolution_stays_on_numpy(monkeypatch):
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[2, 2])]
+    model = _model(nodes, {"x": (1, 2, 5, 5)}, {"w": np.full((3, 2, 2, 2), 0.25)}, ["y"])
+    ours, theirs, tactics = both(monkeypatch, model, {"x": RNG.standard_normal((1, 2, 5, 5)).astype(np.float32)})
+    assert ("convolution", 0) in tactics
     assert_close(ours, theirs)
 
 

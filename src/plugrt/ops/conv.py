@@ -137,11 +137,8 @@ class ConvolutionOperator(TorchOperator):
     def torch_supports(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> bool:
-        """FLOAT 1-, 2- and 3-D convolutions without a uniform kernel, padded alike at both ends (at these shapes)."""
-        if not super().torch_supports(types, shapes, constant) or self.window.rank > 3 or self.uniform:
-            return False
-        _, begins, ends = self.window.resolve(shapes[0][2:])
-        return begins == ends
+        """FLOAT 1-, 2- and 3-D convolutions without a uniform kernel."""
+        return super().torch_supports(types, shapes, constant) and self.window.rank <= 3 and not self.uniform
 
     def torch_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
         kernel = None if "kernel" in self.weights else inputs[1]

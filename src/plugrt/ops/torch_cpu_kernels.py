@@ -103,17 +103,17 @@ def convolution(
     """The convolution (bias and fused activation included) with ``torch.nn.functional.conv{1,2,3}d``.
 
     ``kernel`` / ``bias``: the kernel ``[M, C / group, *k]`` and bias ``[M]`` inputs, None when they are
-    weights. None for what torch does not do as the operator: other ranks, asymmetric padding, a
-    uniform kernel (bit-identical maps), empty tensors.
+    weights. Padding that differs between an axis's two ends (TensorFlow's "same" at stride 2) copies
+    the input into a zero-bordered buffer made here first. None for what torch does not do as the
+    operator: other ranks, a uniform kernel (bit-identical maps), empty tensors.
     """
     torch = torch_module()
     w = op.window
     if w.rank not in (1, 2, 3) or op.uniform or x.size == 0 or out.size == 0:
         return None
     _, begins, ends = w.resolve(x.shape[2:])
-    if begins != ends:
-        return None
-    sizes = [(x.shape[2 + a] + 2 * begins[a] - w.extent(a)) // w.strides[a] + 1 for a in range(w.rank)]
+    padded = [x.shape[2 + a] + begins[a] + ends[a] for a in range(w.rank)]
+    sizes = [(padded[a] - w.extent(a)) // w.strides[a] + 1 for a in range(w.rank)]
     if tuple(sizes) != tuple(out.shape[2:]):
         return None
     channels = x.shape[1] // op.group
@@ -131,13 +131,21 @@ def convolution(
     function = (torch.nn.functional.conv1d, torch.nn.functional.conv2d, torch.nn.functional.conv3d)[w.rank - 1]
     xt, ot = view(x), view(out)
     strides, pads, dilations, group = list(w.strides), list(begins), list(w.dilations), op.group
+    source, interior = xt, None
+    if begins != ends:  # torch pads both ends alike: the input goes into a zero-bordered buffer, unpadded
+        source = torch.zeros((*x.shape[:2], *padded), dtype=torch.float32)
+        index = (slice(None), slice(None), *(slice(b, b + n) for b, n in zip(begins, x.shape[2:])))
+        interior = source[index]
+        pads = [0] * w.rank
     flops = 2.0 * out.size * channels * math.prod(w.kernel)
     low, high = op.activation_range
     act = op.activation
 
     def run() -> None:
         use_threads(flops)
-        result = function(xt, weight, bias_t, strides, pads, dilations, group)
+        if interior is not None:
+            interior.copy_(xt)
+        result = function(source, weight, bias_t, strides, pads, dilations, group)
         if act == "RELU":
             torch.clamp_min(result, 0.0, out=ot)
         elif act == "CLIP":  # as the activation layer: max(alpha, min(beta, x))
