@@ -127,7 +127,16 @@ def test_unary_matches_numpy(monkeypatch, op):
 
 
 @pytest.mark.parametrize(
-    "op, attrs", [("Relu", {}), ("Sigmoid", {}), ("Tanh", {}), ("Gelu", {}), ("Gelu", {"approximate": "tanh"})]
+    "op, attrs",
+    [
+        ("Relu", {}),
+        ("Sigmoid", {}),
+        ("Tanh", {}),
+        ("Gelu", {}),
+        ("Gelu", {"approximate": "tanh"}),
+        ("LeakyRelu", {"alpha": 0.1}),
+        ("HardSigmoid", {"alpha": 1 / 6, "beta": 0.5}),
+    ],
 )
 def test_activation_matches_numpy(monkeypatch, op, attrs):
     x = (RNG.standard_normal((4, 777)) * 5).astype(np.float32)

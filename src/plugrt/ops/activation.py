@@ -2,8 +2,8 @@
 
 HALF inputs are computed in FLOAT and rounded once into the HALF output, so
 composite functions (GELU, SELU, ...) do not accumulate half-precision error.
-RELU also takes INT32 and INT64, as TensorRT. RELU, SIGMOID, TANH and the GELUs have a
-PyTorch kernel on FLOAT, timed per layer at build (:mod:`plugrt.ops.torch_cpu`).
+RELU also takes INT32 and INT64, as TensorRT. RELU, SIGMOID, TANH, the GELUs, LEAKY_RELU and
+HARD_SIGMOID have a PyTorch kernel on FLOAT, timed per layer at build (:mod:`plugrt.ops.torch_cpu`).
 """
 
 from __future__ import annotations

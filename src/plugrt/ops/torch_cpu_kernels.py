@@ -41,7 +41,17 @@ ACTIVATIONS: dict[str, Callable[[Any, Any, Any, float, float], None]] = {
     "TANH": lambda torch, x, out, a, b: torch.tanh(x, out=out),
     "GELU_ERF": lambda torch, x, out, a, b: torch._C._nn.gelu(x, out=out),
     "GELU_TANH": lambda torch, x, out, a, b: torch._C._nn.gelu(x, approximate="tanh", out=out),
+    "LEAKY_RELU": lambda torch, x, out, a, b: torch._C._nn.leaky_relu(x, a, out=out),
+    "HARD_SIGMOID": lambda torch, x, out, a, b: _hard_sigmoid(torch, x, out, a, b),
 }
+
+
+def _hard_sigmoid(torch: Any, x: Any, out: Any, alpha: float, beta: float) -> None:
+    # max(0, min(1, alpha * x + beta)), the float32 operations of the NumPy kernel
+    torch.mul(x, alpha, out=out)
+    out.add_(beta)
+    out.clamp_(0.0, 1.0)
+
 
 #: elementwise kernels cost about this many operations per element when sizing their thread count
 _ELEMENT_FLOPS = 20
