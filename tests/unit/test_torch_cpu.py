@@ -212,3 +212,32 @@ def test_engine_threads_without_a_known_blas(monkeypatch):
     assert blas_threads.engine_threads() == 3
     monkeypatch.setenv("OMP_NUM_THREADS", "many")
     assert blas_threads.engine_threads() >= 1
+
+
+@needs_torch
+def test_layers_of_one_configuration_are_timed_once(monkeypatch):
+    from plugrt.builder import tactics
+
+    monkeypatch.setenv("PLUGRT_TORCH", "1")
+    timed = []
+    fastest = tactics._fastest
+
+    def spy(op, layer, state, env, offered):  # type: ignore[no-untyped-def]
+        timed.append(layer.name)
+        return fastest(op, layer, state, env, offered)
+
+    monkeypatch.setattr(tactics, "_fastest", spy)
+    nodes = [helper.make_node("Sigmoid", ["x"], ["a"]), helper.make_node("Sigmoid", ["a"], ["b"])]
+    nodes.append(helper.make_node("Tanh", ["b"], ["y"]))
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4096])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4096])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    monkeypatch.setenv("PLUGRT_DISABLE_PASSES", "all")  # three layers, not one fused chain
+    engine = plugrt.compile(model, device="cpu")
+    assert len(engine.engine.plan.layers) == 3 and len(timed) == 2
+    first, second = engine.engine.plan.layers[:2]
+    assert first.tactic == second.tactic

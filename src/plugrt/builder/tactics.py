@@ -5,7 +5,8 @@ As with plugin tactics (``interfaces/adapters/v3.py``), every kernel an operator
 :mod:`plugrt.ops.torch_cpu`) is timed on the layer as built (after fusion) at the opt
 shapes of the first profile, on random inputs; the plan's layer records the fastest
 in ``tactic`` and the engine's operator runs it. The timing alternates the kernels
-and keeps each one's fastest run; another kernel replaces the operator's own (tactic 0)
+and keeps each one's fastest run, for up to 7 rounds or 0.2 s (3 rounds when one kernel is
+twice as fast as the others); another kernel replaces the operator's own (tactic 0)
 only when it is at least :data:`MARGIN` faster, so noise never trades the default for an
 equal. Layers of one configuration (kind, params, weight and input shapes) are timed
 once per build. An operator that offers one tactic gets it untimed. Builds for a device
@@ -26,7 +27,7 @@ from ..core.logger import Severity
 from ..core.types import TensorFormat, nptype
 from ..engine.plan import LayerPlan
 from ..nodes.base import Binding
-from ..ops.base import Operator, create_operator
+from ..ops.base import Operator, create_operator, registered_operators
 from .state import BuildState
 
 __all__ = ["MARGIN", "choose_tactics"]
@@ -35,6 +36,8 @@ __all__ = ["MARGIN", "choose_tactics"]
 MARGIN = 0.9
 #: timing rounds per layer (each runs every tactic once), and the time after which rounds stop
 _ROUNDS, _BUDGET_S = 7, 0.2
+#: after this many rounds, a tactic this many times faster than every other ends the timing
+_DECISIVE_ROUNDS, _DECISIVE = 3, 2.0
 
 
 def choose_tactics(state: BuildState) -> None:
@@ -42,8 +45,12 @@ def choose_tactics(state: BuildState) -> None:
     if state.backend is not None and not state.backend.host_memory:
         return
     chosen: dict[str, int] = {}
+    kinds = registered_operators()
     for layer in state.layers:
         if layer.is_plugin or not state.profiles:
+            continue
+        cls = kinds.get(layer.kind)
+        if cls is None or cls.tactics is Operator.tactics:  # one kernel only: nothing to time
             continue
         op = create_operator(layer.kind, layer.params, {n: state.weights[k] for n, k in layer.weights.items()})
         op.name = layer.name
@@ -104,12 +111,14 @@ def _fastest(op: Operator, layer: LayerPlan, state: BuildState, env: dict[str, i
         calls.append((call, args))
     best = [float("inf")] * len(tactics)
     start = time.perf_counter()
-    for _ in range(_ROUNDS):
+    for done in range(1, _ROUNDS + 1):
         for k, (call, args) in enumerate(calls):
             begin = time.perf_counter()
             call(*args)
             best[k] = min(best[k], time.perf_counter() - begin)
-        if time.perf_counter() - start > _BUDGET_S:
+        ordered = sorted(best)
+        decided = done >= _DECISIVE_ROUNDS and ordered[1] > _DECISIVE * ordered[0]
+        if decided or time.perf_counter() - start > _BUDGET_S:
             break
     op.release()
     choice = min(range(len(tactics)), key=best.__getitem__)
