@@ -19,7 +19,7 @@ import numpy as np
 from ..core.errors import ExecutionError, MissingBackendError
 from ..core.types import DataType
 from .base import Backend
-from .cuda_matmul import matmul_into
+from .cuda_matmul import matmul_into, torch_for_graphs, torch_stream
 
 __all__ = ["CudaBackend", "CudaGraph", "CudaModule", "cupy_stream", "import_cupy", "load_ptx_kernel"]
 
@@ -135,6 +135,19 @@ class CudaGraph:
         self.graph.launch(cupy_stream(stream))
 
 
+class TorchGraph:
+    """A run captured through PyTorch's graph API (so that its allocator hands the PyTorch kernels of the
+    run memory the graph owns, kept until the graph goes), with CuPy's temporaries in ``pool``."""
+
+    def __init__(self, graph: Any, pool: Any, torch: Any) -> None:
+        self.graph, self.pool, self.torch = graph, pool, torch
+
+    def launch(self, stream: int) -> None:
+        """Replay on ``stream``."""
+        with self.torch.cuda.stream(torch_stream(self.torch, stream)):
+            self.graph.replay()
+
+
 class CudaBackend(Backend):
     """Device arenas and CuPy as the array module."""
 
@@ -191,7 +204,7 @@ class CudaBackend(Backend):
         """Wait for the work queued on ``stream``."""
         cupy_stream(stream).synchronize()
 
-    def capture(self, run: Callable[[], None], stream: int) -> CudaGraph:
+    def capture(self, run: Callable[[], None], stream: int) -> CudaGraph | TorchGraph:
         """Run ``run()`` once on ``stream`` (kernels compile, caches fill), then capture what it
         launches into a CUDA graph.
 
@@ -203,8 +216,15 @@ class CudaBackend(Backend):
             raise ExecutionError("CUDA graph capture needs a non-default stream; pass a stream handle other than 0")
         run()
         cp = self.cupy
-        cuda_stream = cupy_stream(stream)
         pool = cp.cuda.MemoryPool()
+        torch = torch_for_graphs()
+        if torch is not None:  # PyTorch kernels in the run: its allocator must give them graph-owned memory too
+            torch_graph = torch.cuda.CUDAGraph()
+            with cp.cuda.using_allocator(pool.malloc):
+                with torch.cuda.graph(torch_graph, stream=torch_stream(torch, stream), capture_error_mode="relaxed"):
+                    run()
+            return TorchGraph(torch_graph, pool, torch)
+        cuda_stream = cupy_stream(stream)
         with cp.cuda.using_allocator(pool.malloc):
             cuda_stream.begin_capture()
             try:

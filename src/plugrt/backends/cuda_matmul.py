@@ -13,13 +13,22 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-__all__ = ["matmul_into"]
+__all__ = ["matmul_into", "torch_for_graphs", "torch_stream"]
 
 _HAS_TORCH = importlib.util.find_spec("torch") is not None
 _TORCH_STREAMS: dict[int, Any] = {}
 
 
-def _torch_stream(torch: Any, handle: int) -> Any:
+def torch_for_graphs() -> Any:
+    """The torch module where PyTorch is installed (its kernels run inside captured graphs), else None."""
+    if not _HAS_TORCH:
+        return None
+    import torch
+
+    return torch
+
+
+def torch_stream(torch: Any, handle: int) -> Any:
     """PyTorch's wrapper of a raw stream handle (cached; 0 is the legacy default stream)."""
     stream = _TORCH_STREAMS.get(handle)
     if stream is None:
@@ -44,7 +53,7 @@ def matmul_into(cp: Any, a: Any, b: Any, out: Any, bias: Any = None) -> None:
         return
     import torch
 
-    with torch.cuda.stream(_torch_stream(torch, cp.cuda.get_current_stream().ptr)):
+    with torch.cuda.stream(torch_stream(torch, cp.cuda.get_current_stream().ptr)):
         ta, tb, tout = (torch.as_tensor(t, device="cuda") for t in (a, b, out))
         if bias is None:
             torch.matmul(ta, tb, out=tout)
