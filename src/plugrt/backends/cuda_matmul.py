@@ -20,12 +20,12 @@ _TORCH_STREAMS: dict[int, Any] = {}
 
 
 def torch_for_graphs() -> Any:
-    """The torch module where PyTorch is installed (its kernels run inside captured graphs), else None."""
+    """The torch module where PyTorch with CUDA is installed (its kernels run inside captured graphs), else None."""
     if not _HAS_TORCH:
         return None
     import torch
 
-    return torch
+    return torch if torch.cuda.is_available() else None
 
 
 def torch_stream(torch: Any, handle: int) -> Any:
