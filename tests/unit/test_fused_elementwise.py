@@ -8,8 +8,7 @@ import pytest
 from plugrt.core.errors import NetworkError, ShapeError, TypeMismatchError
 from plugrt.core.types import DataType
 from plugrt.ops.base import create_operator
-from plugrt.ops.fast_math import BLOCK
-from plugrt.ops.fused_elementwise import block_indices
+from plugrt.ops.fused_elementwise import BLOCK, block_indices
 from plugrt.shape.builder import constant, symbol
 
 STEPS = [
@@ -32,7 +31,7 @@ def _reference(x: np.ndarray, bias: np.ndarray, scale: np.ndarray) -> np.ndarray
     return out * x
 
 
-@pytest.mark.parametrize("shape", [(3, 4, 5), (4, 64, 30, 40), (1, 3, 200000)])
+@pytest.mark.parametrize("shape", [(3, 4, 5), (4, 64, 60, 40), (1, 3, 300000)])
 def test_steps_over_blocks_equal_the_layers(shape: tuple[int, ...]) -> None:
     rng = np.random.default_rng(0)
     x = rng.normal(0, 2, shape).astype(np.float32)
@@ -47,7 +46,7 @@ def test_steps_over_blocks_equal_the_layers(shape: tuple[int, ...]) -> None:
     assert op.describe() == "fused_elementwise(PROD(ERF(DIV(in2, LEAKY_RELU(SUM(x, in1)))), in0))"
 
 
-@pytest.mark.parametrize("shape", [(7,), (3, 5, 7), (2, 3, 40000), (5, 100000), (2, 2, 2, 9000)])
+@pytest.mark.parametrize("shape", [(7,), (3, 5, 7), (2, 3, 40000), (5, 100000), (2, 2, 2, 40000)])
 def test_blocks_cover_the_shape_once(shape: tuple[int, ...]) -> None:
     seen = np.zeros(shape, np.int32)
     blocks = block_indices(shape, BLOCK)
