@@ -105,10 +105,13 @@ def _gelu_erf(xp: Any, x: Any, out: Any, alpha: float, beta: float) -> None:
 
 
 _GELU_TANH_SCALE = math.sqrt(2.0 / math.pi)
+#: exp(t) is finite in float32 for t below this
+_EXP_CEILING = 88.0
 
 
 def _gelu_tanh(xp: Any, x: Any, out: Any, alpha: float, beta: float) -> None:
-    # 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2))): in place, block by block for float32 NumPy
+    # 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)), u = sqrt(2/pi) x (1 + 0.044715 x^2): NumPy's float32 exp
+    # costs 1.7 ns an element against tanh's 2.7; in place, block by block for float32 NumPy arrays
     if xp is not np or out.dtype != np.float32 or not (x.flags.c_contiguous and out.flags.c_contiguous):
         out[...] = 0.5 * x * (1.0 + xp.tanh(_GELU_TANH_SCALE * (0.044715 * x * x * x + x)))
         return
@@ -117,13 +120,13 @@ def _gelu_tanh(xp: Any, x: Any, out: Any, alpha: float, beta: float) -> None:
     for start in range(0, source.size, BLOCK):
         v, t = source[start : start + BLOCK], work[: min(BLOCK, source.size - start)]
         np.multiply(v, v, out=t)
-        np.multiply(t, 0.044715 * _GELU_TANH_SCALE, out=t)
-        np.add(t, _GELU_TANH_SCALE, out=t)
-        np.multiply(t, v, out=t)
-        np.tanh(t, out=t)
+        np.multiply(t, -2.0 * 0.044715 * _GELU_TANH_SCALE, out=t)
+        np.add(t, -2.0 * _GELU_TANH_SCALE, out=t)
+        np.multiply(t, v, out=t)  # -2u
+        np.minimum(t, _EXP_CEILING, out=t)
+        np.exp(t, out=t)
         np.add(t, 1.0, out=t)
-        np.multiply(t, v, out=t)
-        np.multiply(t, 0.5, out=target[start : start + BLOCK])
+        np.divide(v, t, out=target[start : start + BLOCK])
 
 
 _KERNELS: dict[str, Kernel] = {

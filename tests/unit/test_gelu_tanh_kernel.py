@@ -1,0 +1,41 @@
+"""The tanh-form GELU activation kernel (what ONNX Gelu with approximate='tanh' and GPT-2's spelled-out
+GELU run): x / (1 + exp(-2u)) in blocks, held to float64 and to the direct formula."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from plugrt.ops.activation import activation_kernel
+
+
+def _reference(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float64)
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+
+
+@pytest.mark.parametrize("size", [1, 1000, 65536 * 3 + 17])
+def test_gelu_tanh_within_2e7_relative_and_without_overflow(size: int) -> None:
+    x = np.concatenate([np.linspace(-40, 40, size, dtype=np.float32), [np.float32(1e4), np.float32(-1e4)]])
+    out = np.empty_like(x)
+    with np.errstate(over="raise", invalid="raise", divide="raise"):
+        activation_kernel("GELU_TANH")(np, x, out, 0.0, 0.0)
+    reference = _reference(x)
+    error = np.abs(out - reference) / np.maximum(np.abs(reference), 1.0)
+    assert error.max() < 2e-7  # the direct float32 formula: 1.5e-7
+    assert out[-2] == x[-2] and abs(out[-1]) < 1e-30
+
+
+def test_gelu_tanh_in_place_and_in_half() -> None:
+    x = np.random.default_rng(0).normal(0, 3, (7, 9000)).astype(np.float32)
+    out = np.empty_like(x)
+    kernel = activation_kernel("GELU_TANH")
+    kernel(np, x, out, 0.0, 0.0)
+    same = x.copy()
+    kernel(np, same, same, 0.0, 0.0)
+    np.testing.assert_array_equal(same, out)
+    half = np.empty(x.shape, np.float16)
+    kernel(np, x, half, 0.0, 0.0)  # the layer computes HALF inputs in FLOAT and rounds once
+    np.testing.assert_allclose(half.astype(np.float64), _reference(x), rtol=1e-3, atol=1e-3)
