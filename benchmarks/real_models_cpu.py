@@ -42,6 +42,11 @@ def _parse() -> argparse.Namespace:
     parser.add_argument(
         "--profile", action="store_true", help="per-layer profile of plugrt at batch 1 (by layer kind) instead of timing"
     )
+    parser.add_argument(
+        "--unfused",
+        action="store_true",
+        help="also build each model with PLUGRT_DISABLE_PASSES=all and time it in the same alternation",
+    )
     return parser.parse_args()
 
 
@@ -231,7 +236,8 @@ def _exported_models() -> list[Model]:
             _ids,
             4,
         ),
-        Model("gpt2", _export("gpt2", _text(_transformers("GPT2Model", "GPT2Config"))), text, _ids, 4),
+        # use_cache=False: with the key/value cache torch.export fails (dynamic or static shapes)
+        Model("gpt2", _export("gpt2", _text(_transformers("GPT2Model", "GPT2Config", use_cache=False))), text, _ids, 4),
         Model("t5-encoder", _export("t5-encoder", _text(_t5_encoder)), text, _ids, 4),
         Model("vit", _export("vit", _images(_transformers("ViTModel", "ViTConfig"))), image, _pixels, 4),
         Model(
@@ -453,6 +459,15 @@ def measure(model: Model, cache: str, threads: int, blocks: int, runs: int) -> d
         return row
     row["imports"] = "yes"
     row["build_s"] = time.perf_counter() - start
+    row["layers"] = len(compiled.engine.plan.layers)
+    unfused = None
+    if ARGS is not None and ARGS.unfused:  # the same model without the graph optimizer, timed alongside
+        os.environ["PLUGRT_DISABLE_PASSES"] = "all"
+        try:
+            unfused = compile_model(path, shapes=_fit_profile(path, model.shapes) or None)
+        finally:
+            del os.environ["PLUGRT_DISABLE_PASSES"]
+        row["layers"] = f"{len(unfused.engine.plan.layers)} -> {row['layers']}"
     fitted = _fit_profile(path, model.shapes)
     for label, batch in (("b1", 1), ("bN", model.batch)):
         feeds = _feeds_for(model, path, batch)
@@ -474,11 +489,15 @@ def measure(model: Model, cache: str, threads: int, blocks: int, runs: int) -> d
         first = next(iter(ours.values())) if isinstance(ours, dict) else ours
         scale = max(float(np.abs(theirs[0]).max()), 1e-30)
         row[f"{label}_diff"] = float(np.abs(np.asarray(first, np.float64) - theirs[0]).max()) / scale
-        plugrt_best = ort_best = math.inf
+        plugrt_best = ort_best = unfused_best = math.inf
         for _ in range(blocks):
             plugrt_best = min(plugrt_best, _fastest(lambda f=feeds: compiled(**f), runs))
             ort_best = min(ort_best, _fastest(lambda f=feeds: session.run(None, f), runs))
+            if unfused is not None:
+                unfused_best = min(unfused_best, _fastest(lambda f=feeds: unfused(**f), runs))
         row[label] = (plugrt_best * 1e3, ort_best * 1e3)
+        if unfused is not None:
+            row[f"{label}_unfused"] = (unfused_best * 1e3, ort_best * 1e3)
     return row
 
 
@@ -571,9 +590,18 @@ def main() -> None:
         print(
             f"  {model.name}: {row.get('imports')} {_cell(row, 'b1')} {_cell(row, 'bN')}", file=sys.stderr, flush=True
         )
+    if ARGS.unfused:  # the optimizer's effect, measured in the same alternation
+        print("| model | layers unfused -> fused | batch 1 unfused / ORT | batch 1 fused / ORT ", end="")
+        print("| larger unfused | larger fused |")
+        print("|---|---|---|---|---|---|")
+        for row in rows:
+            cells = [_cell(row, k) for k in ("b1_unfused", "b1", "bN_unfused", "bN")]
+            print(f"| {row['model']} | {row.get('layers', '-')} | " + " | ".join(cells) + " |")
     print("| model | nodes | imports | build s | batch 1: plugrt / ORT | larger batch | max rel. diff |")
     print("|---|---|---|---|---|---|---|")
     ratios: dict[str, list[float]] = {"b1": [], "bN": []}
+    if ARGS.unfused:
+        ratios.update({"b1_unfused": [], "bN_unfused": []})
     for row in rows:
         for label in ratios:
             if isinstance(row.get(label), tuple):
