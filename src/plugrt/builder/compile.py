@@ -22,6 +22,7 @@ from ..engine.plan_format import PluginRecord
 from ..network.definition import INetworkDefinition
 from ..shape.builder import constant, symbol
 from .config import IBuilderConfig
+from .control_flow import LoweredLayer, lower_control_flow
 from .fusion import fuse_layers
 from .graph import topological_layers
 from .in_place import resolve_in_place
@@ -57,7 +58,9 @@ def build_plan(
         shape = [symbol(f"{tensor.name}[{k}]") if d < 0 else constant(d) for k, d in enumerate(tensor.shape)]
         state.index[id(tensor)] = state.add_tensor(tensor.name, tensor.dtype, TensorFormat.LINEAR, shape, "input")
         state.note_scale(state.index[id(tensor)], tensor)
-    order = topological_layers(network)
+    lowering = lower_control_flow(network)
+    lowering.check(network)
+    order = topological_layers(network, lowering.producers)
     state.explicit = explicit_int8(order, network._outputs, logger)
     order = [layer for layer in order if id(layer) not in state.explicit.skipped]
     monitor = config.progress_monitor
@@ -65,6 +68,8 @@ def build_plan(
         monitor.phase_start("Building engine", None, len(order))
     try:
         for step, layer in enumerate(order):
+            if isinstance(layer, LoweredLayer):
+                layer.resolve(state)
             add_layer(state, layer)
             if monitor is not None and monitor.step_complete("Building engine", step) is False:
                 raise BuildError(f"the build was cancelled by the progress monitor after layer {layer.name!r}")

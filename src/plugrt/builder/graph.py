@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ..core.errors import BuildError
 from ..network.definition import INetworkDefinition
 from ..network.layer import ILayer
@@ -9,14 +11,19 @@ from ..network.layer import ILayer
 __all__ = ["topological_layers"]
 
 
-def topological_layers(network: INetworkDefinition) -> list[ILayer]:
-    """Layers the outputs depend on, producers first; a cycle raises :class:`BuildError`."""
+def topological_layers(network: INetworkDefinition, producers: Mapping[int, ILayer] | None = None) -> list[ILayer]:
+    """Layers the outputs depend on, producers first; a cycle raises :class:`BuildError`.
+
+    ``producers`` replaces the producer of tensors (by id): the layers loops and conditionals are lowered to.
+    """
+    replaced = producers or {}
     state: dict[int, int] = {}  # 1 = on the stack, 2 = done
     order: list[ILayer] = []
     for output in network._outputs:
-        if output.producer is None:
+        first = replaced.get(id(output), output.producer)
+        if first is None:
             continue
-        stack: list[tuple[ILayer, int]] = [(output.producer, 0)]
+        stack: list[tuple[ILayer, int]] = [(first, 0)]
         while stack:
             layer, position = stack.pop()
             if position == 0:
@@ -27,7 +34,7 @@ def topological_layers(network: INetworkDefinition) -> list[ILayer]:
             if position < len(inputs):
                 stack.append((layer, position + 1))
                 tensor = inputs[position]
-                producer = tensor.producer if tensor is not None else None
+                producer = replaced.get(id(tensor), tensor.producer) if tensor is not None else None
                 if producer is not None:
                     if state.get(id(producer)) == 1:
                         raise BuildError(

@@ -12,6 +12,7 @@ from ..core.errors import NetworkError, TypeMismatchError
 from ..core.types import DataType
 from ..interfaces.v2 import IPluginV2
 from ..interfaces.v3 import IPluginV3
+from .control_flow import IIfConditional, ILoop
 from .layer import ILayer, IPluginV2Layer, IPluginV3Layer
 from .operator_layer import IOperatorLayer
 from .standard_layers import StandardLayers
@@ -49,6 +50,8 @@ class INetworkDefinition(StandardLayers, DeprecatedContextManager):
         self._inputs: list[ITensor] = []
         self._outputs: list[ITensor] = []
         self._tensors: dict[str, ITensor] = {}
+        self._loops: list[ILoop] = []
+        self._conditionals: list[IIfConditional] = []
 
     # --- inputs and outputs -------------------------------------------------------
     def add_input(self, name: str, dtype: DataType, shape: Sequence[int] | Dims) -> ITensor:
@@ -216,6 +219,18 @@ class INetworkDefinition(StandardLayers, DeprecatedContextManager):
         layer = IOperatorLayer(self, tensors, kind, params or {}, weights or {}, num_outputs)
         return self._add_layer(layer)
 
+    def add_loop(self) -> ILoop:
+        """A new loop; add its trip limit, recurrences, iterators and outputs through the returned object."""
+        loop = ILoop(self, len(self._loops))
+        self._loops.append(loop)
+        return loop
+
+    def add_if_conditional(self) -> IIfConditional:
+        """A new if-conditional; give its condition, inputs and outputs through the returned object."""
+        conditional = IIfConditional(self, len(self._conditionals))
+        self._conditionals.append(conditional)
+        return conditional
+
     def discard_layers_from(self, index: int) -> list[ILayer]:
         """Remove the layers from ``index`` on, with their output tensors (plugrt extension); returns them.
 
@@ -241,7 +256,9 @@ class INetworkDefinition(StandardLayers, DeprecatedContextManager):
     # --- shared mechanism ---------------------------------------------------------
     def _add_layer(self, layer: Any) -> Any:
         index = len(self._layers)
-        kind = getattr(layer, "kind", None) or layer.layer_type.name.title().replace("_", "")
+        kind = getattr(layer, "kind", None)
+        if not isinstance(kind, str) or not kind:  # operator layers name their kind; loop layers' kind is an enum
+            kind = layer.layer_type.name.title().replace("_", "")
         layer.name = f"(Unnamed Layer* {index}) [{kind}]"
         for i, output in enumerate(layer._outputs):
             output._name = f"{layer.name}_output_{i}"

@@ -32,7 +32,12 @@ class LoopOperator(ControlFlowOperator):
 
     Params: ``has_trip_count``, ``has_cond``, ``num_carried``, ``num_scan``, and
     ``iteration_limit`` (the bound the scan outputs' buffers were planned for
-    when the trip count is not known at build time, or None).
+    when the trip count is not known at build time, or None). Loops of the
+    network API (TensorRT's ``ILoop``) also give ``while_first`` (the body's
+    first result is the condition of the iteration it starts, computed from
+    that iteration's values: false ends the loop before the iteration counts),
+    ``scan_kinds`` (per scan output ``"concatenate"``, ``"reverse"`` or
+    ``"last"``: the last iteration's value) and ``scan_axes``.
     """
 
     kind = "loop"
@@ -56,8 +61,9 @@ class LoopOperator(ControlFlowOperator):
         scans: list[list[Any]] = [[] for _ in range(scan_count)]
         iteration = 0
         condition = xp.asarray(np.bool_(True))
+        while_first = bool(self.params.get("while_first"))
         while (trip_count is None or iteration < trip_count) and (not has_cond or keep_going):
-            if trip_count is None and not has_cond:
+            if trip_count is None and not has_cond and not while_first:
                 raise ExecutionError(f"{self.label}: a Loop with neither a trip count nor a condition never ends")
             if scan_count and limit is not None and iteration >= int(limit):
                 raise ExecutionError(
@@ -66,6 +72,8 @@ class LoopOperator(ControlFlowOperator):
                 )
             counter = xp.asarray(np.int64(iteration))
             results = body.run([counter, condition, *state, *outer], xp)
+            if while_first and not bool(_scalar(xp.asarray(results[0]))):
+                break
             condition = xp.asarray(results[0]).astype(np.bool_).reshape(())
             if has_cond:
                 keep_going = bool(_scalar(condition))
@@ -73,13 +81,20 @@ class LoopOperator(ControlFlowOperator):
             for store, value in zip(scans, results[1 + carried_count :]):
                 store.append(value)
             iteration += 1
+        kinds = list(self.params.get("scan_kinds") or ["concatenate"] * scan_count)
+        axes = [int(a) for a in self.params.get("scan_axes") or [0] * scan_count]
         stacked = []
-        for index, store in enumerate(scans):
-            if store:
-                stacked.append(xp.stack([xp.asarray(v) for v in store]))
+        for index, (store, kind, axis) in enumerate(zip(scans, kinds, axes)):
+            out = outputs[carried_count + index]
+            if kind == "last":
+                stacked.append(xp.asarray(store[-1]) if store else xp.zeros(out.shape, dtype=out.dtype))
+            elif store:
+                values = [xp.asarray(v) for v in (store[::-1] if kind == "reverse" else store)]
+                stacked.append(xp.stack(values, axis=axis))
             else:
-                out = outputs[carried_count + index]
-                stacked.append(xp.zeros((0, *out.shape[1:]), dtype=out.dtype))
+                shape = list(out.shape)
+                shape[axis] = 0
+                stacked.append(xp.zeros(tuple(shape), dtype=out.dtype))
         self.write_results([*state, *stacked], outputs, xp)
 
 

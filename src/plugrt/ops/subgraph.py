@@ -61,6 +61,9 @@ class SubgraphEngine:
         from ..core.logger import Logger, Severity
         from ..onnx.compile import CompiledModel
         from ..onnx.importers.base import OnnxImportError
+        from ..onnx.importers.operator_nodes import ensure_operator_importers
+
+        ensure_operator_importers()  # bodies of the network API's loops are written in plugrt's operator domain
 
         model = onnx.ModelProto()
         model.CopyFrom(self.model)
