@@ -59,6 +59,7 @@ def sum_rows(net: trt.INetworkDefinition, x: trt.ITensor, count: int) -> tuple[t
     total.set_input(1, new_total)
     doubled = net.add_elementwise(row, row, SUM).get_output(0)
     outputs = {"last": loop.add_loop_output(total.get_output(0), trt.LoopOutput.LAST_VALUE)}
+    outputs["last_sum"] = loop.add_loop_output(new_total, trt.LoopOutput.LAST_VALUE)
     outputs["rows"] = loop.add_loop_output(doubled, trt.LoopOutput.CONCATENATE)
     outputs["reversed"] = loop.add_loop_output(new_total, trt.LoopOutput.REVERSE)
     for layer in (outputs["rows"], outputs["reversed"]):
@@ -77,6 +78,7 @@ def test_counted_loop_running_sum_concatenate_and_reverse() -> None:
     got = run_twice(net, {"x": value})
     names = {key: layer.get_output(0).name for key, layer in outputs.items()}
     np.testing.assert_allclose(got[names["last"]], value.sum(axis=0))
+    np.testing.assert_allclose(got[names["last_sum"]], value.sum(axis=0))
     np.testing.assert_allclose(got[names["rows"]], 2 * value)
     np.testing.assert_allclose(got[names["reversed"]], np.cumsum(value, axis=0)[::-1])
 
