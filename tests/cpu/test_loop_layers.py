@@ -292,3 +292,43 @@ def test_conditional_without_condition() -> None:
         net.mark_output(cond.add_output(x, x).get_output(0))
 
     misuse(make, BuildError, "no condition", "set_condition")
+
+
+def test_trip_count_known_only_at_run_time_on_a_dynamic_input() -> None:
+    """A count given as a network input: the concatenated output's length is a data-dependent size."""
+    builder = trt.Builder(trt.Logger())
+    net = builder.create_network(0)
+    x = net.add_input("x", trt.float32, (-1, 4))
+    n = net.add_input("n", trt.int32, ())
+    loop = net.add_loop()
+    loop.add_trip_limit(n, trt.TripLimit.COUNT)
+    row = loop.add_iterator(x).get_output(0)
+    out = loop.add_loop_output(net.add_elementwise(row, row, PROD).get_output(0), trt.LoopOutput.CONCATENATE)
+    out.set_input(1, n)
+    net.mark_output(out.get_output(0))
+    config = builder.create_builder_config()
+    profile = builder.create_optimization_profile()
+    profile.set_shape("x", (1, 4), (3, 4), (8, 4))
+    config.add_optimization_profile(profile)
+    plan = bytes(builder.build_serialized_network(net, config))
+    for rows in (2, 5):
+        value = np.arange(rows * 4, dtype=np.float32).reshape(rows, 4)
+        got = run_plan(plan, {"x": value, "n": np.array(rows, np.int32)})[out.get_output(0).name]
+        np.testing.assert_allclose(got, value * value)
+
+
+def test_conditional_branches_of_different_lengths() -> None:
+    net = network()
+    flag = net.add_input("flag", trt.bool, ())
+    x = net.add_input("x", trt.float32, (3,))
+    cond = net.add_if_conditional()
+    cond.set_condition(flag)
+    inside = cond.add_input(x).get_output(0)
+    longer = net.add_concatenation([inside, inside]).get_output(0)
+    out = cond.add_output(longer, inside)
+    net.mark_output(out.get_output(0))
+    plan = plan_of(net)
+    value = np.array([1.0, 2.0, 3.0], np.float32)
+    name = out.get_output(0).name
+    np.testing.assert_allclose(run_plan(plan, {"flag": np.array(True), "x": value})[name], np.tile(value, 2))
+    np.testing.assert_allclose(run_plan(plan, {"flag": np.array(False), "x": value})[name], value)
