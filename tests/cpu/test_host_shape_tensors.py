@@ -157,3 +157,22 @@ def test_a_shape_tensor_that_is_an_engine_output_is_still_written_every_run() ->
         out = compiled(np.ones((n, 3), np.float32))
         np.testing.assert_array_equal(out["s"], [n, 3])
     assert not any(step.host for step in compiled.context._executor.steps)
+
+
+def test_shape_tensors_are_written_when_shapes_change_not_when_only_addresses_move(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    compiled = trt.compile(bert_attention_reshape(), shapes={"x": ((1, 2, 768), (1, 16, 768), (4, 64, 768))})
+    executor = compiled.context._executor
+    writes: list[int] = []
+    original = executor._write_values
+    monkeypatch.setattr(executor, "_write_values", lambda step: (writes.append(step.index), original(step)))
+    x = np.random.default_rng(0).standard_normal((2, 7, 768)).astype(np.float32)
+    first = compiled(x)["y"]
+    assert writes  # a new shape: the values are written
+    writes.clear()
+    again = compiled(x.copy())["y"]  # same shape, another input buffer: bound again
+    assert not writes
+    np.testing.assert_array_equal(first, again)
+    compiled(np.ones((3, 5, 768), np.float32))
+    assert writes

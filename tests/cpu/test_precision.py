@@ -26,10 +26,12 @@ def fast_half(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(CpuBackend, "fast_types", frozenset({trt.float16}))
 
 
-def _build(model: object, *flags: trt.BuilderFlag, network_flags: int = 0, edit: object = None) -> trt.ICudaEngine:
-    builder = trt.Builder(LOGGER)
+def _build(
+    model: object, *flags: trt.BuilderFlag, network_flags: int = 0, edit: object = None, logger: trt.ILogger = LOGGER
+) -> trt.ICudaEngine:
+    builder = trt.Builder(logger)
     network = builder.create_network(network_flags)
-    parser = trt.OnnxParser(network, LOGGER)
+    parser = trt.OnnxParser(network, logger)
     assert parser.parse(model.SerializeToString())  # type: ignore[attr-defined]
     if edit is not None:
         edit(network)  # type: ignore[operator]
@@ -43,7 +45,7 @@ def _build(model: object, *flags: trt.BuilderFlag, network_flags: int = 0, edit:
         profile.set_shape(tensor.name, shape, shape, shape)
     config.add_optimization_profile(profile)
     plan = builder.build_serialized_network(network, config)
-    return trt.Runtime(LOGGER).deserialize_cuda_engine(plan)
+    return trt.Runtime(logger).deserialize_cuda_engine(plan)
 
 
 def _run(engine: trt.ICudaEngine, feeds: dict[str, np.ndarray]) -> np.ndarray:
@@ -155,12 +157,8 @@ def test_a_preferred_precision_an_operator_cannot_compute_warns_and_keeps_float(
     logger = trt.Logger(trt.Logger.WARNING)
     messages: list[str] = []
     logger.log = lambda severity, message: messages.append(message)  # type: ignore[method-assign]
-    global LOGGER
-    saved, LOGGER = LOGGER, logger
-    try:
-        engine = _build(_mean(), trt.BuilderFlag.PREFER_PRECISION_CONSTRAINTS, edit=_precision("REDUCE", trt.float16))
-    finally:
-        LOGGER = saved
+    edit = _precision("REDUCE", trt.float16)
+    engine = _build(_mean(), trt.BuilderFlag.PREFER_PRECISION_CONSTRAINTS, edit=edit, logger=logger)
     assert trt.float16 not in _stored_types(engine)
     assert any("has precision HALF" in m and "keeps FLOAT" in m for m in messages)
 

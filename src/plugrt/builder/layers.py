@@ -36,7 +36,7 @@ def add_layer(state: BuildState, layer: ILayer) -> None:
     node, sources, reads, out_scale = _node_for(state, layer)
     declared_reads, precision = reads, None
     if reads is not None:  # an operator: it may compute in a reduced float type (builder/precision.py)
-        precision = layer_precision(state, layer, node.kind, reads)
+        precision = layer_precision(state, layer, node.kind, reads, sources)
         reads = reduced_reads(reads, precision)
     inputs = list(sources)
     if reads is not None:  # a node with fixed input formats sees the types it reads

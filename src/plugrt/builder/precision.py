@@ -119,9 +119,11 @@ def _constraints(state: BuildState) -> tuple[bool, bool]:
     )
 
 
-def layer_precision(state: BuildState, layer: ILayer, kind: str, reads: list[IOChoice]) -> DataType | None:
-    """The float type ``layer`` (an operator of ``kind`` reading ``reads``) computes in, or None to keep
-    the types it reads."""
+def layer_precision(
+    state: BuildState, layer: ILayer, kind: str, reads: list[IOChoice], sources: list[int]
+) -> DataType | None:
+    """The float type ``layer`` (an operator of ``kind`` reading engine tensors ``sources`` as ``reads``)
+    computes in, or None to keep the types it reads."""
     if state.network.get_flag(NetworkDefinitionCreationFlag.STRONGLY_TYPED):
         return None
     if not any(dtype == DataType.FLOAT for dtype, _ in reads):
@@ -146,15 +148,9 @@ def layer_precision(state: BuildState, layer: ILayer, kind: str, reads: list[IOC
     if kind in COMPUTE_KINDS:
         return fast[0]
     if kind in FOLLOW_KINDS:
-        stored = [state.tensors[i].dtype for i in reads_sources(state, layer)]
-        reduced = [t for t in stored if t in fast]
+        reduced = [state.tensors[i].dtype for i in sources if state.tensors[i].dtype in fast]
         return reduced[0] if reduced else None
     return None
-
-
-def reads_sources(state: BuildState, layer: ILayer) -> list[int]:
-    """The engine tensors ``layer``'s inputs are (unset optional inputs left out)."""
-    return [state.index[id(t)] for t in layer._inputs if t is not None and id(t) in state.index]
 
 
 def reduced_reads(reads: list[IOChoice], precision: DataType | None) -> list[IOChoice]:

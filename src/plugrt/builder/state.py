@@ -18,7 +18,7 @@ from ..core.dims import Dims
 from ..core.errors import BuildError
 from ..core.logger import ILogger, Severity
 from ..core.types import DataType, TensorFormat
-from ..engine.plan import LayerPlan, TensorPlan, is_shape_tensor_type
+from ..engine.plan import LayerPlan, TensorPlan, holds_shape_values
 from ..network.definition import INetworkDefinition
 from ..network.layer import ILayer
 from ..network.tensor import ITensor
@@ -202,8 +202,5 @@ class BuildState:
 def _stored_values(
     dtype: DataType, fmt: TensorFormat, shape: list[IDimensionExpr], values: list[IDimensionExpr] | None
 ) -> list[IDimensionExpr] | None:
-    """The values the plan keeps for a tensor: those of a linear INT32/INT64 tensor of rank 0 or 1, one per element."""
-    if values is None or not is_shape_tensor_type(dtype) or fmt != TensorFormat.LINEAR or len(shape) > 1:
-        return None
-    count = 1 if not shape else (shape[0].get_constant_value() if shape[0].is_constant() else -1)
-    return list(values) if len(values) == count else None
+    """The values the plan keeps for a tensor: a shape tensor's (other tensors' stay with the build)."""
+    return list(values) if values is not None and holds_shape_values(dtype, fmt, shape, len(values)) else None

@@ -61,6 +61,8 @@ class Executor:
             self.steps.append(Step(index, layer, node, constant, host=host))
         #: tensor -> its shape-tensor values for the current input shapes (where they depend on shapes only)
         self.values: dict[int, tuple[int, ...]] = {}
+        #: whether the shape-tensor layers' outputs in the arena hold the current values
+        self.values_written = False
         self.profile = 0
         self.arena: Any = None
         self.arena_base = 0
@@ -82,6 +84,7 @@ class Executor:
         self.profile = profile
         self.arena, self.arena_base = self.backend.allocate_arena(self.plan.profiles[profile].arena_size)
         self.constants_ready = False
+        self.values_written = False
 
     def _arena_view(self, tensor: int, shape: tuple[int, ...]) -> Any:
         t = self.plan.tensors[tensor]
@@ -122,6 +125,7 @@ class Executor:
             for index, tensor in enumerate(self.plan.tensors)
             if tensor.values is not None and not any(v.symbols() & self.size_symbols for v in tensor.values)
         }
+        self.values_written = False
 
     def bind(self, io_arrays: dict[int, Any], io_pointers: dict[int, int]) -> None:
         """Make views and bind every step whose shapes are known."""
@@ -142,12 +146,14 @@ class Executor:
                     self._run_step(step, 0)
             self.constants_ready = True
         for step in self.steps:
-            if step.host:
-                self._write_values(step)
+            if step.host:  # written when shapes or the arena change, not when only I/O addresses move
+                if not self.values_written:
+                    self._write_values(step)
                 continue
             step.late = any(self.shapes[i] is None for i in step.layer.inputs)
             if not step.late:
                 self._bind_step(step)
+        self.values_written = True
         self._calls: list[tuple[Step, Callable[..., Any], tuple[Any, ...]]] | None = None
         self._calls_stream = -1
         self._graph: Graph | None = None

@@ -32,6 +32,7 @@ __all__ = [
     "TensorPlan",
     "decode_expr",
     "encode_expr",
+    "holds_shape_values",
     "host_computed",
     "is_shape_tensor_type",
 ]
@@ -226,22 +227,27 @@ def _check_plugin_params(layer: LayerPlan, records: int) -> None:
         raise PlanFormatError(f"plan plugin layer {layer.name!r} has no plugin family in its params")
 
 
+def holds_shape_values(dtype: DataType, fmt: TensorFormat, shape: list[IDimensionExpr], count: int) -> bool:
+    """True when a tensor of this type, format and shape can be a shape tensor of ``count`` values: linear
+    INT32/INT64, rank 0 (one value) or rank 1 of a constant length ``count``."""
+    if not is_shape_tensor_type(dtype) or fmt != TensorFormat.LINEAR or len(shape) > 1:
+        return False
+    return count == (1 if not shape else (shape[0].get_constant_value() if shape[0].is_constant() else -1))
+
+
 def _checked_values(tensor: TensorPlan) -> TensorPlan:
-    """A loaded tensor's shape-tensor values: an integer tensor of rank 0 or 1, one value per element."""
+    """A loaded tensor's shape-tensor values must fit it (see :func:`holds_shape_values`)."""
     values = tensor.values
-    if values is None:
+    if values is None or holds_shape_values(tensor.dtype, tensor.format, tensor.shape, len(values)):
         return tensor
-    count = tensor.shape[0].get_constant_value() if len(tensor.shape) == 1 and tensor.shape[0].is_constant() else None
     if not is_shape_tensor_type(tensor.dtype) or tensor.format != TensorFormat.LINEAR:
         raise PlanFormatError(
             f"plan tensor {tensor.name!r} holds shape values but is {tensor.dtype.name}/{tensor.format.name}; "
             "shape tensors are linear INT32 or INT64"
         )
-    if len(values) != (1 if not tensor.shape else count):
-        raise PlanFormatError(
-            f"plan tensor {tensor.name!r} of shape {[str(d) for d in tensor.shape]} holds {len(values)} shape values"
-        )
-    return tensor
+    raise PlanFormatError(
+        f"plan tensor {tensor.name!r} of shape {[str(d) for d in tensor.shape]} holds {len(values)} shape values"
+    )
 
 
 def is_shape_tensor_type(dtype: DataType) -> bool:

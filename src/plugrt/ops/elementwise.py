@@ -19,7 +19,7 @@ from ..shape.simplify import nonnegative
 from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .params import param
 
-__all__ = ["FLOAT_TYPES", "NUMERIC_TYPES", "ElementwiseOperator", "broadcast_dim", "expect_inputs", "label"]
+__all__ = ["ARITHMETIC_UFUNCS", "FLOAT_TYPES", "NUMERIC_TYPES", "ElementwiseOperator", "broadcast_dim", "expect_inputs", "label"]
 __all__ += ["floor_div_value", "merge_dim", "quiet", "truncating_div"]
 
 FLOAT_TYPES = frozenset({DataType.FLOAT, DataType.HALF})
@@ -75,7 +75,8 @@ def quiet(xp: Any) -> contextlib.AbstractContextManager[Any]:
     return np.errstate(all="ignore") if xp is np else contextlib.nullcontext()
 
 
-_ARITHMETIC = {
+#: ElementWiseOperation names of the arithmetic operations and their ufuncs
+ARITHMETIC_UFUNCS = {
     "SUM": "add",
     "PROD": "multiply",
     "MAX": "maximum",
@@ -87,7 +88,7 @@ _ARITHMETIC = {
 }
 _LOGICAL = {"AND": "logical_and", "OR": "logical_or", "XOR": "logical_xor"}
 _COMPARISON = {"EQUAL": "equal", "GREATER": "greater", "LESS": "less"}
-_UFUNCS = _ARITHMETIC | _LOGICAL | _COMPARISON
+_UFUNCS = ARITHMETIC_UFUNCS | _LOGICAL | _COMPARISON
 _VALUE_OPS = {
     "SUM": DimensionOperation.SUM,
     "SUB": DimensionOperation.SUB,
@@ -112,7 +113,7 @@ class ElementwiseOperator(Operator):
             raise TypeMismatchError(f"{label(self)}: {self.op} needs inputs of one type, got {a.name} and {b.name}")
         if self.op in _LOGICAL and a != DataType.BOOL:
             raise TypeMismatchError(f"{label(self)}: {self.op} needs BOOL inputs, got {a.name}")
-        if self.op in _ARITHMETIC or self.op in ("GREATER", "LESS"):
+        if self.op in ARITHMETIC_UFUNCS or self.op in ("GREATER", "LESS"):
             if a not in NUMERIC_TYPES:
                 valid = ", ".join(sorted(t.name for t in NUMERIC_TYPES))
                 raise TypeMismatchError(f"{label(self)}: {self.op} needs numeric inputs ({valid}), got {a.name}")

@@ -32,10 +32,10 @@ from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from .activation import activation_kernel
 from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
-from .elementwise import FLOAT_TYPES, label
+from .elementwise import ARITHMETIC_UFUNCS, FLOAT_TYPES, label
 from .host_threads import in_two_parts
 from .params import param
-from .unary import erf
+from .unary import UFUNCS, erf
 
 __all__ = ["BINARY_OPS", "BLOCK", "UNARY_OPS", "FusedElementwiseOperator", "block_indices", "describe_steps"]
 
@@ -45,41 +45,12 @@ __all__ = ["BINARY_OPS", "BLOCK", "UNARY_OPS", "FusedElementwiseOperator", "bloc
 #: against 11.4 ms unfused)
 BLOCK = 1 << 16
 
-#: ElementWiseOperation names a step may use, and their ufuncs
-BINARY_OPS = {
-    "SUM": "add",
-    "SUB": "subtract",
-    "PROD": "multiply",
-    "DIV": "divide",
-    "MAX": "maximum",
-    "MIN": "minimum",
-    "POW": "power",
-}
-#: UnaryOperation names a step may use (float in, same float out), and their ufuncs ("" = erf)
-UNARY_OPS = {
-    "EXP": "exp",
-    "LOG": "log",
-    "SQRT": "sqrt",
-    "RECIP": "reciprocal",
-    "ABS": "absolute",
-    "NEG": "negative",
-    "SIN": "sin",
-    "COS": "cos",
-    "TAN": "tan",
-    "SINH": "sinh",
-    "COSH": "cosh",
-    "ASIN": "arcsin",
-    "ACOS": "arccos",
-    "ATAN": "arctan",
-    "ASINH": "arcsinh",
-    "ACOSH": "arccosh",
-    "ATANH": "arctanh",
-    "CEIL": "ceil",
-    "FLOOR": "floor",
-    "ERF": "",
-    "SIGN": "sign",
-    "ROUND": "rint",
-}
+#: ElementWiseOperation names a step may use (float in, same float out), and their ufuncs: the
+#: elementwise layer's arithmetic but floor division
+BINARY_OPS = {k: v for k, v in ARITHMETIC_UFUNCS.items() if k != "FLOOR_DIV"}
+#: UnaryOperation names a step may use (float in, same float out), and their ufuncs ("" = erf): the
+#: unary layer's but the logical and classifying ones
+UNARY_OPS = {k: v for k, v in UFUNCS.items() if k not in ("NOT", "ISINF", "ISNAN")}
 
 
 def _steps(value: Any) -> list[dict[str, Any]]:

@@ -25,9 +25,10 @@ from .torch_cpu import Kernel, TorchOperator
 from .torch_cpu_kernels import UNARY as TORCH_UNARY
 from .torch_cpu_kernels import unary as torch_unary
 
-__all__ = ["UnaryOperator", "erf"]
+__all__ = ["UFUNCS", "UnaryOperator", "erf"]
 
-_UFUNCS = {
+#: UnaryOperation names and their ufuncs ("" = erf, computed by :func:`erf`)
+UFUNCS = {
     "EXP": "exp",
     "LOG": "log",
     "SQRT": "sqrt",
@@ -70,7 +71,7 @@ class UnaryOperator(SameShape, TorchOperator):
     """``out = op(x)``; params: ``op`` (a UnaryOperation name)."""
 
     kind = "unary"
-    op: str = param(choices=_UFUNCS)
+    op: str = param(choices=UFUNCS)
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
         expect_inputs(self, len(input_types), 1)
@@ -90,7 +91,7 @@ class UnaryOperator(SameShape, TorchOperator):
         if self.op == "ERF":
             erf(xp, inputs[0], outputs[0])
         else:
-            getattr(xp, _UFUNCS[self.op])(inputs[0], out=outputs[0])
+            getattr(xp, UFUNCS[self.op])(inputs[0], out=outputs[0])
 
 
 def erf(xp: Any, x: Any, out: Any) -> None:
