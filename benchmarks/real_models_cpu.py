@@ -378,9 +378,11 @@ def _packaged_models() -> list[Model]:
             lambda b: {"bytes": rng.integers(0, 256, (b, 2048)).astype(np.int32)},
             8,
         ),
+    ] + [
+        # both packaged exports; the profile fixes the chunk length, which decides their shape-only If nodes
         Model(
-            "silero-vad",
-            _packaged("silero_vad", "data/silero_vad.onnx"),
+            name,
+            _packaged("silero_vad", f"data/{file}"),
             {"input": ((1, 512), (1, 512), (8, 512)), "state": ((2, 1, 128), (2, 1, 128), (2, 8, 128))},
             lambda b: {
                 "input": rng.standard_normal((b, 512)).astype(np.float32) * 0.1,
@@ -388,7 +390,8 @@ def _packaged_models() -> list[Model]:
                 "sr": np.array(16000, np.int64),
             },
             4,
-        ),
+        )
+        for name, file in (("silero-vad", "silero_vad.onnx"), ("silero-vad-op15", "silero_vad_16k_op15.onnx"))
     ]
 
 

@@ -1,7 +1,8 @@
 """Silero VAD (pretrained, from the ``silero-vad`` package): its ``If`` nodes, against onnxruntime.
 
-Its conditions are computed from shapes (and the sample rate), so with the chunk shape and the rate
-fixed they are known when the network is built and the branches taken are imported inline.
+Its conditions are computed from shapes (and the sample rate): with the chunk shape and the rate
+fixed they are known when the network is built and the branches taken are imported inline; with the
+rate an input, the packaged files run as exported once the profile fixes the chunk length.
 Skipped unless ``silero-vad`` and onnxruntime are installed.
 """
 
@@ -52,3 +53,26 @@ def test_silero_vad_matches_onnxruntime_over_a_stream():
         np.testing.assert_allclose(got["output"], want_prob, atol=1e-4)
         np.testing.assert_allclose(got["stateN"], want_state, atol=1e-4)
         state = want_state
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("file", ["silero_vad.onnx", "silero_vad_16k_op15.onnx"])
+def test_packaged_model_as_exported_matches_onnxruntime(file, batch):
+    """The packaged files unchanged: a profile fixing the chunk length decides the shape-only ``If``
+    nodes at build; the sample-rate ``If`` runs at run time (its 8 kHz branch does not fit a
+    512-sample chunk, and is an error only if taken)."""
+    path = str(importlib.resources.files("silero_vad") / "data" / file)
+    shapes = {"input": ((1, CHUNK), (1, CHUNK), (4, CHUNK)), "state": ((2, 1, 128), (2, 1, 128), (2, 4, 128))}
+    ours = plugrt.compile(path, shapes=shapes)
+    theirs = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(batch)
+    state = np.zeros((2, batch, 128), np.float32)
+    for step in range(4):
+        t = np.arange(CHUNK) + step * CHUNK
+        x = (np.sin(t * 0.05) * 0.1 * step + rng.standard_normal((batch, CHUNK)) * 0.02).astype(np.float32)
+        feeds = {"input": x, "state": state, "sr": np.array(RATE, np.int64)}
+        want_prob, want_state = theirs.run(None, feeds)
+        got = ours(feeds)
+        np.testing.assert_allclose(got["output"], want_prob, atol=1e-5)
+        np.testing.assert_allclose(got["stateN"], want_state, atol=1e-5)
+        state = got["stateN"]  # plugrt's own state carried on

@@ -84,7 +84,7 @@ class CompiledModel:
         if external_data_dir is not None and not os.path.isdir(external_data_dir):
             raise OnnxImportError(f"compile: external_data_dir must be a folder, got {os.fspath(external_data_dir)!r}")
         self._external_data_dir = None if external_data_dir is None else os.fspath(external_data_dir)
-        ok = self._parse(model)
+        ok = self._parse(model, shapes)
         if not ok:
             errors = "\n  ".join(str(self._parser.get_error(i)) for i in range(self._parser.num_errors))
             raise OnnxImportError(f"the ONNX model could not be imported:\n  {errors}")
@@ -104,9 +104,23 @@ class CompiledModel:
             self._build({})
 
     # --- building ---------------------------------------------------------------------------
-    def _parse(self, model: Any) -> bool:
+    def _parse(self, model: Any, shapes: Mapping[str, ShapeRange] | None) -> bool:
+        fixed = _fixed_dims(shapes)
         if isinstance(model, (str, os.PathLike)):
-            return self._parser.parse_from_file(model)
+            if not fixed:
+                return self._parser.parse_from_file(model)
+            try:
+                proto = onnx.load(os.fspath(model), load_external_data=False)
+            except Exception:  # unreadable: the parser reports it, naming the file
+                return self._parser.parse_from_file(model)
+            return self._parser.parse(_with_fixed_dims(proto, fixed), os.fspath(model))
+        if fixed:
+            if not isinstance(model, onnx.ModelProto):
+                try:
+                    model = onnx.load_from_string(bytes(model))
+                except Exception:  # not a model: the parser reports it
+                    return self._parser.parse(model, self._external_data_dir)
+            model = _with_fixed_dims(model, fixed)
         return self._parser.parse(model, self._external_data_dir)
 
     def _numpy_type(self, name: str, declared: Mapping[str, int]) -> np.dtype:
@@ -266,6 +280,46 @@ class CompiledModel:
 
     def __repr__(self) -> str:
         return f"CompiledModel(inputs={self.input_names}, outputs={self.output_names}, device={self.device!r})"
+
+
+def _fixed_dims(shapes: Mapping[str, ShapeRange] | None) -> dict[str, tuple[int, dict[int, int]]]:
+    """Per input, its rank and the dimensions ``shapes`` fixes (min == max): they are imported as constants."""
+    fixed: dict[str, tuple[int, dict[int, int]]] = {}
+    for name, value in (shapes or {}).items():
+        try:
+            low, _, high = (tuple(int(d) for d in s) for s in value)
+        except (TypeError, ValueError):
+            continue  # malformed: _check_ranges names it
+        dims = {axis: a for axis, (a, b) in enumerate(zip(low, high)) if a == b}
+        if dims and len(low) == len(high):
+            fixed[name] = (len(low), dims)
+    return fixed
+
+
+def _with_fixed_dims(model: onnx.ModelProto, fixed: dict[str, tuple[int, dict[int, int]]]) -> onnx.ModelProto:
+    """``model``, or a copy whose dynamic input dimensions that the profile fixes are constants.
+
+    Importing with them known lets shape-only conditions (an ``If`` on a dimension, whose branches
+    may even differ in rank) be decided when the network is built, as they are for static inputs.
+    """
+
+    def changes(value: onnx.ValueInfoProto) -> list[tuple[int, int]]:
+        rank, dims = fixed.get(value.name, (-1, {}))
+        declared = value.type.tensor_type.shape.dim if value.type.HasField("tensor_type") else []
+        if len(declared) != rank:
+            return []  # a rank the profile does not match: the profile check names it
+        return [(axis, size) for axis, size in dims.items() if not declared[axis].HasField("dim_value")]
+
+    if not any(changes(value) for value in model.graph.input):
+        return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for value in copy.graph.input:
+        for axis, size in changes(value):
+            dim = value.type.tensor_type.shape.dim[axis]
+            dim.Clear()
+            dim.dim_value = size
+    return copy
 
 
 def _is_device_array(value: Any) -> bool:

@@ -21,7 +21,7 @@ from ...core.types import DataType
 from ...network.tensor import ITensor
 from ...shape.expr import IDimensionExpr
 from ..scopes import rename_free_names
-from .base import ImportContext, register_importer
+from .base import ImportContext, OnnxImportError, register_importer
 from .subgraphs import Sizes, Subgraph, Template, emit, unknown_shape
 
 __all__ = ["UNBOUNDED_LOOP_LIMIT"]
@@ -123,11 +123,22 @@ def import_if(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
                 position_of[name] = len(op_inputs)
                 op_inputs.append(tensor)
     models, results, params = {}, {}, {}
+    failed: dict[str, OnnxImportError] = {}
     for name, branch in branches.items():
         models[name] = branch.model([])
         positions: list[int | None] = [position_of[n] for n in branch.outer]
-        results[name] = branch.analyse(models[name], positions)
         params[f"{name}_inputs"] = positions
+        try:
+            results[name] = branch.analyse(models[name], positions)
+        except OnnxImportError as exc:
+            failed[name] = exc
+    if len(failed) == 2:
+        raise failed["then"]
+    for name, error in failed.items():  # only the branch taken runs: this one fails at run time if it is taken
+        other = "else" if name == "then" else "then"
+        ctx.warn(f"its {name} branch cannot run at these input shapes ({error}); the node's results are its "
+                 f"{other} branch's, and taking the {name} branch is an error at run time")
+        results[name] = results[other]
     then_results, else_results = results["then"], results["else"]
     if len(then_results) != len(else_results):
         ctx.fail(f"its branches return {len(then_results)} and {len(else_results)} results; they must agree")
@@ -137,7 +148,14 @@ def import_if(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
         if then_type != else_type:
             ctx.fail(f"result {index} is {then_type.name} in the then branch and {else_type.name} in the else branch")
         if len(then_dims) != len(else_dims):
-            ctx.fail(f"result {index} has rank {len(then_dims)} in the then branch and {len(else_dims)} in the other")
+            hint = (
+                "; its condition follows from input dimensions: fix them in the profile (min == max, e.g. "
+                "plugrt.compile(..., shapes=...)) so that the branch is chosen when the network is built"
+                if ctx.values_of(cond) else ""
+            )
+            ctx.fail(
+                f"result {index} has rank {len(then_dims)} in the then branch and {len(else_dims)} in the other{hint}"
+            )
         dims = []
         for first, second in zip(then_dims, else_dims):
             if first is None or second is None:
