@@ -136,6 +136,7 @@ def test_unary_matches_numpy(monkeypatch, op):
         ("Gelu", {"approximate": "tanh"}),
         ("LeakyRelu", {"alpha": 0.1}),
         ("HardSigmoid", {"alpha": 1 / 6, "beta": 0.5}),
+        ("HardSwish", {}),  # x * HardSigmoid(x), made one HARD_SWISH activation by the optimizer
     ],
 )
 def test_activation_matches_numpy(monkeypatch, op, attrs):

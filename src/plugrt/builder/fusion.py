@@ -11,14 +11,21 @@ rule                   what                                                     
 =====================  ==================================================================  ==================
 ``scaled_softmax``     ``PROD(x, s)`` by a one-element ``s``, then ``SoftMax``               bit-identical
 ``matrix_bias``        ``MatrixMultiply``, then a FLOAT ``SUM`` of a ``[1, ..., N]`` bias     bit-identical
-``conv_activation``    ``Convolution``, then FLOAT ``RELU`` / ``CLIP``                        bit-identical
+``conv_affine``        ``Convolution``, then PROD/DIV/SUM/SUB by a per-map constant: folded  ~1e-6 relative
 ``gelu``               every exported spelling of GELU (erf and tanh forms) → activation     few ulp
+``hard_swish``         ``x * clip(x + 3, 0, 6) / 6`` spelled out → ``HARD_SWISH`` activation bit-identical
+``conv_residual``      ``Convolution``, then a FLOAT ``SUM`` with a tensor of its shape       bit-identical
+``conv_activation``    ``Convolution``, then a FLOAT activation it applies in place          same kernels
 ``layer_norm``         ReduceMean/Sub/square/ReduceMean/eps/Sqrt/Div (gamma, beta)          ~1e-6 relative
 ``elementwise_chain``  runs of elementwise layers → ``fused_elementwise``                    bit-identical
 ``dead_layers``        layers nobody reads after fusion (then their weights)                 –
 =====================  ==================================================================  ==================
 
-(``builder/passes/``: ``pairs.py``, ``gelu.py``, ``layer_norm.py``, ``chains.py``, ``dead.py``.)
+(``builder/passes/``: ``pairs.py``, ``conv_fold.py``, ``gelu.py``, ``layer_norm.py``, ``chains.py``,
+``dead.py``.) ``hard_swish`` is bit-identical to PaddlePaddle's spelling, a few ulp from others;
+``conv_activation`` applies the activation layer's kernel (NumPy's, or torch's under the
+PyTorch tactic, whose results may differ from NumPy's by a few ulp where the unfused
+layers chose otherwise).
 
 The environment variable ``PLUGRT_DISABLE_PASSES`` turns rules off for the builds that
 follow: ``all``, or names separated by commas (e.g. ``gelu,elementwise_chain``); unknown
@@ -37,11 +44,12 @@ import numpy as np
 from ..core.errors import BuildError
 from ..engine.plan import LayerPlan, TensorPlan
 from .passes.chains import elementwise_chain
+from .passes.conv_fold import conv_affine
 from .passes.dead import remove_dead_layers
-from .passes.gelu import gelu
+from .passes.gelu import gelu, hard_swish
 from .passes.graph import Fusion, LayerGraph
 from .passes.layer_norm import layer_norm
-from .passes.pairs import conv_activation, matrix_bias, scaled_softmax
+from .passes.pairs import conv_activation, conv_residual, matrix_bias, scaled_softmax
 
 __all__ = ["DISABLE_ENV", "PASS_NAMES", "RULES", "Rule", "disabled_passes", "fuse_layers"]
 
@@ -60,8 +68,11 @@ class Rule:
 RULES: tuple[Rule, ...] = (
     Rule("scaled_softmax", scaled_softmax),
     Rule("matrix_bias", matrix_bias),
-    Rule("conv_activation", conv_activation),
+    Rule("conv_affine", conv_affine),
     Rule("gelu", gelu),
+    Rule("hard_swish", hard_swish),
+    Rule("conv_residual", conv_residual),
+    Rule("conv_activation", conv_activation),
     Rule("layer_norm", layer_norm),
     Rule("elementwise_chain", elementwise_chain),
 )

@@ -2,8 +2,10 @@
 
 HALF inputs are computed in FLOAT and rounded once into the HALF output, so
 composite functions (GELU, SELU, ...) do not accumulate half-precision error.
-RELU also takes INT32 and INT64, as TensorRT. RELU, SIGMOID, TANH, the GELUs, LEAKY_RELU and
-HARD_SIGMOID have a PyTorch kernel on FLOAT, timed per layer at build (:mod:`plugrt.ops.torch_cpu`).
+RELU also takes INT32 and INT64, as TensorRT. HARD_SWISH (``x * min(max(x + 3, 0), 6) / 6``) is
+no TensorRT type: the builder's ``hard_swish`` rule makes it from the layers exporters write.
+RELU, SIGMOID, TANH, the GELUs, LEAKY_RELU, CLIP, HARD_SIGMOID and HARD_SWISH have a PyTorch
+kernel on FLOAT, timed per layer at build (:mod:`plugrt.ops.torch_cpu`).
 """
 
 from __future__ import annotations
@@ -87,6 +89,15 @@ def _hard_sigmoid(xp: Any, x: Any, out: Any, alpha: float, beta: float) -> None:
     out[...] = xp.maximum(0, xp.minimum(1, alpha * x + beta))
 
 
+def _hard_swish(xp: Any, x: Any, out: Any, alpha: float, beta: float) -> None:
+    # x * clip(x + 3, 0, 6) / 6 in PaddlePaddle's order (Add, Clip, Mul, Div): in place-safe, one temporary
+    work = xp.add(x, 3.0)
+    xp.minimum(work, 6.0, out=work)
+    xp.maximum(work, 0.0, out=work)
+    xp.multiply(x, work, out=work)
+    xp.divide(work, 6.0, out=out)
+
+
 def _scaled_tanh(xp: Any, x: Any, out: Any, alpha: float, beta: float) -> None:
     out[...] = alpha * xp.tanh(beta * x)
 
@@ -140,6 +151,7 @@ _KERNELS: dict[str, Kernel] = {
     "SOFTPLUS": _softplus,
     "CLIP": _clip,
     "HARD_SIGMOID": _hard_sigmoid,
+    "HARD_SWISH": _hard_swish,
     "SCALED_TANH": _scaled_tanh,
     "THRESHOLDED_RELU": _thresholded_relu,
     "GELU_ERF": _gelu_erf,

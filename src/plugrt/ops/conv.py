@@ -18,9 +18,14 @@ multiply-adds over contiguous slices, in a buffer the size of the padded input
 instead of ``prod(kernel)`` times it. On smaller maps im2col's copies plus
 one product per channel cost less than two passes per tap, and it stays.
 
+The builder may fold an epilogue into the layer (``builder/passes/``): a residual tensor
+added after the bias (``residual``: the last input, shaped like the output), then an
+activation (``activation``: one of :data:`FUSED_ACTIVATIONS`, with ``activation_alpha`` /
+``activation_beta``), applied in place to the result with the activation layer's own kernel.
+
 With PyTorch installed the builder also times ``torch.nn.functional.conv{1,2,3}d``
-(oneDNN) per layer, fused activation included, and keeps the faster
-(:mod:`plugrt.ops.torch_cpu`).
+(oneDNN) per layer, epilogue included, and keeps the faster
+(:mod:`plugrt.ops.torch_cpu`); there the epilogue is the pass that writes the output.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import numpy as np
 from ..core.errors import NetworkError, ShapeError
 from ..core.types import DataType
 from ..shape import constant
+from .activation import activation_kernel
 from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .blas_threads import blas_threads_for
 from .conv_taps import DepthwiseTaps
@@ -44,7 +50,10 @@ from .spatial import Window, kernel_taps
 from .torch_cpu import Kernel, TorchOperator
 from .torch_cpu_kernels import convolution as torch_convolution
 
-__all__ = ["TAPS_MIN_COLUMN_BYTES", "ConvolutionOperator", "pack_conv_kernel"]
+__all__ = ["FUSED_ACTIVATIONS", "TAPS_MIN_COLUMN_BYTES", "ConvolutionOperator", "pack_conv_kernel"]
+
+#: activations a convolution may apply to its result in place (their kernels are in-place safe)
+FUSED_ACTIVATIONS = ("RELU", "CLIP", "HARD_SWISH", "HARD_SIGMOID", "SIGMOID", "TANH", "LEAKY_RELU")
 
 #: a depthwise convolution whose im2col buffer would be at least this large sums taps instead (measured
 #: on MobileNetV2's and PP-OCR's layers: the tap sums win from ~10 MB of columns, lose below ~3 MB)
@@ -68,7 +77,8 @@ class ConvolutionOperator(TorchOperator):
     bit-identical, which BLAS does not guarantee for equal rows).
     weights: ``kernel`` (packed by :func:`pack_conv_kernel`) and ``bias`` ``[M]``; without
     ``kernel`` the kernel is input 1 (``[M, C / group, *k]``), and without ``bias`` but with
-    ``has_bias`` the bias is the next input.
+    ``has_bias`` the bias is the next input. Fused epilogue (see the module's note): ``residual``
+    (the last input is added), ``activation``, ``activation_alpha``, ``activation_beta``.
     """
 
     kind = "convolution"
@@ -84,15 +94,22 @@ class ConvolutionOperator(TorchOperator):
             )
         self.has_bias = bool(self.params.get("has_bias", "bias" in self.weights))
         self.uniform = bool(self.params.get("uniform_kernel", False))
-        #: an activation fused in by the builder (see builder/fusion.py): "", "RELU" or "CLIP"
+        #: an activation fused in by the builder (see builder/fusion.py): "" or one of FUSED_ACTIVATIONS
         self.activation = str(self.params.get("activation", ""))
-        if self.activation not in ("", "RELU", "CLIP"):
-            raise NetworkError(f"convolution: unknown fused activation {self.activation!r}; valid: RELU, CLIP")
+        if self.activation not in ("", *FUSED_ACTIVATIONS):
+            raise NetworkError(
+                f"convolution: unknown fused activation {self.activation!r}; valid: {', '.join(FUSED_ACTIVATIONS)}"
+            )
         self.activation_range = (
             float(self.params.get("activation_alpha", 0.0)),
             float(self.params.get("activation_beta", 0.0)),
         )
+        #: a residual tensor (the last input) added after the bias, before the activation
+        self.residual = bool(self.params.get("residual", False))
         self._inputs = 1 + ("kernel" not in self.weights) + (self.has_bias and "bias" not in self.weights)
+        #: where the bias input is (None: a weight, or no bias)
+        self.bias_input = self._inputs - 1 if self.has_bias and "bias" not in self.weights else None
+        self._inputs += self.residual
         self._shapes: tuple[tuple[int, ...], tuple[int, ...]] | None = None
         #: (index into the column buffer, index into the input) per kernel tap that reads inside the input
         self._plan: list[tuple[tuple[Any, ...], tuple[Any, ...]]] = []
@@ -122,7 +139,15 @@ class ConvolutionOperator(TorchOperator):
                 f"{label(self)}: input has {x[1].get_constant_value()} channels, the kernel expects "
                 f"{channels} (group {self.group} x {channels // self.group} per group)"
             )
-        return [[x[0], constant(self.maps), *self.window.output_dims(x[2:])]]
+        out = [x[0], constant(self.maps), *self.window.output_dims(x[2:])]
+        if self.residual:
+            residual = input_shapes[-1]
+            if len(residual) != len(out) or any(not (r == o) for r, o in zip(residual, out)):
+                raise ShapeError(
+                    f"{label(self)}: the residual input has shape {[str(d) for d in residual]}; it must be the "
+                    f"output's {[str(d) for d in out]}"
+                )
+        return [out]
 
     def _kernel_channels(self, input_shapes: Sequence[ShapeExprs]) -> int:
         if "kernel" in self.weights:
@@ -142,8 +167,9 @@ class ConvolutionOperator(TorchOperator):
 
     def torch_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
         kernel = None if "kernel" in self.weights else inputs[1]
-        bias = inputs[-1] if self.has_bias and "bias" not in self.weights else None
-        return torch_convolution(self, inputs[0], kernel, bias, outputs[0])
+        bias = None if self.bias_input is None else inputs[self.bias_input]
+        residual = inputs[-1] if self.residual else None
+        return torch_convolution(self, inputs[0], kernel, bias, outputs[0], residual)
 
     def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
         x_shape, out_shape = tuple(input_shapes[0]), tuple(output_shapes[0])
@@ -223,20 +249,30 @@ class ConvolutionOperator(TorchOperator):
             return None
         if self._bias is not None:
             return self.on_device("bias", self._bias, xp)
-        return inputs[-1].astype(np.float32).reshape(-1, 1)
+        assert self.bias_input is not None
+        return inputs[self.bias_input].astype(np.float32).reshape(-1, 1)
 
-    def _activate(self, target: Any, xp: Any) -> None:
-        """The fused activation, in place."""
+    def _activate(self, target: Any, xp: Any, residual: Any = None) -> None:
+        """The fused epilogue, in place: the residual added, then the activation (the activation layer's kernel)."""
+        if residual is not None:
+            xp.add(target, residual, out=target)
         if self.activation == "RELU":
             xp.maximum(target, 0, out=target)
         elif self.activation == "CLIP":  # as the activation layer: max(alpha, min(beta, x))
             xp.minimum(target, self.activation_range[1], out=target)
             xp.maximum(target, self.activation_range[0], out=target)
+        elif self.activation:
+            activation_kernel(self.activation)(xp, target, target, *self.activation_range)
 
     def _run_depthwise(self, inputs: Sequence[Any], kernel: np.ndarray, target: np.ndarray) -> None:
         plan = self._depthwise
         assert plan is not None
         bias = self._bias_input(inputs, np)
+        if self.residual:  # the tap sums hand over blocks of the output: the epilogue runs on the whole
+            rows = None if bias is None else plan.bias_rows(bias)
+            plan.run(inputs[0], plan.weight_rows(kernel), rows, target, lambda block: None)
+            self._activate(target, np, self._residual(inputs, target))
+            return
         plan.run(
             inputs[0],
             plan.weight_rows(kernel),
@@ -244,6 +280,13 @@ class ConvolutionOperator(TorchOperator):
             target,
             lambda block: self._activate(block, np),
         )
+
+    def _residual(self, inputs: Sequence[Any], target: Any) -> Any:
+        """The residual input as ``target``'s type, or None without one."""
+        if not self.residual:
+            return None
+        residual = inputs[-1]
+        return residual if residual.dtype == target.dtype else residual.astype(target.dtype)
 
     def _run_im2col(self, inputs: Sequence[Any], kernel: Any, target: Any, xp: Any) -> None:
         x = inputs[0]
@@ -261,4 +304,4 @@ class ConvolutionOperator(TorchOperator):
         if bias is not None:
             flat = target.reshape(n, self.maps, -1)
             xp.add(flat, bias, out=flat)
-        self._activate(target, xp)
+        self._activate(target, xp, self._residual(inputs, target))

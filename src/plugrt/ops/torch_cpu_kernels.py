@@ -43,7 +43,15 @@ ACTIVATIONS: dict[str, Callable[[Any, Any, Any, float, float], None]] = {
     "GELU_TANH": lambda torch, x, out, a, b: torch._C._nn.gelu(x, approximate="tanh", out=out),
     "LEAKY_RELU": lambda torch, x, out, a, b: torch._C._nn.leaky_relu(x, a, out=out),
     "HARD_SIGMOID": lambda torch, x, out, a, b: _hard_sigmoid(torch, x, out, a, b),
+    "HARD_SWISH": lambda torch, x, out, a, b: torch._C._nn.hardswish(x, out=out),
+    "CLIP": lambda torch, x, out, a, b: _clip(torch, x, out, a, b),
 }
+
+
+def _clip(torch: Any, x: Any, out: Any, low: float, high: float) -> None:
+    # max(alpha, min(beta, x)), as the activation layer
+    torch.clamp_max(x, high, out=out)
+    out.clamp_min_(low)
 
 
 def _hard_sigmoid(torch: Any, x: Any, out: Any, alpha: float, beta: float) -> None:
@@ -108,12 +116,18 @@ def softmax(axis: int, x: np.ndarray, scale: np.ndarray | None, out: np.ndarray)
 
 
 def convolution(
-    op: ConvolutionOperator, x: np.ndarray, kernel: np.ndarray | None, bias: np.ndarray | None, out: np.ndarray
+    op: ConvolutionOperator,
+    x: np.ndarray,
+    kernel: np.ndarray | None,
+    bias: np.ndarray | None,
+    out: np.ndarray,
+    residual: np.ndarray | None = None,
 ) -> Kernel | None:
-    """The convolution (bias and fused activation included) with ``torch.nn.functional.conv{1,2,3}d``.
+    """The convolution (bias and fused epilogue included) with ``torch.nn.functional.conv{1,2,3}d``.
 
     ``kernel`` / ``bias``: the kernel ``[M, C / group, *k]`` and bias ``[M]`` inputs, None when they are
-    weights. Padding that differs between an axis's two ends (TensorFlow's "same" at stride 2) copies
+    weights; ``residual``: the tensor added before the activation, or None. The epilogue is the pass
+    that writes ``out`` from torch's result (the residual's sum, else the activation, else a copy). Padding that differs between an axis's two ends (TensorFlow's "same" at stride 2) copies
     the input into a zero-bordered buffer made here first. None for what torch does not do as the
     operator: other ranks, a uniform kernel (bit-identical maps), empty tensors.
     """
@@ -149,18 +163,20 @@ def convolution(
         pads = [0] * w.rank
     flops = 2.0 * out.size * channels * math.prod(w.kernel)
     low, high = op.activation_range
-    act = op.activation
+    act = ACTIVATIONS[op.activation] if op.activation else None
+    rt = None if residual is None else view(residual)
 
     def run() -> None:
         use_threads(flops)
         if interior is not None:
             interior.copy_(xt)
         result = function(source, weight, bias_t, strides, pads, dilations, group)
-        if act == "RELU":
-            torch.clamp_min(result, 0.0, out=ot)
-        elif act == "CLIP":  # as the activation layer: max(alpha, min(beta, x))
-            torch.clamp_max(result, high, out=result)
-            torch.clamp_min(result, low, out=ot)
+        if rt is not None:
+            torch.add(result, rt, out=ot)
+            if act is not None:
+                act(torch, ot, ot, low, high)
+        elif act is not None:
+            act(torch, result, ot, low, high)
         else:
             ot.copy_(result)
 

@@ -1,4 +1,5 @@
-"""GELU as exported: a region of elementwise layers computing GELU of one tensor, as one activation.
+"""GELU and hard-swish as exported: a region of elementwise layers computing one of them of one tensor,
+as one activation.
 
 Exporters spell GELU many ways: ``x * 0.5 * (1 + Erf(x / 1.4142))`` with the division a
 product by 0.7071, the 0.5 taken before or after, the products in any order (torch's dynamo
@@ -12,6 +13,11 @@ values are GELU's (erf form through ``Erf``, tanh form through ``Tanh``) within 
 relative (1e-3 in HALF, whose constants are rounded to 11 bits). That region becomes one
 ``activation`` layer of type ``GELU_ERF`` or ``GELU_TANH`` (the kernels ONNX ``Gelu``
 imports to), named ``"GELU_ERF [<first> .. <last>, N layers]"``.
+
+Hard-swish, ``x * clip(x + 3, 0, 6) / 6`` (PaddlePaddle's ``Add, Clip, Mul, Div``, ONNX
+``HardSwish`` imported as ``x * HardSigmoid(x)``, MobileNetV3's ``x * ReLU6(x + 3) / 6``), is
+found the same way from each ``Clip`` or ``HardSigmoid`` layer by the ``hard_swish`` rule and
+becomes one ``HARD_SWISH`` activation (in Paddle's order of operations: bit-identical to it).
 
 The fused kernel computes GELU with exact constants, so results differ from the layers'
 by their float32 roundings: a few units in the last place (the tests hold them to
@@ -32,7 +38,7 @@ from ...ops.unary import erf_fallback
 from .chains import fused_name, is_elementwise
 from .graph import Fusion, LayerGraph
 
-__all__ = ["gelu"]
+__all__ = ["gelu", "hard_swish"]
 
 #: where regions are compared with GELU
 _PROBE = np.concatenate([np.linspace(-8.0, 8.0, 161), [-30.0, -20.0, -12.0, -10.0, 10.0, 12.0, 20.0, 30.0]])
@@ -45,16 +51,21 @@ def _references() -> dict[str, np.ndarray]:
     x = _PROBE
     cdf = 0.5 * (1.0 + erf_fallback(np, x / math.sqrt(2.0)))
     tanh = 0.5 * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
-    return {"GELU_ERF": x * cdf, "GELU_TANH": x * tanh}
+    return {"GELU_ERF": x * cdf, "GELU_TANH": x * tanh, "HARD_SWISH": x * np.clip(x + 3.0, 0.0, 6.0) / 6.0}
 
 
 _REFERENCES = _references()
 
 
-def _is_anchor(layer: LayerPlan) -> bool:
-    return (layer.kind == "unary" and layer.params.get("op") == "ERF") or (
-        layer.kind == "activation" and layer.params.get("type") == "TANH"
-    )
+def _anchor_kind(layer: LayerPlan) -> str | None:
+    """The activation a region through ``layer`` may compute, or None."""
+    if layer.kind == "unary" and layer.params.get("op") == "ERF":
+        return "GELU_ERF"
+    if layer.kind == "activation" and layer.params.get("type") == "TANH":
+        return "GELU_TANH"
+    if layer.kind == "activation" and layer.params.get("type") in ("CLIP", "HARD_SIGMOID"):
+        return "HARD_SWISH"
+    return None
 
 
 def _roots(graph: LayerGraph, anchor: int) -> list[int]:
@@ -147,9 +158,20 @@ def _matches(result: np.ndarray, kind: str, tolerance: float) -> bool:
 
 def gelu(graph: LayerGraph, step: int) -> Fusion | None:
     """The largest GELU region through the ``Erf``/``Tanh`` layer at ``step``, as one activation layer."""
-    if not is_elementwise(graph, step) or not _is_anchor(graph.layer(step)):
+    kind = _anchor_kind(graph.layer(step))
+    return _activation_region(graph, step, kind) if kind in ("GELU_ERF", "GELU_TANH") else None
+
+
+def hard_swish(graph: LayerGraph, step: int) -> Fusion | None:
+    """The largest hard-swish region through the ``Clip``/``HardSigmoid`` layer at ``step``, as one activation."""
+    kind = _anchor_kind(graph.layer(step))
+    return _activation_region(graph, step, kind) if kind == "HARD_SWISH" else None
+
+
+def _activation_region(graph: LayerGraph, step: int, kind: str) -> Fusion | None:
+    """The largest region through the anchor at ``step`` computing activation ``kind``, as one layer."""
+    if not is_elementwise(graph, step):
         return None
-    kind = "GELU_ERF" if graph.layer(step).kind == "unary" else "GELU_TANH"
     # HALF constants are rounded to 11 bits (1.4142 is 1.4141): a looser match
     tolerance = _TOLERANCE if graph.tensors[graph.layer(step).outputs[0]].dtype == DataType.FLOAT else _HALF_TOLERANCE
     best: tuple[list[int], int] | None = None

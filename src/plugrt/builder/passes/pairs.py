@@ -5,8 +5,13 @@
   one kernel on the GPU.
 - **matrix bias** — ``MatrixMultiply(a, b)`` then ``ElementWise SUM`` with a FLOAT bias of
   dims ``[1, ..., 1, N]``: the bias is added in the product's epilogue on the GPU.
-- **convolution activation** — ``Convolution`` then a FLOAT ``RELU`` or ``CLIP`` activation
-  (MobileNet's ReLU6): applied in place to the convolution's result, one memory pass fewer.
+- **convolution residual** — ``Convolution`` (no activation yet) then a FLOAT ``SUM`` with a
+  tensor of its output's shape (ResNet's and MobileNetV2's shortcut): added in place to the
+  result (``residual``, the fused layer's last input).
+- **convolution activation** — ``Convolution`` then a FLOAT activation the convolution
+  applies in place (``ops/conv.py`` ``FUSED_ACTIVATIONS``: ReLU, ReLU6's Clip, hard-swish,
+  hard-sigmoid, sigmoid, tanh, leaky ReLU), one memory pass fewer; with the PyTorch
+  tactic the activation is the pass that writes the output.
 
 Results are those of the unfused layers (the same float operations in the same order on
 the CPU). The fused layer is named ``"<producer> + <consumer>"``.
@@ -18,9 +23,10 @@ from collections.abc import Callable
 
 from ...core.types import DataType
 from ...engine.plan import LayerPlan, TensorPlan
+from ...ops.conv import FUSED_ACTIVATIONS
 from .graph import Fusion, LayerGraph
 
-__all__ = ["conv_activation", "matrix_bias", "scaled_softmax"]
+__all__ = ["conv_activation", "conv_residual", "matrix_bias", "scaled_softmax"]
 
 PairRule = Callable[[LayerPlan, LayerPlan, int, list[TensorPlan]], "LayerPlan | None"]
 
@@ -75,14 +81,31 @@ def _matrix_bias(first: LayerPlan, second: LayerPlan, link: int, tensors: list[T
     )
 
 
-#: activations a convolution applies to its result in place (after the bias), as one layer
-_CONV_ACTIVATIONS = ("RELU", "CLIP")
+def _conv_residual(first: LayerPlan, second: LayerPlan, link: int, tensors: list[TensorPlan]) -> LayerPlan | None:
+    if first.kind != "convolution" or first.params.get("activation") or first.params.get("residual"):
+        return None
+    if second.kind != "elementwise" or second.params.get("op") != "SUM" or len(second.inputs) != 2:
+        return None
+    other = second.inputs[1] if second.inputs[0] == link else second.inputs[0]
+    out, residual = tensors[link], tensors[other]
+    if other == link or out.dtype != DataType.FLOAT or residual.dtype != DataType.FLOAT:
+        return None
+    if len(residual.shape) != len(out.shape) or any(not (r == o) for r, o in zip(residual.shape, out.shape)):
+        return None
+    return LayerPlan(
+        f"{first.name} + {second.name}",
+        "convolution",
+        [*first.inputs, other],
+        list(second.outputs),
+        params={**first.params, "residual": True},
+        weights=dict(first.weights),
+    )
 
 
 def _conv_activation(first: LayerPlan, second: LayerPlan, link: int, tensors: list[TensorPlan]) -> LayerPlan | None:
     if first.kind != "convolution" or first.params.get("activation") or second.kind != "activation":
         return None
-    if second.params.get("type") not in _CONV_ACTIVATIONS or tensors[link].dtype != DataType.FLOAT:
+    if second.params.get("type") not in FUSED_ACTIVATIONS or tensors[link].dtype != DataType.FLOAT:
         return None
     return LayerPlan(
         f"{first.name} + {second.name}",
@@ -125,4 +148,5 @@ def _pair(rule: PairRule) -> Callable[[LayerGraph, int], Fusion | None]:
 
 scaled_softmax = _pair(_scaled_softmax)
 matrix_bias = _pair(_matrix_bias)
+conv_residual = _pair(_conv_residual)
 conv_activation = _pair(_conv_activation)

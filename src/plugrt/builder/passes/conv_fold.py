@@ -1,0 +1,120 @@
+"""Per-channel affine maps after a convolution, folded into its kernel and bias.
+
+Exporters that do not fold batch normalization themselves (PaddlePaddle's: PP-OCR's
+``Conv → Mul(scale) → Add(shift)``, or a bias ``Add`` after a bias-less ``Conv``) leave an
+elementwise layer per map after the convolution. When the convolution's kernel and bias
+are weights, it computes no activation yet, it is FLOAT, its result is read by that layer
+alone, and the other operand is a constant that is one value per output map (shape
+``[1, M, 1, ...]``, ``[M, 1, ...]`` or one element), the layer is folded into a copy of the
+convolution:
+
+=======================  ===============================  ============================
+layer                    kernel                           bias
+=======================  ===============================  ============================
+``PROD(conv, c)``        ``kernel * c``                   ``bias * c``
+``DIV(conv, c)``         ``kernel / c``                   ``bias / c``
+``SUM(conv, c)``         --                               ``bias + c``
+``SUB(conv, c)``         --                               ``bias - c``
+``SUB(c, conv)``         ``-kernel``                      ``c - bias``
+=======================  ===============================  ============================
+
+(either operand order for PROD and SUM). The rule anchors at the elementwise layer, so a
+``Mul`` then an ``Add`` fold one after the other. Results differ from the unfused layers
+by the rounding of the scaled kernel: a few float32 ulp of each product (the tests hold
+them to 1e-5 of the output's scale). The folded layer is named ``"<conv> + <layer>"``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.types import DataType
+from ...engine.plan import LayerPlan
+from .graph import Fusion, LayerGraph
+
+__all__ = ["conv_affine"]
+
+_FOLDABLE = ("PROD", "DIV", "SUM", "SUB")
+
+
+def _per_map(value: np.ndarray, rank: int, maps: int) -> np.ndarray | None:
+    """``value`` as ``[maps]`` float64 when it holds one value per output map (or one value), else None."""
+    if value.ndim > rank or value.dtype.kind != "f":
+        return None
+    shape = (1,) * (rank - value.ndim) + value.shape
+    if any(d != 1 for k, d in enumerate(shape) if k != 1) or shape[1] not in (1, maps):
+        return None
+    return np.broadcast_to(value.astype(np.float64).reshape(-1), (maps,))
+
+
+def _convolution(graph: LayerGraph, tensor: int, reader: int) -> int | None:
+    """The step of a foldable convolution writing ``tensor``, read by ``reader`` alone, else None."""
+    step = graph.producer.get(tensor)
+    if step is None or graph.only_reader(tensor) != reader or not graph.fusable(step):
+        return None
+    conv = graph.layer(step)
+    if conv.kind != "convolution" or conv.params.get("activation") or len(conv.inputs) != 1 or len(conv.outputs) != 1:
+        return None
+    if "kernel" not in conv.weights or (conv.params.get("has_bias") and "bias" not in conv.weights):
+        return None
+    return step if graph.tensors[tensor].dtype == DataType.FLOAT else None
+
+
+def _key(graph: LayerGraph, name: str) -> str:
+    key, number = name, 0
+    while key in graph.weights:
+        number += 1
+        key = f"{name}#{number}"
+    return key
+
+
+def conv_affine(graph: LayerGraph, step: int) -> Fusion | None:
+    """The elementwise layer at ``step`` folded into the convolution before it (see the module's table)."""
+    layer = graph.layer(step)
+    if layer.kind != "elementwise" or layer.params.get("op") not in _FOLDABLE or len(layer.inputs) != 2:
+        return None
+    if not graph.fusable(step) or layer.weights or graph.tensors[layer.outputs[0]].dtype != DataType.FLOAT:
+        return None
+    op = layer.params["op"]
+    for position, link in enumerate(layer.inputs):
+        other = layer.inputs[1 - position]
+        conv_step = _convolution(graph, link, step) if other != link else None
+        if conv_step is None or not graph.shape_equal(link, layer.outputs[0]):
+            continue
+        if op == "DIV" and position != 0:  # c / conv is no affine map of conv
+            continue
+        conv = graph.layer(conv_step)
+        value = graph.value(other)
+        if value is None or graph.tensors[other].dtype != DataType.FLOAT:
+            continue
+        maps = int(conv.params["num_output_maps"])
+        c = _per_map(value, len(graph.tensors[link].shape), maps)
+        if c is None:
+            continue
+        packed = graph.weights[conv.weights["kernel"]]
+        kernel = packed.astype(np.float64).reshape(maps, -1)
+        bias = (
+            np.asarray(graph.weights[conv.weights["bias"]], np.float64).reshape(-1)
+            if "bias" in conv.weights
+            else np.zeros(maps)
+        )
+        if op == "PROD":
+            kernel, bias = kernel * c[:, None], bias * c
+        elif op == "DIV":
+            kernel, bias = kernel / c[:, None], bias / c
+        elif op == "SUM":
+            bias = bias + c
+        elif position == 0:  # conv - c
+            bias = bias - c
+        else:  # c - conv
+            kernel, bias = -kernel, c - bias
+        name = f"{conv.name} + {layer.name}"
+        weights = {"kernel": _key(graph, f"{name}/kernel"), "bias": _key(graph, f"{name}/bias")}
+        graph.weights[weights["kernel"]] = np.ascontiguousarray(kernel.reshape(packed.shape), dtype=np.float32)
+        graph.weights[weights["bias"]] = np.ascontiguousarray(bias, dtype=np.float32)
+        params = {**conv.params, "has_bias": True}
+        folded = graph.weights[weights["kernel"]].reshape(-1)
+        params["uniform_kernel"] = bool(folded.size > 1 and np.all(folded == folded[0]))
+        fused = LayerPlan(name, "convolution", list(conv.inputs), list(layer.outputs), params=params, weights=weights)
+        return Fusion([conv_step, step], fused)
+    return None
