@@ -89,7 +89,7 @@ def exports(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], t
                 if exporter == "dynamo":
                     try:
                         import onnxscript  # noqa: F401  (the dynamo exporter's)
-                    except Exception as exc:  # absent, or too new for this environment's ml_dtypes
+                    except Exception:  # absent, or too new for this environment's ml_dtypes
                         continue
                     torch.onnx.export(module, (x,), path, dynamo=True, opset_version=18)
                 else:
