@@ -115,6 +115,48 @@ def test_convolution_kernel_given_as_input(monkeypatch):
     assert_close(ours, theirs)
 
 
+@pytest.mark.parametrize(
+    "x_shape, w_shape, attrs, on_torch",
+    [
+        ((1, 8, 6, 6), (8, 4, 2, 2), {"strides": [2, 2]}, True),  # PP-OCR det's upsampling
+        ((2, 6, 5, 7), (6, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [1, 0]}, True),
+        ((1, 6, 5, 5), (6, 2, 3, 3), {"group": 3, "dilations": [2, 2], "pads": [2, 2, 2, 2]}, True),
+        ((2, 4, 9), (4, 5, 4), {"strides": [3], "pads": [1, 1]}, True),
+        ((1, 2, 3, 3, 3), (2, 3, 2, 2, 2), {"strides": [2, 2, 2]}, True),
+        ((1, 4, 5, 5), (4, 3, 3, 3), {"strides": [2, 2], "auto_pad": "SAME_UPPER"}, True),
+        ((1, 4, 5, 5), (4, 3, 3, 3), {"strides": [2, 2], "pads": [0, 0, 1, 1]}, False),  # ends padded unlike
+    ],
+    ids=["stride-2", "pads-output-padding", "grouped-dilated", "1d", "3d", "same-upper", "asymmetric"],
+)
+def test_deconvolution_matches_numpy(monkeypatch, x_shape, w_shape, attrs, on_torch):
+    nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], kernel_shape=list(w_shape[2:]), **attrs)]
+    channels = w_shape[1] * attrs.get("group", 1)
+    inits = {"w": RNG.standard_normal(w_shape) * 0.3, "b": RNG.standard_normal(channels)}
+    model = _model(nodes, {"x": x_shape}, inits, ["y"])
+    ours, theirs, tactics = both(monkeypatch, model, {"x": RNG.standard_normal(x_shape).astype(np.float32)})
+    assert tactics == [("deconvolution", TORCH_TACTIC)]  # chosen; the kernel declines what torch pads otherwise
+    assert_close(ours, theirs)
+    if not on_torch:
+        from plugrt.ops.deconv import DeconvolutionOperator
+        from plugrt.ops.torch_cpu_kernels import deconvolution
+
+        engine = plugrt.compile(model, device="cpu")
+        layer = engine.engine.plan.layers[-1]
+        op = DeconvolutionOperator(layer.params, {k: engine.engine.plan.weights[v] for k, v in layer.weights.items()})
+        x = np.zeros(x_shape, np.float32)
+        assert deconvolution(op, x, None, None, np.zeros(theirs["y"].shape, np.float32)) is None
+
+
+def test_deconvolution_kernel_given_as_input(monkeypatch):
+    nodes = [helper.make_node("ConvTranspose", ["x", "w"], ["y"], kernel_shape=[3, 3], strides=[2, 2])]
+    model = _model(nodes, {"x": (1, 4, 5, 5), "w": (4, 2, 3, 3)}, {}, ["y"])
+    feeds = {"x": RNG.standard_normal((1, 4, 5, 5)).astype(np.float32)}
+    feeds["w"] = RNG.standard_normal((4, 2, 3, 3)).astype(np.float32)
+    ours, theirs, tactics = both(monkeypatch, model, feeds)
+    assert tactics == [("deconvolution", TORCH_TACTIC)]
+    assert_close(ours, theirs)
+
+
 @pytest.mark.parametrize("op", ["Exp", "Log", "Sqrt", "Reciprocal", "Sin", "Cos", "Tan", "Atan", "Erf"])
 def test_unary_matches_numpy(monkeypatch, op):
     x = RNG.standard_normal((3, 1000)).astype(np.float32)

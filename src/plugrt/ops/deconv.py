@@ -9,6 +9,9 @@ gives, for every input position, the contribution of each kernel tap
 or ``output_shape`` when given (pads then follow ONNX's rule: the odd pad goes
 to the beginning, except with ``SAME_UPPER``); ``SAME_*`` without
 ``output_shape`` gives ``in * stride``.
+
+With PyTorch installed the builder also times ``torch.nn.functional.conv_transpose{1,2,3}d``
+(oneDNN) per layer and keeps the faster (:mod:`plugrt.ops.torch_cpu`).
 """
 
 from __future__ import annotations
@@ -22,11 +25,13 @@ import numpy as np
 from ..core.errors import NetworkError, ShapeError
 from ..core.types import DataType
 from ..shape import DimensionOperation, IDimensionExpr, constant, operation
-from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .elementwise import label
 from .products import matmul_into
 from .shared_rules import expect_float_inputs
 from .spatial import Window, kernel_taps
+from .torch_cpu import Kernel, TorchOperator
+from .torch_cpu_kernels import deconvolution as torch_deconvolution
 
 __all__ = ["DeconvolutionOperator", "pack_deconv_kernel"]
 
@@ -41,7 +46,7 @@ def pack_deconv_kernel(kernel: Any, group: int, xp: Any = np) -> Any:
 
 
 @register_operator
-class DeconvolutionOperator(Operator):
+class DeconvolutionOperator(TorchOperator):
     """``out = conv_transpose(x, kernel) + bias``.
 
     params: ``kernel_shape``, ``strides``, ``dilations``, ``pads``, ``auto_pad``, ``group``,
@@ -109,7 +114,8 @@ class DeconvolutionOperator(Operator):
         base = operation(DimensionOperation.PROD, operation(DimensionOperation.SUB, size, constant(1)), stride)
         return operation(DimensionOperation.SUM, base, constant(self.output_padding[axis] + w.extent(axis) - pads))
 
-    def _pad_begin(self, axis: int, size: int, out: int) -> int:
+    def pad_begin(self, axis: int, size: int, out: int) -> int:
+        """The padding at the beginning of spatial ``axis`` for an input of ``size`` and an output of ``out``."""
         w = self.window
         if self.output_shape is None and w.auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
             return 0 if w.auto_pad == "VALID" else w.pads_begin[axis]
@@ -117,6 +123,17 @@ class DeconvolutionOperator(Operator):
         return total // 2 if w.auto_pad == "SAME_UPPER" else total - total // 2
 
     # --- kernel -------------------------------------------------------------------------
+    def torch_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """FLOAT 1-, 2- and 3-D transposed convolutions."""
+        return super().torch_supports(types, shapes, constant) and self.window.rank <= 3
+
+    def torch_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
+        kernel = None if "kernel" in self.weights else inputs[1]
+        bias = inputs[-1] if self.has_bias and "bias" not in self.weights else None
+        return torch_deconvolution(self, inputs[0], kernel, bias, outputs[0])
+
     def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
         x_shape, out_shape = tuple(input_shapes[0]), tuple(output_shapes[0])
         if self._shapes == (x_shape, out_shape):
@@ -124,7 +141,7 @@ class DeconvolutionOperator(Operator):
         n = x_shape[0]
         spatial, out_spatial = x_shape[2:], out_shape[2:]
         w = self.window
-        begins = [self._pad_begin(a, spatial[a], out_spatial[a]) for a in range(w.rank)]
+        begins = [self.pad_begin(a, spatial[a], out_spatial[a]) for a in range(w.rank)]
         taps = math.prod(w.kernel)
         self._cols_shape = (n, self.maps, taps, *spatial)
         self._taps = []

@@ -1,4 +1,5 @@
-"""The PyTorch kernels of the convolution, unary, activation and softmax operators (see :mod:`.torch_cpu`).
+"""The PyTorch kernels of the (transposed) convolution, unary, activation and softmax operators (see
+:mod:`.torch_cpu`).
 
 Each function takes the operator and one binding's FLOAT arrays and returns the kernel
 over them (``torch.from_numpy`` views made here, once), or None where PyTorch does not
@@ -18,8 +19,9 @@ from .torch_cpu import Kernel, torch_module, use_threads, view
 
 if TYPE_CHECKING:
     from .conv import ConvolutionOperator
+    from .deconv import DeconvolutionOperator
 
-__all__ = ["ACTIVATIONS", "UNARY", "activation", "convolution", "softmax", "unary"]
+__all__ = ["ACTIVATIONS", "UNARY", "activation", "convolution", "deconvolution", "softmax", "unary"]
 
 #: unary ops with a PyTorch kernel: UnaryOperation name -> torch function name (each takes ``out=``)
 UNARY = {
@@ -115,6 +117,15 @@ def softmax(axis: int, x: np.ndarray, scale: np.ndarray | None, out: np.ndarray)
     return run_scaled
 
 
+def _bias(op: ConvolutionOperator | DeconvolutionOperator, bias: np.ndarray | None) -> Any:
+    """The bias as a torch vector: the ``bias`` input, else the operator's weight; None without one."""
+    if not op.has_bias:
+        return None
+    if bias is not None:
+        return view(bias).reshape(-1)
+    return view(np.ascontiguousarray(op.weights["bias"], dtype=np.float32).reshape(-1))
+
+
 def convolution(
     op: ConvolutionOperator,
     x: np.ndarray,
@@ -145,13 +156,7 @@ def convolution(
         weight = view(op.weights["kernel"]).reshape(op.maps, channels, *w.kernel)  # the packing keeps the order
     else:
         weight = view(kernel)
-    bias_t = None
-    if op.has_bias:
-        bias_t = (
-            view(np.ascontiguousarray(op.weights["bias"], dtype=np.float32).reshape(-1))
-            if bias is None
-            else view(bias).reshape(-1)
-        )
+    bias_t = _bias(op, bias)
     function = (torch.nn.functional.conv1d, torch.nn.functional.conv2d, torch.nn.functional.conv3d)[w.rank - 1]
     xt, ot = view(x), view(out)
     strides, pads, dilations, group = list(w.strides), list(begins), list(w.dilations), op.group
@@ -179,5 +184,48 @@ def convolution(
             act(torch, result, ot, low, high)
         else:
             ot.copy_(result)
+
+    return run
+
+
+def deconvolution(
+    op: DeconvolutionOperator, x: np.ndarray, kernel: np.ndarray | None, bias: np.ndarray | None, out: np.ndarray
+) -> Kernel | None:
+    """The transposed convolution with ``torch.nn.functional.conv_transpose{1,2,3}d``, bias included.
+
+    ``kernel`` / ``bias``: the ``[C, M / group, *k]`` kernel and ``[M]`` bias inputs, None when they are
+    weights. torch pads both ends of an axis alike: the operator's begin padding is torch's, and the
+    output size is reached with torch's output padding, which must be below the stride or dilation;
+    None otherwise (the NumPy kernel runs), and for other ranks or empty tensors.
+    """
+    torch = torch_module()
+    w = op.window
+    if w.rank not in (1, 2, 3) or x.size == 0 or out.size == 0:
+        return None
+    spatial, out_spatial = x.shape[2:], out.shape[2:]
+    begins = [op.pad_begin(a, spatial[a], out_spatial[a]) for a in range(w.rank)]
+    extra = [out_spatial[a] - ((spatial[a] - 1) * w.strides[a] - 2 * begins[a] + w.extent(a)) for a in range(w.rank)]
+    if any(not 0 <= e < max(w.strides[a], w.dilations[a]) for a, e in enumerate(extra)):
+        return None
+    channels = x.shape[1]
+    if kernel is None:  # packed [group, M / group * prod(k), C / group]: back to [C, M / group, *k]
+        packed = op.weights["kernel"]
+        onnx = packed.transpose(0, 2, 1).reshape(channels, op.maps // op.group, *w.kernel)
+        weight = view(np.ascontiguousarray(onnx, dtype=np.float32))
+    else:
+        weight = view(kernel)
+    bias_t = _bias(op, bias)
+    function = (
+        torch.nn.functional.conv_transpose1d,
+        torch.nn.functional.conv_transpose2d,
+        torch.nn.functional.conv_transpose3d,
+    )[w.rank - 1]
+    xt, ot = view(x), view(out)
+    strides, dilations, group = list(w.strides), list(w.dilations), op.group
+    flops = 2.0 * x.size * (op.maps // op.group) * math.prod(w.kernel)
+
+    def run() -> None:
+        use_threads(flops)
+        ot.copy_(function(xt, weight, bias_t, strides, begins, extra, group, dilations))
 
     return run
