@@ -84,7 +84,16 @@ class CompiledModel:
         if external_data_dir is not None and not os.path.isdir(external_data_dir):
             raise OnnxImportError(f"compile: external_data_dir must be a folder, got {os.fspath(external_data_dir)!r}")
         self._external_data_dir = None if external_data_dir is None else os.fspath(external_data_dir)
-        ok = self._parse(model, shapes)
+        ok = self._parse(model, {})
+        if not ok and _fixed_dims(shapes):
+            # again with the dimensions the profile fixes as constants: shape-only If conditions are then
+            # decided at import (their branches may even differ in rank); the first errors stand otherwise
+            failed = self._parser
+            self.network = self._builder.create_network(0)
+            self._parser = OnnxParser(self.network, self.logger)
+            ok = self._parse(model, _fixed_dims(shapes))
+            if not ok:
+                self._parser = failed
         if not ok:
             errors = "\n  ".join(str(self._parser.get_error(i)) for i in range(self._parser.num_errors))
             raise OnnxImportError(f"the ONNX model could not be imported:\n  {errors}")
@@ -104,8 +113,7 @@ class CompiledModel:
             self._build({})
 
     # --- building ---------------------------------------------------------------------------
-    def _parse(self, model: Any, shapes: Mapping[str, ShapeRange] | None) -> bool:
-        fixed = _fixed_dims(shapes)
+    def _parse(self, model: Any, fixed: dict[str, tuple[int, dict[int, int]]]) -> bool:
         if isinstance(model, (str, os.PathLike)):
             if not fixed:
                 return self._parser.parse_from_file(model)
