@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
@@ -87,6 +88,8 @@ class IExecutionContext(DeprecatedContextManager):
         self._allocators: dict[str, IOutputAllocator] = {}
         self._dirty = True
         self._bound_addresses: dict[str, int] | None = None
+        #: the last run's shapes and addresses hold (nothing set since): a run skips the checks of _prepare
+        self._ready = False
         self._executor = Executor(engine, engine.backend)
         self._profile = 0
         #: Replay runs as a CUDA graph (plugrt extension; CUDA engines, non-default streams).
@@ -177,7 +180,9 @@ class IExecutionContext(DeprecatedContextManager):
             raise TypeMismatchError(
                 f"set_tensor_address({name!r}): memory must be an integer address, got {type(memory).__name__}"
             )
-        self._addresses[name] = int(memory)
+        if self._addresses.get(name) != int(memory):
+            self._addresses[name] = int(memory)
+            self._ready = False
         return True
 
     def get_tensor_address(self, name: str) -> int:
@@ -191,6 +196,7 @@ class IExecutionContext(DeprecatedContextManager):
         if self.engine.get_tensor_mode(name) != TensorIOMode.OUTPUT:
             self.engine.tensor_index(name)
             raise ExecutionError(f"set_output_allocator: {name!r} is not an output")
+        self._ready = False
         if output_allocator is None:
             self._allocators.pop(name, None)
         elif not isinstance(output_allocator, IOutputAllocator):
@@ -266,6 +272,8 @@ class IExecutionContext(DeprecatedContextManager):
         return self.execute_async_v3(0)
 
     def _prepare(self, stream: int) -> None:
+        if self._ready and not self._dirty:  # the same shapes and addresses as the last run: bound as it is
+            return
         missing = self.infer_shapes()
         if missing:
             raise ExecutionError(f"input shape(s) of {missing} are not set; call set_input_shape first")
@@ -284,7 +292,7 @@ class IExecutionContext(DeprecatedContextManager):
                         f"output {name!r} has a data-dependent shape; set an IOutputAllocator with set_output_allocator"
                     )
                 continue
-            nbytes = int(np.prod(shape, dtype=np.int64)) * plan.tensors[index].dtype.itemsize
+            nbytes = math.prod(shape) * plan.tensors[index].dtype.itemsize
             if name in self._allocators and plan.tensors[index].role == "output":
                 current = self._addresses.get(name, 0)
                 address = self._allocators[name].reallocate_output_async(name, current, nbytes, ALIGNMENT, stream)
@@ -310,6 +318,7 @@ class IExecutionContext(DeprecatedContextManager):
             executor.bind(arrays, pointers)
             self._bound_addresses = addresses
             self._dirty = False
+        self._ready = not self._allocators  # output allocators are asked at every run
 
     def _deliver_data_dependent_outputs(self, stream: int) -> None:
         plan = self.engine.plan
