@@ -67,6 +67,8 @@ def main() -> int:
     image = np.random.default_rng(0).random((args.batch, 1, 32, args.width), dtype=np.float32)
     options = ort.SessionOptions()
     options.intra_op_num_threads = args.threads
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # spinning distorts interleaving
     for name, file in (("attention OCR (Loop, 12 steps)", "attention_ocr.onnx"), ("CRNN", "crnn.onnx")):
         path = os.path.join(folder, file)
         ours = plugrt.compile(path)

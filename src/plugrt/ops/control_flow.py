@@ -16,7 +16,7 @@ import numpy as np
 
 from ..core.errors import ExecutionError
 from .base import register_operator
-from .subgraph import ControlFlowOperator
+from .subgraph import BoundSubgraph, ControlFlowOperator
 
 __all__ = ["IfOperator", "LoopOperator", "ScanOperator"]
 
@@ -56,20 +56,21 @@ class LoopOperator(ControlFlowOperator):
             position += 1
         state = [xp.array(a, copy=True) for a in inputs[position : position + carried_count]]
         outer = list(inputs[position + carried_count :])
-        limit = self.params.get("iteration_limit")
         body = self.subgraph("body")
+        if trip_count is None and not has_cond and not bool(self.params.get("while_first")):
+            raise ExecutionError(f"{self.label}: a Loop with neither a trip count nor a condition never ends")
+        counter, condition = xp.asarray(np.int64(0)), xp.asarray(np.bool_(True))
+        bound = body.bound([counter, condition, *state, *outer], xp)
+        if bound is not None and self._fits(bound, carried_count, outputs):
+            self._run_bound(bound, trip_count, keep_going, state, outer, outputs, xp)
+            return
         scans: list[list[Any]] = [[] for _ in range(scan_count)]
         iteration = 0
         condition = xp.asarray(np.bool_(True))
         while_first = bool(self.params.get("while_first"))
         while (trip_count is None or iteration < trip_count) and (not has_cond or keep_going):
-            if trip_count is None and not has_cond and not while_first:
-                raise ExecutionError(f"{self.label}: a Loop with neither a trip count nor a condition never ends")
-            if scan_count and limit is not None and iteration >= int(limit):
-                raise ExecutionError(
-                    f"{self.label}: the loop runs past {limit} iterations, the bound its scan outputs were planned "
-                    "for (its trip count is not known at build time; give it a constant trip count)"
-                )
+            if scan_count:
+                self._check_limit(iteration)
             counter = xp.asarray(np.int64(iteration))
             results = body.run([counter, condition, *state, *outer], xp)
             if while_first and not bool(_scalar(xp.asarray(results[0]))):
@@ -96,6 +97,95 @@ class LoopOperator(ControlFlowOperator):
                 shape[axis] = 0
                 stacked.append(xp.zeros(tuple(shape), dtype=out.dtype))
         self.write_results([*state, *stacked], outputs, xp)
+
+    def _check_limit(self, iteration: int) -> None:
+        limit = self.params.get("iteration_limit")
+        if limit is not None and iteration >= int(limit):
+            raise ExecutionError(
+                f"{self.label}: the loop runs past {limit} iterations, the bound its scan outputs were planned "
+                "for (its trip count is not known at build time; give it a constant trip count)"
+            )
+
+    def _fits(self, bound: BoundSubgraph, carried_count: int, outputs: Sequence[Any]) -> bool:
+        """Whether the bound body's results can go straight into the loop's buffers: carried results of
+        the carried inputs' shapes and types, scan results stacked on axis 0 of their outputs."""
+        ins, outs = bound.input_buffers, bound.output_buffers
+        carried = zip(ins[2 : 2 + carried_count], outs[1 : 1 + carried_count])
+        if any(a.shape != b.shape or a.dtype != b.dtype for a, b in carried):
+            return False
+        scans = outs[1 + carried_count :]
+        axes = [int(a) for a in self.params.get("scan_axes") or [0] * len(scans)]
+        kinds = list(self.params.get("scan_kinds") or ["concatenate"] * len(scans))
+        for axis, kind, item, out in zip(axes, kinds, scans, outputs[carried_count:]):
+            if out.dtype != item.dtype:
+                return False
+            if kind == "last" and out.shape != item.shape:
+                return False
+            if kind != "last" and (axis != 0 or out.shape[1:] != item.shape):
+                return False
+        return True
+
+    def _run_bound(
+        self,
+        bound: BoundSubgraph,
+        trip_count: int | None,
+        keep_going: bool,
+        state: list[Any],
+        outer: list[Any],
+        outputs: Sequence[Any],
+        xp: Any,
+    ) -> None:
+        """The loop on one bound body: its inputs written in place (outer values once, carried results copied
+        back into the carried inputs), scan results written into their slot of the output, nothing allocated."""
+        has_cond, while_first = bool(self.params.get("has_cond")), bool(self.params.get("while_first"))
+        carried_count = len(state)
+        ins, outs = bound.input_buffers, bound.output_buffers
+        counter, condition, carried_in = ins[0], ins[1], ins[2 : 2 + carried_count]
+        for buffer, value in zip(ins[2:], [*state, *outer]):
+            buffer[...] = value
+        condition[...] = True
+        scans = outs[1 + carried_count :]
+        kinds = list(self.params.get("scan_kinds") or ["concatenate"] * len(scans))
+        slots = [
+            out if kind == "last" else out.reshape(-1)[: (out.size // max(item.size, 1)) * item.size].reshape(
+                (out.size // max(item.size, 1), *item.shape)
+            )
+            for out, item, kind in zip(outputs[carried_count:], scans, kinds)
+        ]
+        stream = bound.stream()
+        iteration = 0
+        while (trip_count is None or iteration < trip_count) and keep_going:
+            if scans:
+                self._check_limit(iteration)
+            counter[...] = iteration
+            bound.launch(stream)
+            flag = bool(_scalar(outs[0]))
+            if while_first and not flag:
+                break
+            condition[...] = flag
+            keep_going = flag or not has_cond
+            for buffer, result in zip(carried_in, outs[1 : 1 + carried_count]):
+                buffer[...] = result
+            for number, (slot, result, kind) in enumerate(zip(slots, scans, kinds)):
+                if kind == "last":
+                    slot[...] = result
+                elif iteration < len(slot):
+                    slot[iteration] = result
+                else:
+                    raise ExecutionError(
+                        f"{self.label}: scan output {number} has more than the {len(slot)} iterations its "
+                        "buffer was planned for"
+                    )
+            iteration += 1
+        for out, buffer in zip(outputs, carried_in):
+            out[...] = buffer
+        for slot, kind in zip(slots, kinds):
+            if kind == "last" and not iteration:
+                slot[...] = 0
+            elif kind == "reverse" and iteration > 1:
+                slot[:iteration] = slot[iteration - 1 :: -1].copy()
+        stacked = [t for t, kind in zip(self.param("shapes")[carried_count:], kinds) if kind != "last"]
+        self.write_sizes({int(t[0][1]): iteration for t in stacked if t and t[0][0] == "s"}, outputs)
 
 
 @register_operator

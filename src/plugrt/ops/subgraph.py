@@ -24,7 +24,7 @@ from ..shape import DimensionOperation, constant, operation
 from ..shape.expr import IDimensionExpr
 from .base import InputShapes, InputValues, Operator, ShapeExprs
 
-__all__ = ["ControlFlowOperator", "SubgraphEngine", "template_dim"]
+__all__ = ["BoundSubgraph", "ControlFlowOperator", "SubgraphEngine", "template_dim"]
 
 
 class SubgraphEngine:
@@ -45,15 +45,26 @@ class SubgraphEngine:
 
     def run(self, arrays: Sequence[Any], xp: Any) -> list[Any]:
         """The outputs for ``arrays`` (NumPy, or CuPy on the GPU; the same module comes back)."""
+        bound = self._bound(arrays, xp)
+        stream = bound.stream()
+        results = bound.run(dict(zip(self.input_names, arrays)), stream)
+        return [results[name] for name in self.output_names]
+
+    def bound(self, arrays: Sequence[Any], xp: Any) -> BoundSubgraph | None:
+        """The engine for arrays of these shapes and types, with buffers of its own (None when its result
+        shapes depend on data): write :attr:`BoundSubgraph.input_buffers`, ``launch``, read
+        :attr:`BoundSubgraph.output_buffers`, as often as needed."""
+        found = self._bound(arrays, xp)
+        return found if found.direct else None
+
+    def _bound(self, arrays: Sequence[Any], xp: Any) -> BoundSubgraph:
         backend = backend_for(xp)
         signature = (backend.name, *((tuple(a.shape), str(a.dtype)) for a in arrays))
         bound = self._engines.get(signature)
         if bound is None:
-            bound = _BoundEngine(self._build(arrays, backend.name), xp)
+            bound = BoundSubgraph(self._build(arrays, backend.name), xp, arrays, self.input_names, self.output_names)
             self._engines[signature] = bound
-        stream = backend.current_stream()
-        results = bound.run(dict(zip(self.input_names, arrays)), stream)
-        return [results[name] for name in self.output_names]
+        return bound
 
     def _build(self, arrays: Sequence[Any], device: str) -> Any:
         import onnx
@@ -78,16 +89,20 @@ class SubgraphEngine:
             raise ExecutionError(f"{self.owner}: its subgraph cannot be built for these shapes: {exc}") from None
 
 
-class _BoundEngine:
+class BoundSubgraph:
     """One built subgraph with input and output buffers of its own, bound to its context once.
 
-    Runs copy the inputs in and the results out, so the addresses never change and the
-    context is prepared only once (a loop body runs many times at the same shapes). Bodies
-    with data-dependent result shapes go through :meth:`CompiledModel.execute` instead.
+    Runs write the inputs into its buffers and read the results from its own, so the addresses never
+    change and the context is prepared only once (a loop body runs many times at the same shapes).
+    Bodies with data-dependent result shapes (``direct`` False) go through
+    :meth:`CompiledModel.execute` instead.
     """
 
-    def __init__(self, compiled: Any, xp: Any) -> None:
+    def __init__(
+        self, compiled: Any, xp: Any, arrays: Sequence[Any], input_names: Sequence[str], output_names: Sequence[str]
+    ) -> None:
         self.compiled = compiled
+        self.xp = xp
         engine, context = compiled.engine, compiled.context
         self.inputs: dict[str, Any] = {}
         self.outputs: dict[str, Any] = {}
@@ -99,6 +114,11 @@ class _BoundEngine:
             context.set_input_shape(name, shape)
             context.set_tensor_address(name, backend.address_of(buffer))
             self.inputs[name] = buffer
+        #: one buffer per subgraph input, in its order (scratch for inputs the engine does not read)
+        self.input_buffers = [
+            self.inputs[n] if n in self.inputs else xp.zeros(a.shape, a.dtype) for n, a in zip(input_names, arrays)
+        ]
+        self.output_buffers: list[Any] = []
         for name in compiled.output_names:
             shape = tuple(context.get_tensor_shape(name))
             if -1 in shape:
@@ -107,13 +127,22 @@ class _BoundEngine:
             buffer = xp.empty(shape, dtype=np.dtype(engine.get_tensor_dtype(name).nptype()))
             context.set_tensor_address(name, backend.address_of(buffer))
             self.outputs[name] = buffer
+        self.output_buffers = [self.outputs[n] for n in output_names]
+
+    def stream(self) -> int:
+        """The stream the caller's work is queued on (work of the body goes on it too)."""
+        return int(backend_for(self.xp).current_stream())
+
+    def launch(self, stream: int) -> None:
+        """Run once on the current contents of :attr:`input_buffers` (results in :attr:`output_buffers`)."""
+        self.compiled.context.execute_async_v3(stream)
 
     def run(self, arrays: dict[str, Any], stream: int) -> dict[str, Any]:
         if not self.direct:
             return dict(self.compiled.execute({n: a for n, a in arrays.items() if n in self.inputs}, stream))
         for name, buffer in self.inputs.items():
             buffer[...] = arrays[name]
-        self.compiled.context.execute_async_v3(stream)
+        self.launch(stream)
         return {name: buffer.copy() for name, buffer in self.outputs.items()}
 
 
@@ -228,5 +257,9 @@ class ControlFlowOperator(Operator):
                     f"{tuple(out.shape)} its buffer was planned for"
                 )
             out.reshape(-1)[: result.size] = result.reshape(-1).astype(out.dtype, copy=False)
+        self.write_sizes(sizes, outputs)
+
+    def write_sizes(self, sizes: dict[int, int], outputs: Sequence[Any]) -> None:
+        """Write data-dependent size ``index`` (its output follows the results) for each ``index: value``."""
         for index, value in sizes.items():
             outputs[self.num_results + index][...] = value

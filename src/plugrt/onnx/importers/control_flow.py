@@ -23,6 +23,7 @@ from ...shape.expr import IDimensionExpr
 from ..scopes import rename_free_names
 from .base import ImportContext, OnnxImportError, register_importer
 from .subgraphs import Sizes, Subgraph, Template, emit, unknown_shape
+from .tensor import add_op
 
 __all__ = ["UNBOUNDED_LOOP_LIMIT"]
 
@@ -114,6 +115,9 @@ def import_if(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     taken = _known_branch(ctx, cond)
     if taken is not None:  # decided at build time: the branch's nodes join the graph, as TensorRT's parser does
         return _inline(ctx, ctx.required_attr("then_branch" if taken else "else_branch"))
+    selected = _select_constants(ctx, cond)
+    if selected is not None:
+        return selected
     branches = {name: Subgraph(ctx, ctx.required_attr(f"{name}_branch"), f"{name} branch") for name in ("then", "else")}
     op_inputs: list[ITensor] = [cond]
     position_of: dict[str, int] = {}
@@ -191,6 +195,23 @@ def _inline(ctx: ImportContext, graph: GraphProto) -> list[ITensor]:
         rename_free_names(copy, rename)
         importer.dispatch(copy, ctx.opset, 1)
     return [importer.tensor(rename(value.name)) for value in graph.output]
+
+
+def _select_constants(ctx: ImportContext, cond: ITensor) -> list[ITensor] | None:
+    """An If whose branches only name values known at build (``Constant``/``Identity`` nodes, as exporters
+    write ``x = a if c else b``) as one ``where`` per result, choosing by the condition; None otherwise."""
+    branches = [ctx.required_attr(f"{name}_branch") for name in ("then", "else")]
+    if any(n.op_type not in ("Constant", "Identity") for graph in branches for n in graph.node):
+        return None
+    if len(branches[0].output) != len(branches[1].output) or ctx.rank_of(cond) != 0:
+        return None
+    results = [_inline(ctx, graph) for graph in branches]  # constants only: they fold, nothing runs
+    values = [[ctx.value_of(t) for t in tensors] for tensors in results]
+    if any(v is None for vs in values for v in vs) or any(
+        np.shape(a) != np.shape(b) or np.asarray(a).dtype != np.asarray(b).dtype for a, b in zip(*values)
+    ):
+        return None  # the If imports as a node; the inlined constants nobody reads are dropped at build
+    return [add_op(ctx, "where", [cond, then, other])[0] for then, other in zip(*results)]
 
 
 def _known_branch(ctx: ImportContext, cond: ITensor) -> bool | None:
