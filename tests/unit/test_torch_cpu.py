@@ -150,6 +150,7 @@ def test_a_tactic_for_an_operator_without_alternatives_is_refused_at_load(monkey
 @pytest.mark.parametrize("slow", ["torch", "numpy"])
 def test_the_build_keeps_the_faster_kernel(monkeypatch, slow):
     monkeypatch.setenv("PLUGRT_TORCH", "1")
+    monkeypatch.setattr(blas_threads, "_machine_busy", lambda: False)  # wall-clock timing: the sleep counts
     numpy_run, torch_kernel = ActivationOperator.run, ActivationOperator.torch_kernel
 
     def slow_numpy(self, inputs, outputs, xp=np):  # type: ignore[no-untyped-def]
@@ -176,6 +177,40 @@ def test_the_build_keeps_the_faster_kernel(monkeypatch, slow):
     plan = EnginePlan.from_bytes(builder.build_serialized_network(network, builder.create_builder_config()))
     assert [layer.tactic for layer in plan.layers] == [1 if slow == "numpy" else 0]
     assert any("tactic" in m for s, m in logger.messages if s == Severity.VERBOSE)
+
+
+def _spin(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+@needs_torch
+@pytest.mark.parametrize("busy", [False, True], ids=["quiet", "busy"])
+def test_a_busy_machine_times_tactics_by_cpu_time(monkeypatch, busy):
+    """NumPy waits 8 ms (as a run another process preempts does), torch computes for 2 ms: on a quiet machine
+    the wall clock keeps torch; on a busy one the CPU time keeps NumPy, whose run did less work."""
+    monkeypatch.setenv("PLUGRT_TORCH", "1")
+    monkeypatch.setattr(blas_threads, "_machine_busy", lambda: busy)
+    numpy_run, torch_kernel = ActivationOperator.run, ActivationOperator.torch_kernel
+
+    def waiting_numpy(self, inputs, outputs, xp=np):  # type: ignore[no-untyped-def]
+        time.sleep(0.008)
+        numpy_run(self, inputs, outputs, xp)
+
+    def working_torch(self, inputs, outputs):  # type: ignore[no-untyped-def]
+        kernel = torch_kernel(self, inputs, outputs)
+
+        def run() -> None:
+            _spin(0.002)
+            kernel()
+
+        return run
+
+    monkeypatch.setattr(ActivationOperator, "run", waiting_numpy)
+    monkeypatch.setattr(ActivationOperator, "torch_kernel", working_torch)
+    engine = plugrt.compile(_sigmoid_model(), device="cpu")
+    assert [layer.tactic for layer in engine.engine.plan.layers] == [0 if busy else 1]
 
 
 @needs_torch

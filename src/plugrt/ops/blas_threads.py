@@ -26,7 +26,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-__all__ = ["MIN_THREADED_FLOPS", "blas_threads_for", "engine_threads", "set_blas_threads", "threads_for"]
+__all__ = [
+    "MIN_THREADED_FLOPS",
+    "blas_threads_for",
+    "engine_threads",
+    "machine_busy",
+    "set_blas_threads",
+    "threads_for",
+]
 
 #: products with fewer floating-point operations than this run on one thread
 MIN_THREADED_FLOPS = 2e7
@@ -72,6 +79,12 @@ def _machine_busy() -> bool:
         except OSError:
             _load["busy"] = False
     return bool(_load["busy"])
+
+
+def machine_busy() -> bool:
+    """True when the machine has no core to spare (the one-minute load average, sampled once a second, is
+    above the core count minus one half): kernels then run on one thread."""
+    return _machine_busy()
 
 
 def engine_threads() -> int:
