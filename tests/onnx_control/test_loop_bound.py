@@ -6,6 +6,8 @@ The generic path is forced by making :meth:`SubgraphEngine.bound` find no bound 
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
@@ -154,3 +156,28 @@ def test_context_rerun_follows_new_addresses_and_shapes():
     context.set_tensor_address("y", out.ctypes.data)
     context.execute_async_v3(0)
     np.testing.assert_array_equal(out, [0, 3])
+
+
+def test_bound_body_runs_with_floating_point_warnings_silenced():
+    """inf and nan are answers, as on a GPU: a loop whose body divides by zero raises no warning."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Div", ["s_in", "zero"], ["s_out"]),
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+        ],
+        "body",
+        [vi("i", I64, []), vi("cond_in", B, []), vi("s_in", F, [2])],
+        [vi("cond_out", B, []), vi("s_out", F, [2])],
+    )
+    inits = [
+        helper.make_tensor("M", I64, [], [3]),
+        helper.make_tensor("cond0", B, [], [True]),
+        helper.make_tensor("zero", F, [], [0.0]),
+    ]
+    loop = helper.make_node("Loop", ["M", "cond0", "s0"], ["s"], body=body)
+    graph = helper.make_graph([loop], "g", [vi("s0", F, [2])], [vi("s", F, [2])], inits)
+    compiled = plugrt.compile(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = compiled({"s0": np.array([1.0, 0.0], np.float32)})["s"]
+    assert np.isinf(got[0]) and np.isnan(got[1])

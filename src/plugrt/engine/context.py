@@ -261,6 +261,14 @@ class IExecutionContext(DeprecatedContextManager):
             raise ExecutionError(f"execute_async_v3 failed: {type(exc).__name__}: {exc}") from exc
         return True
 
+    def execute_nested(self, stream_handle: int) -> None:
+        """Run from inside a run of another engine on the same backend (a control-flow operator's subgraph,
+        launched once per iteration): the caller's backend, stream and error state hold, so they are not set
+        again. Errors raise :class:`~plugrt.ExecutionError` naming the layer, as in :meth:`execute_async_v3`."""
+        self._prepare(stream_handle)
+        self._executor.run(stream_handle, self.profiler)
+        self._deliver_data_dependent_outputs(stream_handle)
+
     def execute_v2(self, bindings: Sequence[int]) -> bool:
         """Run synchronously with ``bindings``: one address per IO tensor, in IO order."""
         if len(bindings) != self.engine.num_io_tensors:

@@ -137,10 +137,9 @@ class LoopOperator(ControlFlowOperator):
     ) -> None:
         """The loop on one bound body: its inputs written in place (outer values once, carried results copied
         back into the carried inputs), scan results written into their slot of the output, nothing allocated."""
-        has_cond, while_first = bool(self.params.get("has_cond")), bool(self.params.get("while_first"))
         carried_count = len(state)
         ins, outs = bound.input_buffers, bound.output_buffers
-        counter, condition, carried_in = ins[0], ins[1], ins[2 : 2 + carried_count]
+        condition, carried_in = ins[1], ins[2 : 2 + carried_count]
         for buffer, value in zip(ins[2:], [*state, *outer]):
             buffer[...] = value
         condition[...] = True
@@ -152,6 +151,27 @@ class LoopOperator(ControlFlowOperator):
             )
             for out, item, kind in zip(outputs[carried_count:], scans, kinds)
         ]
+        with bound.running():
+            iteration = self._iterate(bound, trip_count, keep_going, slots, kinds)
+        for out, buffer in zip(outputs, carried_in):
+            out[...] = buffer
+        for slot, kind in zip(slots, kinds):
+            if kind == "last" and not iteration:
+                slot[...] = 0
+            elif kind == "reverse" and iteration > 1:
+                slot[:iteration] = slot[iteration - 1 :: -1].copy()
+        stacked = [t for t, kind in zip(self.param("shapes")[carried_count:], kinds) if kind != "last"]
+        self.write_sizes({int(t[0][1]): iteration for t in stacked if t and t[0][0] == "s"}, outputs)
+
+    def _iterate(
+        self, bound: BoundSubgraph, trip_count: int | None, keep_going: bool, slots: list[Any], kinds: list[str]
+    ) -> int:
+        """Launch the bound body until the trip count or its condition ends the loop; the iterations run."""
+        has_cond, while_first = bool(self.params.get("has_cond")), bool(self.params.get("while_first"))
+        carried_count = int(self.param("num_carried"))
+        ins, outs = bound.input_buffers, bound.output_buffers
+        counter, condition, carried_in = ins[0], ins[1], ins[2 : 2 + carried_count]
+        scans = outs[1 + carried_count :]
         stream = bound.stream()
         iteration = 0
         while (trip_count is None or iteration < trip_count) and keep_going:
@@ -177,15 +197,7 @@ class LoopOperator(ControlFlowOperator):
                         "buffer was planned for"
                     )
             iteration += 1
-        for out, buffer in zip(outputs, carried_in):
-            out[...] = buffer
-        for slot, kind in zip(slots, kinds):
-            if kind == "last" and not iteration:
-                slot[...] = 0
-            elif kind == "reverse" and iteration > 1:
-                slot[:iteration] = slot[iteration - 1 :: -1].copy()
-        stacked = [t for t, kind in zip(self.param("shapes")[carried_count:], kinds) if kind != "last"]
-        self.write_sizes({int(t[0][1]): iteration for t in stacked if t and t[0][0] == "s"}, outputs)
+        return iteration
 
 
 @register_operator

@@ -12,17 +12,19 @@ saying per dimension where its size comes from (see :func:`template_dim`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
-from ..backends.registry import backend_for
+from ..backends.registry import backend_for, using_backend
 from ..core.errors import ExecutionError, NetworkError, ShapeError
 from ..core.types import DataType
 from ..shape import DimensionOperation, constant, operation
 from ..shape.expr import IDimensionExpr
 from .base import InputShapes, InputValues, Operator, ShapeExprs
+from .elementwise import quiet
 
 __all__ = ["BoundSubgraph", "ControlFlowOperator", "SubgraphEngine", "template_dim"]
 
@@ -133,16 +135,23 @@ class BoundSubgraph:
         """The stream the caller's work is queued on (work of the body goes on it too)."""
         return int(backend_for(self.xp).current_stream())
 
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """The backend and error state the body's runs need, entered once around many :meth:`launch` calls."""
+        with using_backend(self.compiled.engine.backend), quiet(self.xp):
+            yield
+
     def launch(self, stream: int) -> None:
-        """Run once on the current contents of :attr:`input_buffers` (results in :attr:`output_buffers`)."""
-        self.compiled.context.execute_async_v3(stream)
+        """Run once on the current contents of :attr:`input_buffers` (results in :attr:`output_buffers`);
+        call it inside :meth:`running`."""
+        self.compiled.context.execute_nested(stream)
 
     def run(self, arrays: dict[str, Any], stream: int) -> dict[str, Any]:
         if not self.direct:
             return dict(self.compiled.execute({n: a for n, a in arrays.items() if n in self.inputs}, stream))
         for name, buffer in self.inputs.items():
             buffer[...] = arrays[name]
-        self.launch(stream)
+        self.compiled.context.execute_async_v3(stream)
         return {name: buffer.copy() for name, buffer in self.outputs.items()}
 
 
