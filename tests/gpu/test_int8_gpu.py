@@ -14,13 +14,13 @@ pytestmark = pytest.mark.gpu
 LOGGER = trt.Logger(trt.Logger.ERROR)
 
 
-def _int8_plan(batch: int, channels: int) -> bytes:
+def _int8_plan(batch: int, channels: int, classes: int = 10) -> bytes:
     """Conv 3x3 -> Conv 3x3 (INT8 between them) -> Relu -> Flatten -> Gemm, every tensor ranged +-4."""
     rng = np.random.default_rng(0)
     inits = [
         numpy_helper.from_array(rng.standard_normal((channels, 3, 3, 3)).astype(np.float32) * 0.3, "w1"),
         numpy_helper.from_array(rng.standard_normal((channels, channels, 3, 3)).astype(np.float32) * 0.1, "w2"),
-        numpy_helper.from_array(rng.standard_normal((channels * 64, 10)).astype(np.float32) * 0.05, "wf"),
+        numpy_helper.from_array(rng.standard_normal((channels * 64, classes)).astype(np.float32) * 0.05, "wf"),
     ]
     nodes = [
         helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
@@ -31,7 +31,7 @@ def _int8_plan(batch: int, channels: int) -> bytes:
     ]
     graph = helper.make_graph(
         nodes, "int8_gpu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 8, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 10])], inits,
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, classes])], inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
     builder = trt.Builder(LOGGER)
@@ -46,12 +46,37 @@ def _int8_plan(batch: int, channels: int) -> bytes:
     return bytes(builder.build_serialized_network(network, config))
 
 
-@pytest.mark.parametrize(("batch", "channels"), [(2, 8), (16, 160)])  # 160 x 9 = 1440: blocked exact sums
+# (2, 8): every product on the exact float path; (16, 160): the convolutions in cuBLASLt (160 maps > 16),
+# 160 x 9 = 1440 also blocked on the CPU; (3, 32, 24): a Gemm of 24 columns in cuBLASLt, batch 3 padded to 8
+CASES = [(2, 8, 10), (16, 160, 10), (3, 32, 24)]
+
+
+@pytest.mark.parametrize(("batch", "channels", "classes"), CASES)
 @pytest.mark.parametrize("graph", [False, True])
-def test_int8_engine_on_the_gpu_matches_the_cpu(batch: int, channels: int, graph: bool) -> None:
-    plan = _int8_plan(batch, channels)
+def test_int8_engine_on_the_gpu_matches_the_cpu(batch: int, channels: int, classes: int, graph: bool) -> None:
+    plan = _int8_plan(batch, channels, classes)
     x = np.random.default_rng(1).standard_normal((batch, 3, 8, 8)).astype(np.float32)
     cpu = run_plan(plan, "cpu", {"x": x})["y"]
     gpu = run_plan(plan, "cuda", {"x": x}, graph=graph)["y"]
     # integer sums are exact on both; an activation on a rounding tie may land one INT8 step apart
     np.testing.assert_allclose(gpu, cpu, rtol=1e-3, atol=0.05 * np.abs(cpu).max())
+
+
+@pytest.mark.parametrize(("batch", "channels", "classes", "expected"), [(2, 8, 10, 0), (16, 160, 10, 2), (3, 32, 24, 3)])
+def test_int8_products_take_cublaslt_where_its_shape_rules_allow(
+    monkeypatch: pytest.MonkeyPatch, batch: int, channels: int, classes: int, expected: int
+) -> None:
+    pytest.importorskip("torch")
+    from plugrt.ops import int8_cuda
+
+    ran: list[object] = []
+    original = int8_cuda.Int8Product.run
+
+    def spy(self: object) -> None:
+        ran.append(self)
+        original(self)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(int8_cuda.Int8Product, "run", spy)
+    x = np.random.default_rng(2).standard_normal((batch, 3, 8, 8)).astype(np.float32)
+    run_plan(_int8_plan(batch, channels, classes), "cuda", {"x": x})
+    assert len({id(p) for p in ran}) == expected

@@ -257,9 +257,9 @@ def test_layers_of_one_configuration_are_timed_once(monkeypatch):
     timed = []
     fastest = tactics._fastest
 
-    def spy(op, layer, state, env, offered):  # type: ignore[no-untyped-def]
+    def spy(op, layer, state, env, offered, backend):  # type: ignore[no-untyped-def]
         timed.append(layer.name)
-        return fastest(op, layer, state, env, offered)
+        return fastest(op, layer, state, env, offered, backend)
 
     monkeypatch.setattr(tactics, "_fastest", spy)
     nodes = [helper.make_node("Sigmoid", ["x"], ["a"]), helper.make_node("Sigmoid", ["a"], ["b"])]

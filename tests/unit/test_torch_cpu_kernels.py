@@ -208,6 +208,34 @@ def test_scaled_softmax_matches_numpy(monkeypatch):
     assert_close(ours, theirs)
 
 
+@pytest.mark.parametrize(
+    ("op", "x_shape", "affine", "attrs"),
+    [
+        ("LayerNormalization", (2, 7, 24), (24,), {"axis": -1, "epsilon": 1e-5}),
+        ("LayerNormalization", (2, 3, 4, 5), (4, 5), {"axis": 2}),
+        ("GroupNormalization", (2, 8, 5, 5), (8,), {"num_groups": 4}),
+        ("InstanceNormalization", (2, 6, 9, 4), (6,), {"epsilon": 1e-3}),
+    ],
+)
+def test_normalization_matches_numpy(monkeypatch, op, x_shape, affine, attrs):
+    x = (RNG.standard_normal(x_shape) * 3 + 1).astype(np.float32)
+    inits = {"s": RNG.standard_normal(affine), "b": RNG.standard_normal(affine)}
+    opset = 21 if op == "GroupNormalization" else 17
+    model = _model([helper.make_node(op, ["x", "s", "b"], ["y"], **attrs)], {"x": x.shape}, inits, ["y"], opset)
+    ours, theirs, tactics = both(monkeypatch, model, {"x": x})
+    assert ("normalization", TORCH_TACTIC) in tactics
+    assert_close(ours, theirs)
+
+
+def test_layer_norm_whose_scale_only_broadcasts_runs_numpy_kernel(monkeypatch):
+    # a scale of shape [1, 24] broadcasts to the normalized [7, 24] (axis -2): torch's layer_norm would refuse it
+    x = RNG.standard_normal((2, 7, 24)).astype(np.float32)
+    inits = {"s": RNG.standard_normal((1, 24)), "b": RNG.standard_normal((1, 24))}
+    node = helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], axis=-2)
+    ours, theirs, _ = both(monkeypatch, _model([node], {"x": x.shape}, inits, ["y"]), {"x": x})
+    assert_close(ours, theirs)
+
+
 def _recurrent(cell, direction, layout, initial, hidden=16, size=8, steps=7, batch=3, **attrs):
     gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[cell]
     dirs = 2 if direction == "bidirectional" else 1

@@ -196,8 +196,14 @@ class CudaBackend(Backend):
 
     @contextlib.contextmanager
     def stream_scope(self, stream: int) -> Iterator[None]:
-        """Make CuPy launch on ``stream`` (0 means the legacy default stream)."""
-        with cupy_stream(stream):
+        """Make CuPy launch on ``stream`` (0 means the legacy default stream), and PyTorch too where it is
+        installed with CUDA (its kernels are operator tactics, ``ops/torch_cpu.py``)."""
+        torch = torch_for_graphs()
+        if torch is None:
+            with cupy_stream(stream):
+                yield
+            return
+        with cupy_stream(stream), torch.cuda.stream(torch_stream(torch, stream)):
             yield
 
     def synchronize(self, stream: int) -> None:

@@ -9,10 +9,11 @@ and keeps each one's fastest run, for up to 7 rounds or 0.2 s (3 rounds when one
 twice as fast as the others); another kernel replaces the operator's own (tactic 0)
 only when it is at least :data:`MARGIN` faster, so noise never trades the default for an
 equal. Layers of one configuration (kind, params, weight and input shapes) are timed
-once per build. An operator that offers one tactic gets it untimed. Builds for a device
-other than the host's memory time nothing.
+once per build. An operator that offers one tactic gets it untimed. Timing runs on the
+build device (``Builder(logger, device=...)``): on a GPU each run is timed from launch to
+the end of the stream's work, which is what both eager runs and graph replays wait for.
 
-The clock is the wall clock, except on a machine with no core to spare
+On the CPU the clock is the wall clock, except on a machine with no core to spare
 (:func:`~plugrt.ops.blas_threads.machine_busy`), where it is the process's CPU time: there
 every kernel's thread pool is down to one thread (the NumPy helper thread's work is
 counted too), and a run that another process preempts measures its work, not the wait.
@@ -30,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.base import Backend
+from ..backends.registry import get_backend
 from ..core.dims import Dims
 from ..core.logger import Severity
 from ..core.types import TensorFormat, nptype
@@ -51,8 +54,7 @@ _DECISIVE_ROUNDS, _DECISIVE = 3, 2.0
 
 def choose_tactics(state: BuildState) -> None:
     """Time the tactics of every operator layer of ``state`` that has more than one; record the fastest."""
-    if state.backend is not None and not state.backend.host_memory:
-        return
+    backend = state.backend if state.backend is not None else get_backend("cpu")
     chosen: dict[str, int] = {}
     kinds = registered_operators()
     for layer in state.layers:
@@ -62,7 +64,7 @@ def choose_tactics(state: BuildState) -> None:
         if cls is None or cls.tactics is Operator.tactics:  # one kernel only: nothing to time
             continue
         op = create_operator(layer.kind, layer.params, {n: state.weights[k] for n, k in layer.weights.items()})
-        op.name = layer.name
+        op.name, op.xp = layer.name, backend.xp
         env = state.profiles[0].opt
         ins = [(state.tensors[i], tuple(d.evaluate(env) for d in state.tensors[i].shape)) for i in layer.inputs]
         tactics = op.tactics([t.dtype for t, _ in ins], [s for _, s in ins], [t.role == "constant" for t, _ in ins])
@@ -72,7 +74,7 @@ def choose_tactics(state: BuildState) -> None:
         key = _configuration(layer, ins, op)
         if key not in chosen:
             with np.errstate(all="ignore"):  # random inputs: a log or sqrt of a negative is no one's concern
-                chosen[key] = _fastest(op, layer, state, env, tactics)
+                chosen[key] = _fastest(op, layer, state, env, tactics, backend)
         layer.tactic = chosen[key]
         state.logger.emit(Severity.VERBOSE, f"layer {layer.name!r} ({layer.kind}): tactic {layer.tactic}")
 
@@ -87,49 +89,55 @@ def _same(dims: Dims) -> tuple[Dims, Dims, Dims]:
     return dims, dims, dims
 
 
-def _bindings(specs: list[tuple[tuple[int, ...], Any]], rng: np.random.Generator, fill: bool) -> list[Binding]:
+def _bindings(
+    specs: list[tuple[tuple[int, ...], Any]], rng: np.random.Generator, fill: bool, backend: Backend
+) -> list[Binding]:
     result = []
     for shape, dtype in specs:
-        array = np.empty(shape, dtype=nptype(dtype))
+        host = np.empty(shape, dtype=nptype(dtype))
         if fill:
-            array[...] = rng.standard_normal(shape) if array.dtype.kind == "f" else 0
+            host[...] = rng.standard_normal(shape) if host.dtype.kind == "f" else 0
+        array = host if backend.host_memory else backend.xp.asarray(host)
         dims = Dims(shape)
-        result.append(Binding(shape, dtype, TensorFormat.LINEAR, 1.0, array.ctypes.data, array, partial(_same, dims)))
+        result.append(
+            Binding(shape, dtype, TensorFormat.LINEAR, 1.0, backend.address_of(array), array, partial(_same, dims))
+        )
     return result
 
 
-def _fastest(op: Operator, layer: LayerPlan, state: BuildState, env: dict[str, int], tactics: list[int]) -> int:
-    """The tactic with the fastest run of ``op`` at the opt shapes (see the module's note)."""
+def _fastest(
+    op: Operator, layer: LayerPlan, state: BuildState, env: dict[str, int], tactics: list[int], backend: Backend
+) -> int:
+    """The tactic with the fastest run of ``op`` at the opt shapes on ``backend`` (see the module's note)."""
     rng = np.random.default_rng(0)
-    inputs = _bindings(
-        [(tuple(d.evaluate(env) for d in state.tensors[i].shape), state.tensors[i].dtype) for i in layer.inputs],
-        rng,
-        True,
-    )
-    outputs = _bindings(
-        [(tuple(d.evaluate(env) for d in state.tensors[o].shape), state.tensors[o].dtype) for o in layer.outputs],
-        rng,
-        False,
-    )
-    calls = []
-    for tactic in tactics:
-        op.tactic = tactic
-        op.bind(inputs, outputs, 0)
-        call, args = op.prepared_launch(0)
-        call(*args)  # warm: buffers, caches, the first run's setup
-        calls.append((call, args))
-    best = [float("inf")] * len(tactics)
-    clock = time.process_time if machine_busy() else time.perf_counter
-    start = time.perf_counter()
-    for done in range(1, _ROUNDS + 1):
-        for k, (call, args) in enumerate(calls):
-            begin = clock()
-            call(*args)
-            best[k] = min(best[k], clock() - begin)
-        ordered = sorted(best)
-        decided = done >= _DECISIVE_ROUNDS and ordered[1] > _DECISIVE * ordered[0]
-        if decided or time.perf_counter() - start > _BUDGET_S:
-            break
+    specs = [
+        [(tuple(d.evaluate(env) for d in state.tensors[t].shape), state.tensors[t].dtype) for t in names]
+        for names in (layer.inputs, layer.outputs)
+    ]
+    inputs, outputs = _bindings(specs[0], rng, True, backend), _bindings(specs[1], rng, False, backend)
+    stream = 0 if backend.host_memory else backend.current_stream()
+    with backend.stream_scope(stream):
+        calls = []
+        for tactic in tactics:
+            op.tactic = tactic
+            op.bind(inputs, outputs, 0)
+            call, args = op.prepared_launch(stream)
+            call(*args)  # warm: buffers, caches, the first run's setup
+            calls.append((call, args))
+        backend.synchronize(stream)
+        best = [float("inf")] * len(tactics)
+        clock = time.process_time if backend.host_memory and machine_busy() else time.perf_counter
+        start = time.perf_counter()
+        for done in range(1, _ROUNDS + 1):
+            for k, (call, args) in enumerate(calls):
+                begin = clock()
+                call(*args)
+                backend.synchronize(stream)
+                best[k] = min(best[k], clock() - begin)
+            ordered = sorted(best)
+            decided = done >= _DECISIVE_ROUNDS and ordered[1] > _DECISIVE * ordered[0]
+            if decided or time.perf_counter() - start > _BUDGET_S:
+                break
     op.release()
     choice = min(range(len(tactics)), key=best.__getitem__)
     if tactics[choice] != tactics[0] and best[choice] > MARGIN * best[0]:

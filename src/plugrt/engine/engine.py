@@ -52,7 +52,7 @@ class ICudaEngine(DeprecatedContextManager):
         #: what the shape rules could not decide at build (broadcasts, plugin output sizes): checked by each
         #: context at shape change
         self.shape_checks: list[ShapeCheck] = list(validate_plan(plan))
-        check_tactics(plan.layers, logger, backend.host_memory)
+        check_tactics(plan.layers, logger, backend.xp)
         try:
             for index, layer in enumerate(plan.layers):
                 if not layer.is_plugin:

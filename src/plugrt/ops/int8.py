@@ -15,11 +15,14 @@ On the CPU the integer products go through float32 BLAS: a float32 sum of intege
 while every partial sum is below ``2**24``, so a sum of up to 1024 products of INT8 values is
 exact (``1024 * 128 * 128 = 2**24``); longer reductions are split into blocks of 1024 whose
 exact partial sums are added in INT32 (:func:`exact_product`, which also serves ONNX's integer
-operators in :mod:`plugrt.ops.integer_linear`, with a block for their larger operands).
+operators in :mod:`plugrt.ops.integer_linear`, with a block for their larger operands). On a GPU
+with PyTorch, convolutions (one group) and Gemms multiply INT8 operands in cuBLASLt with INT32
+accumulation and a one-kernel epilogue (:mod:`plugrt.ops.int8_cuda`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,6 +35,7 @@ from .base import register_operator as _register
 from .conv import ConvolutionOperator
 from .elementwise import label
 from .gemm import GemmOperator
+from .int8_cuda import Int8Product, epilogue_into, gather_columns, usable
 from .matrix_multiply import MatrixMultiplyOperator, _operand
 from .products import matmul_into
 
@@ -155,6 +159,7 @@ class Int8ConvolutionOperator(ConvolutionOperator):
             raise NetworkError(f"int8_convolution: {scales.size} weight scales for {self.maps} output maps")
         self._kernel = np.asarray(self.weights["kernel"], dtype=np.float32)
         self._multiplier = (scales * np.float32(self.input_scale)).reshape(-1, 1)
+        self._gpu_product: tuple[Any, tuple[Any, ...]] | None = None
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
         return _output_types(self, input_types, 1, 1)
@@ -163,6 +168,9 @@ class Int8ConvolutionOperator(ConvolutionOperator):
         x, out = inputs[0], outputs[0]
         if self._shapes is None or self._shapes != (x.shape, out.shape):
             self.prepare([x.shape], [out.shape])
+        if self.group == 1 and usable(xp, self.maps):
+            self._run_int8_product(x, out, xp)
+            return
         n = x.shape[0]
         cols = self._columns(x, xp)
         acc = out if out.dtype == np.float32 else self.scratch("acc", out.shape, np.float32, xp)
@@ -173,6 +181,24 @@ class Int8ConvolutionOperator(ConvolutionOperator):
         if self._bias is not None:
             xp.add(flat, self.on_device("bias", self._bias, xp), out=flat)
         _epilogue(xp, acc, out, self.output_scale)
+
+    def _run_int8_product(self, x: Any, out: Any, xp: Any) -> None:
+        """The GPU path: INT8 columns of the whole batch, one cuBLASLt product, one epilogue kernel."""
+        n, channels, positions = x.shape[0], x.shape[1], math.prod(out.shape[2:])
+        taps = math.prod(self.window.kernel)
+        key = (x.shape, out.shape)
+        if self._gpu_product is None or self._gpu_product[0] != key:
+            kernel = np.asarray(self.weights["kernel"]).reshape(self.maps, -1)
+            product = Int8Product(xp, kernel, channels * taps, n * positions)
+            target = product.column_view(xp, (channels, taps, n, *out.shape[2:]))
+            acc = product.acc_view(xp, (n, self.maps, positions), (positions, product.cols_padded, 1))
+            bias = self._bias if self._bias is not None else np.zeros((self.maps, 1), np.float32)
+            self._gpu_product = (key, (product, target, acc, xp.asarray(bias)))
+        product, target, acc, bias = self._gpu_product[1]
+        gather_columns(xp, x, target, self._plan if self._cols_shape is not None else [])
+        product.run()
+        multiplier = self.on_device("multiplier", self._multiplier, xp)
+        epilogue_into(xp, acc, multiplier, bias, out.reshape(n, self.maps, positions), self.output_scale)
 
 
 @_register
@@ -199,11 +225,15 @@ class Int8GemmOperator(GemmOperator):
         if scales.size != self._b.shape[1]:
             raise NetworkError(f"int8_gemm: {scales.size} weight scales for {self._b.shape[1]} columns")
         self._multiplier = scales * np.float32(self.input_scale)
+        self._gpu_product: tuple[Any, tuple[Any, ...]] | None = None
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
         return _output_types(self, input_types, 1, 1)
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
+        if inputs[0].ndim == 2 and usable(xp, self._b.shape[1]):
+            self._run_int8_product(inputs[0], outputs[0], xp)
+            return
         a, out = inputs[0].astype(np.float32), outputs[0]
         acc = out if out.dtype == np.float32 else self.scratch("acc", out.shape, np.float32, xp)
         exact_product(self, xp, a, self.on_device("b", self._b, xp), acc)
@@ -211,6 +241,22 @@ class Int8GemmOperator(GemmOperator):
         if self.has_c:
             xp.add(acc, self.weight("c", xp), out=acc)
         _epilogue(xp, acc, out, self.output_scale)
+
+    def _run_int8_product(self, a: Any, out: Any, xp: Any) -> None:
+        """The GPU path: ``out^T = B^T @ A^T`` in cuBLASLt (B's N columns are the product's rows, so any batch
+        size meets its more-than-16-rows rule), then one epilogue kernel."""
+        rows, k = a.shape
+        if self._gpu_product is None or self._gpu_product[0] != a.shape:
+            weight_t = np.ascontiguousarray(np.asarray(self.weights["b"]).T)  # [N, K]
+            product = Int8Product(xp, weight_t, k, rows)
+            acc = product.acc_view(xp, (rows, weight_t.shape[0]), (1, product.cols_padded))
+            bias = self.weight("c", xp).astype(np.float32) if self.has_c else xp.zeros((1,), np.float32)
+            self._gpu_product = (a.shape, (product, acc, bias))
+        product, acc, bias = self._gpu_product[1]
+        xp.copyto(product.columns, a.T)
+        product.run()
+        multiplier = self.on_device("multiplier", self._multiplier, xp)
+        epilogue_into(xp, acc, multiplier, bias, out, self.output_scale)
 
 
 @_register

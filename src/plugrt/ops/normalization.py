@@ -7,7 +7,9 @@ input: instance ``[N * C, spatial]``, group ``[N * groups, C / groups * spatial]
 layer ``[prod(shape[:axis]), prod(shape[axis:])]``, then scale and shift
 (per channel, per group, or broadcast over ``shape[axis:]``). Statistics are
 computed in FLOAT whatever the input type; the centred input is written into
-the output (or a FLOAT work buffer for HALF) and normalized in place.
+the output (or a FLOAT work buffer for HALF) and normalized in place. With PyTorch installed,
+``layer_norm`` / ``group_norm`` are a second tactic, timed per layer at build
+(:mod:`plugrt.ops.torch_cpu`): one kernel where this one makes several passes.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from .base import InputShapes, InputValues, Operator, ShapeExprs, register_opera
 from .elementwise import label
 from .params import param
 from .shared_rules import expect_float_inputs
+from .torch_cpu import Kernel, TorchOperator
+from .torch_cpu_kernels import normalization as torch_normalization
 
 __all__ = ["BatchNormalizationOperator", "NormalizationOperator", "fold_batch_norm"]
 
@@ -113,7 +117,7 @@ _MODES = ("instance", "group", "layer")
 
 
 @register_operator
-class NormalizationOperator(Operator):
+class NormalizationOperator(TorchOperator):
     """Instance, group or layer normalization with scale and optional bias.
 
     params: ``mode`` (instance, group, layer), ``epsilon``, ``axis`` (layer), ``num_groups``
@@ -169,6 +173,17 @@ class NormalizationOperator(Operator):
         axis = self._first_axis(len(x))
         stats = list(x[:axis]) + [constant(1)] * (len(x) - axis)
         return [list(x)] + [stats] * self.stash
+
+    def torch_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """Without statistics outputs, and for group normalization with one scale and bias per channel."""
+        return not self.stash and not (self.mode == "group" and self.per_group) and super().torch_supports(
+            types, shapes, constant
+        )
+
+    def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
+        return torch_normalization(self, inputs, outputs[0])
 
     def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
         shape = tuple(input_shapes[0])

@@ -1,20 +1,27 @@
-"""Optional CPU kernels from PyTorch (oneDNN convolutions, ATen's vectorised loops), one tactic per layer.
+"""Optional kernels from PyTorch (oneDNN and ATen on the CPU, cuDNN and ATen's CUDA kernels on a GPU), one tactic per layer.
 
-The NumPy kernels are the engine's default and need nothing else. Where PyTorch is
+The NumPy/CuPy kernels are the engine's default and need nothing else. Where PyTorch is
 installed (``pip install "plugrt[torch]"``) an operator that has a PyTorch kernel offers
-it as tactic :data:`TORCH_TACTIC` besides its NumPy kernel (tactic 0); the builder times
-both at the opt shapes of the first profile and records the faster in the plan, as it
-does with plugin tactics (``builder/tactics.py``); ``plugrt inspect`` shows it. At run the
-kernel reads and writes the engine's NumPy buffers in place: its tensors are
-``torch.from_numpy`` views made once per shape change, and results go into the output
-views (``out=`` or ``copy_``), so nothing is copied in or out.
+it as tactic :data:`TORCH_TACTIC` besides its own kernel (tactic 0); the builder times
+both at the opt shapes of the first profile on the build device and records the faster in
+the plan, as it does with plugin tactics (``builder/tactics.py``); ``plugrt inspect`` shows
+it. At run the kernel reads and writes the engine's buffers in place: its tensors are
+views made once per shape change (``torch.from_numpy`` on the CPU; on a GPU
+``torch.as_tensor`` over the CuPy arrays, ``__cuda_array_interface__``), and results go
+into the output views (``out=`` or ``copy_``), so nothing is copied in or out. On a GPU the
+kernels run on the engine's stream: the CUDA backend makes it PyTorch's current stream for
+the run (``backends/cuda.py`` ``stream_scope``), and they are captured into the engine's
+CUDA graph like its own kernels. A PyTorch kernel takes FLOAT tensors on the CPU, FLOAT or
+HALF on a GPU (HALF where the builder's precision pass chose it under ``BuilderFlag.FP16``).
 
 This module is the only one that imports torch, lazily (never at ``import plugrt``).
 ``PLUGRT_TORCH=0`` (also ``off``, ``false``, ``no``) turns the tactic off: builds time only
 NumPy and engines run their torch layers with NumPy; ``PLUGRT_TORCH=always`` makes every
 layer whose PyTorch kernel applies take it without timing (to test or compare the kernels). A plan whose layers chose torch,
 loaded where torch is absent or turned off, runs those layers with NumPy (the result
-is the same within the tolerance the tests state); the engine logs a warning once.
+is the same within the tolerance the tests state); the engine logs a warning once. A plan
+built on one device that is loaded for another (the tactic is timed on the build device) keeps
+the torch tactic where PyTorch can run it there, else the layer's own kernel runs.
 
 Threads: every torch kernel runs on :func:`~plugrt.ops.blas_threads.threads_for` threads,
 the engine's count (the BLAS's) when its work is large and a core is free, else one, as
@@ -47,8 +54,10 @@ __all__ = [
     "TorchOperator",
     "available",
     "check_tactics",
+    "cuda_available",
     "enabled",
     "forced",
+    "runs_on",
     "tactic_name",
     "torch_module",
     "use_threads",
@@ -64,6 +73,8 @@ ENV_SWITCH = "PLUGRT_TORCH"
 _OFF = ("0", "off", "false", "no")
 _ALWAYS = "always"
 _NAMES = {NUMPY_TACTIC: "numpy", TORCH_TACTIC: "torch"}
+_CPU_TYPES = frozenset({DataType.FLOAT})
+_GPU_TYPES = frozenset({DataType.FLOAT, DataType.HALF})
 
 #: a prepared torch kernel: runs the layer once on the tensors it was made for
 Kernel = Callable[[], None]
@@ -97,6 +108,23 @@ def available() -> bool:
     return enabled() and torch_module() is not None
 
 
+def cuda_available() -> bool:
+    """True when the PyTorch tactic can run on a GPU: :func:`available` and torch sees a CUDA device."""
+    if not available():
+        return False
+    if "cuda" not in _STATE:
+        try:
+            _STATE["cuda"] = bool(torch_module().cuda.is_available())
+        except Exception:
+            _STATE["cuda"] = False
+    return bool(_STATE["cuda"])
+
+
+def runs_on(xp: Any) -> bool:
+    """Whether the PyTorch tactic can run on the arrays of module ``xp`` (NumPy, or CuPy with torch's CUDA)."""
+    return available() if xp is np else cuda_available()
+
+
 def tactic_name(tactic: int) -> str:
     """The name of an operator tactic ('numpy', 'torch'), or 'tactic N' for another value."""
     return _NAMES.get(tactic, f"tactic {tactic}")
@@ -110,10 +138,12 @@ def use_threads(flops: float) -> None:
         _STATE["threads"] = count
 
 
-def view(array: np.ndarray) -> Any:
-    """A torch tensor over ``array``'s memory (no copy); read-only arrays (plan weights) are viewed too:
-    the kernels never write to their inputs."""
+def view(array: Any) -> Any:
+    """A torch tensor over ``array``'s memory (no copy): a NumPy array's on the CPU, a CuPy array's on its
+    GPU; read-only arrays (plan weights) are viewed too: the kernels never write to their inputs."""
     torch = torch_module()
+    if not isinstance(array, np.ndarray):
+        return torch.as_tensor(array, device="cuda")
     if array.flags.writeable:
         return torch.from_numpy(array)
     with warnings.catch_warnings():
@@ -127,40 +157,58 @@ class TorchOperator(Operator):
     Subclasses implement :meth:`torch_supports` (whether the PyTorch kernel computes this
     layer: types, shapes, which inputs are engine constants) and :meth:`torch_kernel` (the
     kernel over one binding's arrays). ``bind`` makes the kernel when the tactic is
-    :data:`TORCH_TACTIC`, the array module is NumPy and torch is available; otherwise, or
-    when the kernel declines these arrays, the NumPy kernel runs.
+    :data:`TORCH_TACTIC` and torch runs on the engine's array module (:func:`runs_on`);
+    otherwise, or when the kernel declines these arrays, the operator's own kernel runs.
     """
 
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
         self._torch_call: Kernel | None = None
+        self._torch_weights: dict[tuple[str, Any], Any] = {}
 
     def tactics(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> list[int]:
-        """NumPy, and PyTorch where it is available and :meth:`torch_supports` these inputs (PyTorch alone
-        with ``PLUGRT_TORCH=always``)."""
-        if self.xp is np and available() and self.torch_supports(types, shapes, constant):
+        """The own kernel, and PyTorch's where it runs on this device and :meth:`torch_supports` these inputs
+        (PyTorch alone with ``PLUGRT_TORCH=always``)."""
+        if runs_on(self.xp) and self.torch_supports(types, shapes, constant):
             return [TORCH_TACTIC] if forced() else [NUMPY_TACTIC, TORCH_TACTIC]
         return [NUMPY_TACTIC]
+
+    def torch_types(self) -> frozenset[DataType]:
+        """The input types PyTorch's kernels take on this operator's device: FLOAT, and HALF on a GPU."""
+        return _CPU_TYPES if self.xp is np else _GPU_TYPES
 
     def torch_supports(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> bool:
         """Whether the PyTorch kernel computes this layer for inputs of these types and (opt) shapes, with
-        ``constant[i]`` telling whether input ``i`` is an engine constant (default: FLOAT inputs only)."""
-        return all(t == DataType.FLOAT for t in types)
+        ``constant[i]`` telling whether input ``i`` is an engine constant (default: every input of one type
+        of :meth:`torch_types`)."""
+        return len(set(types)) <= 1 and all(t in self.torch_types() for t in types)
 
-    def torch_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
+    def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
         """The PyTorch kernel over these arrays, or None where it does not apply to them."""
         raise NotImplementedError(f"operator {type(self).__name__} does not implement torch_kernel")
 
+    def torch_weight(self, name: str, like: Any, shape: Sequence[int] | None = None) -> Any:
+        """Weight ``name`` as a torch tensor on ``like``'s device in ``like``'s type (reshaped to ``shape``):
+        a view of the plan's array on the CPU when the types agree, else a copy made once."""
+        key = (name, like.dtype)
+        tensor = self._torch_weights.get(key)
+        if tensor is None:
+            tensor = view(self.weight(name, self.xp)).to(like.dtype)
+            self._torch_weights[key] = tensor
+        return tensor if shape is None else tensor.reshape(*shape)
+
     def bind(self, inputs: Sequence[Binding], outputs: Sequence[Binding], workspace: int) -> None:
-        """The PyTorch kernel for these arrays under tactic :data:`TORCH_TACTIC`, else the NumPy kernel's binding."""
+        """The PyTorch kernel for these arrays under tactic :data:`TORCH_TACTIC`, else the own kernel's binding."""
         self._torch_call = None
-        if self.tactic == TORCH_TACTIC and self.xp is np and available():
+        if self.tactic == TORCH_TACTIC and runs_on(self.xp):
             arrays = [b.array for b in inputs], [b.array for b in outputs]
-            if all(isinstance(a, np.ndarray) and a.dtype == np.float32 for a in (*arrays[0], *arrays[1])):
+            kinds = {np.dtype(np.float32)} if self.xp is np else {np.dtype(np.float32), np.dtype(np.float16)}
+            module = np.ndarray if self.xp is np else self.xp.ndarray
+            if all(isinstance(a, module) and a.dtype in kinds for a in (*arrays[0], *arrays[1])):
                 self._torch_call = self.torch_kernel(*arrays)
         super().bind(inputs, outputs, workspace)
 
@@ -178,10 +226,11 @@ class TorchOperator(Operator):
         return super().prepared_launch(stream)
 
 
-def check_tactics(layers: Sequence[Any], logger: Any, host: bool) -> None:
-    """Check the operator tactics of plan ``layers`` at load: a tactic the layer's operator does not have raises
-    :class:`PlanFormatError`; layers that chose the PyTorch tactic but will run with NumPy (torch absent or
-    turned off, or an engine that is not on the host: ``host`` False) get one warning."""
+def check_tactics(layers: Sequence[Any], logger: Any, xp: Any) -> None:
+    """Check the operator tactics of plan ``layers`` at load for an engine on array module ``xp``: a tactic the
+    layer's operator does not have raises :class:`PlanFormatError`; layers that chose the PyTorch tactic but
+    will run with their own kernel (torch absent or turned off, or without CUDA for a GPU engine) get one
+    warning."""
     from ..core.logger import Severity
     from .base import registered_operators
 
@@ -201,17 +250,17 @@ def check_tactics(layers: Sequence[Any], logger: Any, host: bool) -> None:
                 f"plan layer {layer.name!r} ({layer.kind}) has tactic {layer.tactic}; its operator has tactics {offered}"
             )
         chosen.append(layer.name)
-    if not chosen or (host and available()):
+    if not chosen or runs_on(xp):
         return
     why = (
-        "the engine does not run on the CPU"
-        if not host
-        else f"{ENV_SWITCH} turns it off"
+        f"{ENV_SWITCH} turns it off"
         if not enabled()
         else "torch is not installed (pip install 'plugrt[torch]')"
+        if torch_module() is None
+        else "torch has no CUDA device for this GPU engine"
     )
     logger.emit(
         Severity.WARNING,
         f"{len(chosen)} layer(s) chose the torch tactic at build ({', '.join(chosen[:3])}"
-        f"{', ...' if len(chosen) > 3 else ''}) but {why}: they run with NumPy",
+        f"{', ...' if len(chosen) > 3 else ''}) but {why}: they run with {'NumPy' if xp is np else 'CuPy'}",
     )

@@ -10,7 +10,7 @@ written into the output's memory.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,8 +20,9 @@ from .torch_cpu import Kernel, torch_module, use_threads, view
 if TYPE_CHECKING:
     from .conv import ConvolutionOperator
     from .deconv import DeconvolutionOperator
+    from .normalization import NormalizationOperator
 
-__all__ = ["ACTIVATIONS", "UNARY", "activation", "convolution", "deconvolution", "softmax", "unary"]
+__all__ = ["ACTIVATIONS", "UNARY", "activation", "convolution", "deconvolution", "normalization", "softmax", "unary"]
 
 #: unary ops with a PyTorch kernel: UnaryOperation name -> torch function name (each takes ``out=``)
 UNARY = {
@@ -117,13 +118,14 @@ def softmax(axis: int, x: np.ndarray, scale: np.ndarray | None, out: np.ndarray)
     return run_scaled
 
 
-def _bias(op: ConvolutionOperator | DeconvolutionOperator, bias: np.ndarray | None) -> Any:
-    """The bias as a torch vector: the ``bias`` input, else the operator's weight; None without one."""
+def _bias(op: ConvolutionOperator | DeconvolutionOperator, bias: Any, like: Any) -> Any:
+    """The bias as a torch vector: the ``bias`` input, else the operator's weight on ``like``'s device in its
+    type; None without one."""
     if not op.has_bias:
         return None
     if bias is not None:
         return view(bias).reshape(-1)
-    return view(np.ascontiguousarray(op.weights["bias"], dtype=np.float32).reshape(-1))
+    return op.torch_weight("bias", like, (-1,))
 
 
 def convolution(
@@ -152,17 +154,17 @@ def convolution(
     if tuple(sizes) != tuple(out.shape[2:]):
         return None
     channels = x.shape[1] // op.group
-    if kernel is None:
-        weight = view(op.weights["kernel"]).reshape(op.maps, channels, *w.kernel)  # the packing keeps the order
+    xt, ot = view(x), view(out)
+    if kernel is None:  # the packing keeps the order
+        weight = op.torch_weight("kernel", xt, (op.maps, channels, *w.kernel))
     else:
         weight = view(kernel)
-    bias_t = _bias(op, bias)
+    bias_t = _bias(op, bias, xt)
     function = (torch.nn.functional.conv1d, torch.nn.functional.conv2d, torch.nn.functional.conv3d)[w.rank - 1]
-    xt, ot = view(x), view(out)
     strides, pads, dilations, group = list(w.strides), list(begins), list(w.dilations), op.group
     source, interior = xt, None
     if begins != ends:  # torch pads both ends alike: the input goes into a zero-bordered buffer, unpadded
-        source = torch.zeros((*x.shape[:2], *padded), dtype=torch.float32)
+        source = torch.zeros((*x.shape[:2], *padded), dtype=xt.dtype, device=xt.device)
         index = (slice(None), slice(None), *(slice(b, b + n) for b, n in zip(begins, x.shape[2:])))
         interior = source[index]
         pads = [0] * w.rank
@@ -208,19 +210,19 @@ def deconvolution(
     if any(not 0 <= e < max(w.strides[a], w.dilations[a]) for a, e in enumerate(extra)):
         return None
     channels = x.shape[1]
+    xt, ot = view(x), view(out)
     if kernel is None:  # packed [group, M / group * prod(k), C / group]: back to [C, M / group, *k]
         packed = op.weights["kernel"]
-        onnx = packed.transpose(0, 2, 1).reshape(channels, op.maps // op.group, *w.kernel)
-        weight = view(np.ascontiguousarray(onnx, dtype=np.float32))
+        onnx = np.ascontiguousarray(packed.transpose(0, 2, 1).reshape(channels, op.maps // op.group, *w.kernel))
+        weight = view(op.on_device("torch_kernel", onnx.astype(np.float32, copy=False), op.xp)).to(xt.dtype)
     else:
         weight = view(kernel)
-    bias_t = _bias(op, bias)
+    bias_t = _bias(op, bias, xt)
     function = (
         torch.nn.functional.conv_transpose1d,
         torch.nn.functional.conv_transpose2d,
         torch.nn.functional.conv_transpose3d,
     )[w.rank - 1]
-    xt, ot = view(x), view(out)
     strides, dilations, group = list(w.strides), list(w.dilations), op.group
     flops = 2.0 * x.size * (op.maps // op.group) * math.prod(w.kernel)
 
@@ -229,3 +231,47 @@ def deconvolution(
         ot.copy_(function(xt, weight, bias_t, strides, begins, extra, group, dilations))
 
     return run
+
+
+def normalization(op: NormalizationOperator, inputs: Sequence[Any], out: Any) -> Kernel | None:
+    """Layer normalization with ``torch.nn.functional.layer_norm``, instance and group normalization with
+    ``group_norm`` (one kernel each, statistics in FLOAT also for HALF tensors).
+
+    None where torch does not compute the layer as the operator does: a scale or bias that only
+    broadcasts to the normalized shape (layer), per-group affine values (group), statistics outputs.
+    """
+    torch = torch_module()
+    x = inputs[0]
+    if op.stash or x.size == 0:
+        return None
+    xt, ot = view(x), view(out)
+    affine: list[Any] = []
+    for name, index, wanted in (("scale", 1, True), ("bias", len(inputs) - 1, op.has_bias)):
+        if not wanted:
+            affine.append(None)
+        elif name in op.weights:
+            affine.append(op.torch_weight(name, xt))
+        else:
+            affine.append(view(inputs[index]).to(xt.dtype))
+    if op.mode == "layer":
+        axis = op.axis + x.ndim if op.axis < 0 else op.axis
+        normalized = tuple(x.shape[axis:])
+        if any(a is not None and tuple(a.shape) != normalized for a in affine):
+            return None
+        weight, bias, eps = affine[0], affine[1], op.epsilon
+
+        def run_layer() -> None:
+            use_threads(_ELEMENT_FLOPS * x.size)
+            ot.copy_(torch.nn.functional.layer_norm(xt, normalized, weight, bias, eps))  # (no out= form)
+
+        return run_layer
+    groups = x.shape[1] if op.mode == "instance" else op.groups
+    if (op.per_group and op.mode == "group") or any(a is not None and a.numel() != x.shape[1] for a in affine):
+        return None
+    weight, bias = (None if a is None else a.reshape(-1) for a in affine)
+
+    def run_group() -> None:
+        use_threads(_ELEMENT_FLOPS * x.size)
+        ot.copy_(torch.nn.functional.group_norm(xt, groups, weight, bias, op.epsilon))
+
+    return run_group
