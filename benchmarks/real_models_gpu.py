@@ -48,7 +48,10 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     add("--repeats", type=int, default=50, help="timed calls per engine, interleaved (default 50)")
     add("--warmup", type=int, default=10, help="untimed calls per engine first (default 10)")
     add("--device", choices=("cuda", "cpu"), default="cuda")
-    add("--compile", choices=("auto", "on", "off"), default="auto", help="torch.compile (auto: on for cuda only)")
+    add("--compile", choices=("auto", "on", "off", "child"), default="auto",
+        help="torch.compile (auto: on for cuda only; child: timed in a child process of this script, run first, "
+             "with plugrt absent from it)")  # fmt: skip
+    add("--torch-only", action="store_true", help=argparse.SUPPRESS)  # the child of --compile child
     add("--exporter", choices=("torchscript", "dynamo"), default="torchscript", help="torch.onnx.export's dynamo=")
     add("--cache", default=os.path.expanduser("~/.cache/plugrt-real-models-gpu"), help="where exports are kept")
     add("--small", action="store_true", help="shrunk configs (2 layers, narrow, 64x64 images) for quick checks")
@@ -100,7 +103,8 @@ class Bench:
 
         self.args, self.torch, self.trt = args, torch, trt
         self.cuda = args.device == "cuda"
-        self.compile = args.compile == "on" or (args.compile == "auto" and self.cuda)
+        self.compile = args.compile == "on" or (args.compile == "auto" and self.cuda) or args.torch_only
+        self.child_compile: dict[tuple[str, str, int], Any] = {}  # --compile child: its torch.compile cells
         self.logger = trt.Logger(trt.Logger.ERROR)
         trt.init_libnvinfer_plugins(self.logger, "")
         self.runtime = trt.Runtime(self.logger, device=args.device)
@@ -224,7 +228,7 @@ class Bench:
         module = spec.make(args.small).eval()
         digest = weights_digest(module)
         module = module.to(device=args.device, dtype=dtype)
-        engines: dict[str, tuple[Any, str]] = {}
+        engines: dict[str, tuple[Any, str]] = {v: (None, "torch only") for v in variants} if args.torch_only else {}
         name = f"{spec.name}{'-small' if args.small else ''}-{dtype_name}-{args.exporter}-{args.device}-{digest}.onnx"
         try:
             path = export_onnx(module, make_inputs(spec, 2, args.small, dtype, args.device),
@@ -232,7 +236,7 @@ class Bench:
         except Exception as exc:
             path, failed = "", describe(exc, "export")
             engines = {v: (None, failed) for v in variants}
-        for variant in variants if path else []:
+        for variant in variants if path and not args.torch_only else []:
             try:
                 engines[variant] = self.build(path, spec, PRECISIONS[variant][2])
             except Exception as exc:
@@ -289,6 +293,8 @@ class Bench:
             worst = diff if worst is None else max(worst, diff)
         if worst is not None and not worst <= tolerance:
             notes.append(f"over tolerance {tolerance:g}")
+        if (spec.name, label, batch) in self.child_compile:
+            cells["torch.compile"] = self.child_compile[(spec.name, label, batch)]
         graph, compiled, eager = cells["plugrt graph"], cells["torch.compile"], cells["torch eager"]
         ratio = graph / compiled if isinstance(graph, float) and isinstance(compiled, float) else None
         if variant == "fp16flag" and isinstance(graph, float) and isinstance(eager, float):
@@ -357,6 +363,26 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _compile_in_child(argv: list[str]) -> dict[tuple[str, str, int], Any]:
+    """Run this script with ``--torch-only`` (torch eager and torch.compile, no plugrt engine) in a child process
+    and return its torch.compile cells by (model, precision label, batch); an error text where it failed."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        out = os.path.join(folder, "child.json")
+        rest = [a for a in argv if not a.startswith("--compile") and a != "child"]
+        done = subprocess.run([sys.executable, __file__, *rest, "--compile", "on", "--torch-only", "--json", out],
+                              capture_output=True, text=True)  # fmt: skip
+        if not os.path.exists(out):
+            tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+            print(f"torch.compile child failed ({done.returncode}): {tail[0]}", file=sys.stderr)
+            return {}
+        with open(out, encoding="utf-8") as f:
+            rows = json.load(f)["rows"]
+    return {(r["model"], r["precision"], r["batch"]): r.get("torch.compile") for r in rows if "torch.compile" in r}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; prints the table (and writes ``--json``)."""
     args = _parse(argv)
@@ -375,6 +401,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{meta['date']}, {where}, torch {meta['torch']}, plugrt {meta['plugrt']}, load {meta['load'][0]:.2f}; "
           f"medians of {args.repeats} interleaved calls after {args.warmup} warm-up")  # fmt: skip
     started = time.perf_counter()
+    if args.compile == "child":
+        bench.child_compile = _compile_in_child(argv if argv is not None else sys.argv[1:])
     for name in args.models:
         spec = MODELS[name]
         try:

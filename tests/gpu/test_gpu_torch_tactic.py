@@ -111,7 +111,8 @@ def test_gpu_build_times_the_tactics_and_the_plan_runs_anywhere(monkeypatch) -> 
     assert conv.tactic in (NUMPY_TACTIC, TORCH_TACTIC)
     x = RNG.standard_normal((3, 8, 64, 64)).astype(np.float32)
     gpu, cpu = run_plan(plan, "cuda", {"x": x}), run_plan(plan, "cpu", {"x": x})
-    np.testing.assert_allclose(gpu["y"], cpu["y"], atol=1e-4 * float(np.abs(cpu["y"]).max()))
+    # cuDNN may run FP32 convolutions in TF32 (PyTorch's default, as TensorRT's BuilderFlag.TF32 is on by default)
+    np.testing.assert_allclose(gpu["y"], cpu["y"], atol=2e-3 * float(np.abs(cpu["y"]).max()))
 
 
 def test_gpu_plan_of_torch_layers_runs_with_cupy_when_torch_is_off(monkeypatch) -> None:

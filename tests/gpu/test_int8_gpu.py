@@ -14,7 +14,7 @@ pytestmark = pytest.mark.gpu
 LOGGER = trt.Logger(trt.Logger.ERROR)
 
 
-def _int8_plan(batch: int, channels: int, classes: int = 10) -> bytes:
+def _int8_plan_model(batch: int, channels: int, classes: int = 10) -> bytes:
     """Conv 3x3 -> Conv 3x3 (INT8 between them) -> Relu -> Flatten -> Gemm, every tensor ranged +-4."""
     rng = np.random.default_rng(0)
     inits = [
@@ -33,7 +33,11 @@ def _int8_plan(batch: int, channels: int, classes: int = 10) -> bytes:
         nodes, "int8_gpu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 8, 8])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, classes])], inits,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def _int8_plan(batch: int, channels: int, classes: int = 10) -> bytes:
+    model = _int8_plan_model(batch, channels, classes)
     builder = trt.Builder(LOGGER)
     network = builder.create_network(0)
     assert trt.OnnxParser(network, LOGGER).parse(model)
@@ -80,3 +84,45 @@ def test_int8_products_take_cublaslt_where_its_shape_rules_allow(
     x = np.random.default_rng(2).standard_normal((batch, 3, 8, 8)).astype(np.float32)
     run_plan(_int8_plan(batch, channels, classes), "cuda", {"x": x})
     assert len({id(p) for p in ran}) == expected
+
+
+def test_calibration_of_a_gpu_build_reads_device_batches_and_matches_the_cpu() -> None:
+    # a GPU build's calibrator hands out device addresses (as TensorRT's do); the FP32 calibration engine
+    # must run on the GPU too, and find the ranges a CPU build finds from the same data in host memory
+    import cupy as cp
+
+    rng = np.random.default_rng(5)
+    batches = [rng.standard_normal((4, 3, 8, 8)).astype(np.float32) for _ in range(2)]
+
+    class Batches(trt.IInt8MinMaxCalibrator):
+        def __init__(self, device: bool) -> None:
+            super().__init__()
+            self.arrays = [cp.asarray(b) if device else b for b in batches]
+            self.device, self.index, self.cache = device, 0, b""
+
+        def get_batch(self, names):  # type: ignore[no-untyped-def]
+            if self.index == len(self.arrays):
+                return None
+            array = self.arrays[self.index]
+            self.index += 1
+            return [int(array.data.ptr) if self.device else array.ctypes.data]
+
+        def read_calibration_cache(self):  # type: ignore[no-untyped-def]
+            return None
+
+        def write_calibration_cache(self, cache: bytes) -> None:
+            self.cache = cache
+
+    caches = []
+    for device in ("cpu", "cuda"):
+        builder = trt.Builder(LOGGER, device=device)
+        network = builder.create_network(0)
+        model = _int8_plan_model(4, 8)
+        assert trt.OnnxParser(network, LOGGER).parse(model)
+        config = builder.create_builder_config()
+        config.set_flag(trt.BuilderFlag.INT8)
+        calibrator = Batches(device == "cuda")
+        config.int8_calibrator = calibrator
+        assert builder.build_serialized_network(network, config) is not None
+        caches.append(calibrator.cache)
+    assert caches[0] and caches[0] == caches[1]

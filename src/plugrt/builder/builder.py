@@ -100,7 +100,7 @@ class Builder(DeprecatedContextManager):
         profile = config.get_calibration_profile()
         if profile is None and config.num_optimization_profiles:
             profile = config.get_optimization_profile(0)
-        ranges = calibrate_network(network, calibrator, profile=profile, apply=False)
+        ranges = calibrate_network(network, calibrator, device=self.device, profile=profile, apply=False)
         self.logger.emit(Severity.INFO, f"calibrated {len(ranges)} tensors with {type(calibrator).__name__}")
         return ranges
 

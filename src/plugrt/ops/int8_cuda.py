@@ -1,7 +1,8 @@
 """INT8 products on a GPU: INT8 operands, INT32 accumulation in cuBLASLt (``torch._int_mm``), one epilogue kernel.
 
 The INT8 operators (:mod:`plugrt.ops.int8`) compute exact integer products everywhere; on the CPU
-through float32 BLAS in exact blocks. On a GPU with PyTorch installed the product is
+through float32 BLAS in exact blocks. On a GPU with PyTorch installed (with CUDA; as the GPU's float
+products, :mod:`plugrt.backends.cuda_matmul`, not a tactic that ``PLUGRT_TORCH`` turns off) the product is
 ``torch._int_mm`` (cuBLASLt's INT8 GEMM with INT32 accumulation, on the engine's stream: the
 CUDA backend makes it PyTorch's current stream for the run), and the dequantize (``acc * in_scale
 * weight_scale + bias``) or requantize epilogue is one CuPy elementwise kernel that reads the
@@ -17,12 +18,14 @@ cuBLASLt, keep the exact float path.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from .torch_cpu import cuda_available, torch_module, view
+from ..backends.cuda_matmul import torch_for_graphs
+from .torch_cpu import view
 
 __all__ = ["ALIGN", "MIN_ROWS", "Int8Product", "epilogue_into", "gather_columns", "padded", "usable"]
 
@@ -50,7 +53,7 @@ def padded(size: int) -> int:
 
 def usable(xp: Any, rows: int) -> bool:
     """Whether products of ``rows`` output rows on arrays of ``xp`` take the cuBLASLt INT8 path."""
-    return xp is not np and rows > MIN_ROWS and cuda_available()
+    return xp is not np and rows > MIN_ROWS and torch_for_graphs() is not None
 
 
 def _kernel(cp: Any, spec: tuple[str, str, str, str]) -> Any:
@@ -63,7 +66,12 @@ def _kernel(cp: Any, spec: tuple[str, str, str, str]) -> Any:
 def epilogue_into(cp: Any, acc: Any, multiplier: Any, bias: Any, out: Any, output_scale: float) -> None:
     """``out = acc * multiplier + bias`` (FLOAT or HALF ``out``), or that requantized with ``output_scale``
     (INT8 ``out``), in one kernel; ``multiplier`` and ``bias`` broadcast against ``acc`` (float32)."""
-    if out.dtype == np.int8:
+    if cp is np:  # the same arithmetic in NumPy passes (the layout is checked on the CPU this way)
+        value = acc.astype(np.float32) * multiplier + bias
+        if out.dtype == np.int8:
+            value = np.clip(np.rint(value * np.float32(1.0 / output_scale)), -128, 127)
+        out[...] = value
+    elif out.dtype == np.int8:
         _kernel(cp, _REQUANTIZE)(acc, multiplier, bias, np.float32(1.0 / output_scale), out)
     else:
         _kernel(cp, _DEQUANTIZE)(acc, multiplier, bias, out)
@@ -74,12 +82,12 @@ class Int8Product:
     caller writes into :attr:`columns` (``[K, cols]`` inside a zero-padded ``[K', cols']`` INT8 buffer)."""
 
     def __init__(self, cp: Any, a: np.ndarray, k: int, cols: int) -> None:
-        torch = torch_module()
+        torch = torch_for_graphs() if cp is not np else importlib.import_module("torch")
         rows = a.shape[0]
         self.k_padded, self.cols_padded = padded(k), padded(cols)
         weight = np.zeros((rows, self.k_padded), dtype=np.int8)
         weight[:, :k] = a
-        self._a = torch.as_tensor(cp.asarray(weight), device="cuda")
+        self._a = view(cp.asarray(weight))
         self._buffer = cp.zeros((self.k_padded, self.cols_padded), dtype=np.int8)
         self.columns = self._buffer[:k, :cols]
         self._acc = cp.empty((rows, self.cols_padded), dtype=np.int32)
