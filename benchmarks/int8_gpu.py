@@ -82,9 +82,11 @@ def _build(trt: Any, logger: Any, path: str, flags: list[Any], calibrator: Any =
     name = network.get_input(0).name
     profile.set_shape(name, (1, 3, 224, 224), (32, 3, 224, 224), (32, 3, 224, 224))
     config.add_optimization_profile(profile)
-    if calibrator is not None:
+    if calibrator is not None:  # the calibration engine runs at the calibration profile's opt shape: 8 images
+        calibration = builder.create_optimization_profile()
+        calibration.set_shape(name, *[(8, 3, 224, 224)] * 3)
         config.int8_calibrator = calibrator
-        config.set_calibration_profile(profile)
+        config.set_calibration_profile(calibration)
     plan = builder.build_serialized_network(network, config)
     engine = trt.Runtime(logger, "cuda").deserialize_cuda_engine(plan)
     return engine, time.perf_counter() - started
