@@ -103,10 +103,11 @@ def test_torch_tactic_on_gpu_matches_numpy_on_cpu(monkeypatch, name: str, fp16: 
 
 def test_gpu_build_times_the_tactics_and_the_plan_runs_anywhere(monkeypatch) -> None:
     # timed on the GPU: whichever wins, the plan must run on the GPU and, with torch's CPU kernels, on the CPU
-    nodes, shape, inits, opset, _ = CASES["conv_relu"]
+    nodes, _, inits, opset, _ = CASES["conv_relu"]
+    shape = (8, 8, 64, 64)
     model = _model(nodes, shape, inits, opset)
     monkeypatch.setenv("PLUGRT_TORCH", "1")
-    plan = _plan(model, (8, 8, 64, 64), "cuda")
+    plan = _plan(model, shape, "cuda")
     conv = next(layer for layer in EnginePlan.from_bytes(plan).layers if layer.kind == "convolution")
     assert conv.tactic in (NUMPY_TACTIC, TORCH_TACTIC)
     x = RNG.standard_normal((3, 8, 64, 64)).astype(np.float32)

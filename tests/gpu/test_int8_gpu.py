@@ -125,4 +125,8 @@ def test_calibration_of_a_gpu_build_reads_device_batches_and_matches_the_cpu() -
         config.int8_calibrator = calibrator
         assert builder.build_serialized_network(network, config) is not None
         caches.append(calibrator.cache)
-    assert caches[0] and caches[0] == caches[1]
+    # the same ranges; the GPU sums in another order, so a scale may differ in its last bits
+    cpu, gpu = (trt.builder.calibration.parse_cache(c) for c in caches)
+    assert cpu[0] == gpu[0] and sorted(cpu[1]) == sorted(gpu[1]) and len(cpu[1]) >= 5
+    for name, amax in cpu[1].items():
+        assert gpu[1][name] == pytest.approx(amax, rel=1e-5), name
