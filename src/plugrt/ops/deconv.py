@@ -78,6 +78,7 @@ class DeconvolutionOperator(TorchOperator):
         self._shapes: tuple[tuple[int, ...], tuple[int, ...]] | None = None
         self._taps: list[tuple[tuple[Any, ...], tuple[Any, ...]]] = []
         self._cols_shape: tuple[int, ...] = ()
+        self._tiled = False
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
         expect_float_inputs(self, input_types, self._inputs)
@@ -149,6 +150,12 @@ class DeconvolutionOperator(TorchOperator):
             src = (slice(None), slice(None), t, *(p[0] for p in pairs))
             dst = (slice(None), slice(None), *(p[1] for p in pairs))
             self._taps.append((dst, src))
+        #: every output element gets exactly one tap (kernel == stride, no dilation, padding or output
+        #: padding: PP-OCR det's 2x2 upsampling): the product is laid out in one strided pass
+        self._tiled = all(
+            k == st and d == 1 and b == 0 and o == i * st
+            for k, st, d, b, i, o in zip(w.kernel, w.strides, w.dilations, begins, spatial, out_spatial)
+        )
         self._shapes = (x_shape, out_shape)
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
@@ -168,13 +175,34 @@ class DeconvolutionOperator(TorchOperator):
         target = out
         if out.dtype != np.float32:
             target = self.scratch("acc", out.shape, np.float32, xp)
+        bias = None
         if self.has_bias:
-            bias = self.weight("bias", xp) if "bias" in self.weights else inputs[-1]
-            target.reshape(n, self.maps, -1)[...] = xp.asarray(bias, dtype=np.float32).reshape(-1, 1)
+            bias = xp.asarray(self.weight("bias", xp) if "bias" in self.weights else inputs[-1], dtype=np.float32)
+        if self._tiled:
+            self._lay_out(xp, cols, bias, target)
         else:
-            target.fill(0)
-        for dst, src in self._taps:
-            region = target[dst]
-            xp.add(region, cols[src], out=region)
+            if bias is not None:
+                target.reshape(n, self.maps, -1)[...] = bias.reshape(-1, 1)
+            else:
+                target.fill(0)
+            for dst, src in self._taps:
+                region = target[dst]
+                xp.add(region, cols[src], out=region)
         if target is not out:
             xp.copyto(out, target, casting="unsafe")
+
+    def _lay_out(self, xp: Any, cols: Any, bias: Any, target: Any) -> None:
+        """``target`` = each input position's taps (``cols``, ``[N, M, taps, *in]``) at ``in * stride + tap``,
+        plus ``bias``: one write per output element, tap by tap (the taps of a tiled kernel never overlap)."""
+        rank, (n, maps), spatial = self.window.rank, cols.shape[:2], cols.shape[3:]
+        kernel = self.window.kernel
+        tiles = target.reshape(n, maps, *(d for a in range(rank) for d in (spatial[a], kernel[a])))
+        shift = None if bias is None else bias.reshape(-1, *(1,) * rank)
+        every = (slice(None), slice(None))
+        for t, tap in enumerate(np.ndindex(*kernel)):
+            tile = tiles[every + tuple(part for k in tap for part in (slice(None), k))]
+            source = cols[:, :, t]
+            if shift is None:
+                xp.copyto(tile, source)
+            else:
+                xp.add(source, shift, out=tile)
