@@ -18,6 +18,7 @@ Gate orders follow ONNX: LSTM ``i o f c``, GRU ``z r h``; peepholes ``i o f``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,7 +44,8 @@ class CellSpec:
 
 class _Gates:
     """Applies one of a cell's activations to a ``[direction, ...]`` slice: once when every direction
-    uses the same function, else per direction."""
+    uses the same function, else per direction. Made once per function list and array module
+    (:func:`_gates`): a cell's step is made at every run."""
 
     def __init__(self, functions: Sequence[Activation], xp: Any) -> None:
         self.functions = list(functions)
@@ -58,6 +60,11 @@ class _Gates:
         else:
             for d, function in enumerate(self.functions):
                 function(self.xp, x[d], out[d])
+
+
+@functools.lru_cache(maxsize=256)
+def _gates(functions: tuple[Activation, ...], xp: Any) -> _Gates:
+    return _Gates(functions, xp)
 
 
 def reverse_each(xp: Any, x: Any, lengths: Any) -> Any:
@@ -132,7 +139,7 @@ def _clip(spec: CellSpec, x: Any, xp: Any) -> None:
 
 
 def _rnn(spec: CellSpec, r: Any, bias: Any, peepholes: Any, batch: int, xp: Any) -> Any:
-    f = _Gates([fs[0] for fs in spec.functions], xp)
+    f = _gates(tuple(fs[0] for fs in spec.functions), xp)
     recurrent = r.transpose(0, 2, 1)
 
     def step(projected: Any, h: Any, states: list[Any], out: Any) -> None:
@@ -145,7 +152,7 @@ def _rnn(spec: CellSpec, r: Any, bias: Any, peepholes: Any, batch: int, xp: Any)
 
 
 def _gru(spec: CellSpec, r: Any, bias: Any, peepholes: Any, batch: int, xp: Any) -> Any:
-    f, g = (_Gates([fs[k] for fs in spec.functions], xp) for k in range(2))
+    f, g = (_gates(tuple(fs[k] for fs in spec.functions), xp) for k in range(2))
     dirs, hidden = r.shape[0], r.shape[2]
     update_reset, candidate_weights = r[:, : 2 * hidden].transpose(0, 2, 1), r[:, 2 * hidden :].transpose(0, 2, 1)
     zr = xp.empty((dirs, batch, 2 * hidden), dtype=r.dtype)
@@ -180,7 +187,7 @@ def _gru(spec: CellSpec, r: Any, bias: Any, peepholes: Any, batch: int, xp: Any)
 
 
 def _lstm(spec: CellSpec, r: Any, bias: Any, peepholes: Any, batch: int, xp: Any) -> Any:
-    f, g, h_fn = (_Gates([fs[k] for fs in spec.functions], xp) for k in range(3))
+    f, g, h_fn = (_gates(tuple(fs[k] for fs in spec.functions), xp) for k in range(3))
     dirs, hidden = r.shape[0], r.shape[2]
     recurrent = r.transpose(0, 2, 1)
     pre = xp.empty((dirs, batch, 4 * hidden), dtype=r.dtype)
