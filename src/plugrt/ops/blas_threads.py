@@ -14,6 +14,12 @@ ship it); without one, nothing changes. The same rule sizes the optional PyTorch
 kernels' thread pool (``ops/torch_cpu.py``): :func:`threads_for` gives the count a
 kernel of that much work runs on, :func:`engine_threads` the count the engine may
 use at most.
+
+The engine's own matrix products (MatMul, Gemm) do not use the BLAS's threads at all:
+:func:`split_products` says when a product runs as column or row blocks that this
+thread and one blocking helper thread take in turn, each block a one-thread BLAS call
+(``ops/product_parts.py``), which keeps both cores busy on a quiet machine and does
+not collapse on a busy one.
 """
 
 from __future__ import annotations
@@ -31,7 +37,9 @@ __all__ = [
     "blas_threads_for",
     "engine_threads",
     "machine_busy",
+    "one_blas_thread",
     "set_blas_threads",
+    "split_products",
     "threads_for",
 ]
 
@@ -108,14 +116,34 @@ def threads_for(flops: float) -> int:
 
 
 @contextlib.contextmanager
-def blas_threads_for(flops: float) -> Iterator[None]:
-    """Run the enclosed product with one BLAS thread unless it is large and a core is free."""
-    if _BLAS is None or _CONFIGURED <= 1 or threads_for(flops) > 1:
+def one_blas_thread() -> Iterator[None]:
+    """Run the enclosed products with one BLAS thread each (no spinning workers); other threads' products
+    wait for the setting to be restored (it is process-wide)."""
+    if _BLAS is None or _CONFIGURED <= 1:
         yield
         return
-    with _LOCK:  # the setting is process-wide: products on other threads wait (they would contend anyway)
+    with _LOCK:
         _BLAS[0](1)
         try:
             yield
         finally:
             _BLAS[0](_CONFIGURED)
+
+
+@contextlib.contextmanager
+def blas_threads_for(flops: float) -> Iterator[None]:
+    """Run the enclosed product with one BLAS thread unless it is large and a core is free."""
+    if threads_for(flops) > 1:
+        yield
+        return
+    with one_blas_thread():
+        yield
+
+
+def split_products(flops: float) -> bool:
+    """True when a product of ``flops`` operations should run as parts on two host threads, each with one
+    BLAS thread (``ops/product_parts.py``): it is large, the engine may use two threads or more, and the
+    BLAS's thread count can be set (so its own workers stay idle). The machine's load does not matter:
+    the threads block when they wait and share out the parts as they go, so a busy core slows the product
+    down no more than it slows a single thread."""
+    return _BLAS is not None and engine_threads() >= 2 and (os.cpu_count() or 1) >= 2 and flops >= MIN_THREADED_FLOPS

@@ -20,7 +20,7 @@ from ..shape import constant
 from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import label, merge_dim
 from .params import param
-from .products import matmul_into
+from .product_parts import matmul_parts_into
 from .shared_rules import expect_float_inputs
 
 __all__ = ["GemmOperator", "pack_gemm_weights"]
@@ -99,7 +99,7 @@ class GemmOperator(Operator):
         target = out
         if out.dtype != np.float32:
             target = self.scratch("acc", out.shape, np.float32, xp)
-        matmul_into(xp, a, b, target)
+        matmul_parts_into(xp, a, b, target)
         if self.uniform:
             target[:, 1:] = target[:, :1]
         if not scaled and self.alpha != 1.0:

@@ -18,9 +18,8 @@ from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..shape import IDimensionExpr
 from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
-from .blas_threads import blas_threads_for
 from .elementwise import FLOAT_TYPES, broadcast_dim, expect_inputs, label, merge_dim
-from .products import matmul_into
+from .product_parts import matmul_parts_into
 
 __all__ = ["MatrixMultiplyOperator"]
 
@@ -103,11 +102,7 @@ class MatrixMultiplyOperator(Operator):
         if len(self._out_view) != a.ndim:
             self.prepare([a.shape, b.shape], [out.shape])
         bias = inputs[2].reshape(-1) if self.bias else None
-        if xp is np:
-            with blas_threads_for(2.0 * out.size * a.shape[-1]):
-                matmul_into(xp, a, b, out.reshape(self._out_view), bias)
-        else:
-            matmul_into(xp, a, b, out.reshape(self._out_view), bias)
+        matmul_parts_into(xp, a, b, out.reshape(self._out_view), bias)
 
 
 def _operand(x: Any, op: str, first: bool) -> Any:
