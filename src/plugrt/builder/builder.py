@@ -13,6 +13,7 @@ from ..core.logger import ILogger, Logger, Severity
 from ..core.types import DataType
 from ..engine.host_memory import IHostMemory
 from ..engine.limits import check_plan_allocations
+from ..engine.plan import EnginePlan
 from ..interfaces.error_recorder import ErrorCodeTRT, check_error_recorder, report_to
 from ..network.definition import INetworkDefinition
 from .compile import build_plan
@@ -111,18 +112,30 @@ class Builder(DeprecatedContextManager):
         :class:`~plugrt.PlugrtError` naming the layer and the problem (the
         message is logged at ERROR too).
         """
+        data = self._build(network, config, serialize=True)[1]
+        assert data is not None
+        return IHostMemory(data)
+
+    def build_plan(self, network: INetworkDefinition, config: IBuilderConfig) -> EnginePlan:
+        """Build ``network`` into a plan in memory, for :meth:`Runtime.engine_from_plan` (a plugrt extension):
+        as :meth:`build_serialized_network`, without writing the bytes. The plan reads the network's weight
+        arrays where the build leaves them as they are: change them only after the engine is made."""
+        return self._build(network, config, serialize=False)[0]
+
+    def _build(
+        self, network: INetworkDefinition, config: IBuilderConfig, serialize: bool
+    ) -> tuple[EnginePlan, bytes | None]:
         run_pending()
+        what = "build_serialized_network" if serialize else "build_plan"
         if not isinstance(network, INetworkDefinition):
-            raise TypeMismatchError(
-                f"build_serialized_network takes an INetworkDefinition, got {type(network).__name__}"
-            )
+            raise TypeMismatchError(f"{what} takes an INetworkDefinition, got {type(network).__name__}")
         if not isinstance(config, IBuilderConfig):
-            raise TypeMismatchError(f"build_serialized_network takes an IBuilderConfig, got {type(config).__name__}")
+            raise TypeMismatchError(f"{what} takes an IBuilderConfig, got {type(config).__name__}")
         start = time.perf_counter()
         try:
             plan = build_plan(network, config, self.logger, self.backend, self._calibrate(network, config))
             check_plan_allocations(plan, "build")
-            data = plan.to_bytes()
+            data = plan.to_bytes() if serialize else None
         except PlugrtError as exc:
             self.logger.emit(Severity.ERROR, f"build failed: {exc}")
             report_to(self._error_recorder, ErrorCodeTRT.INVALID_CONFIG, f"build failed: {exc}")
@@ -132,9 +145,10 @@ class Builder(DeprecatedContextManager):
             report_to(self._error_recorder, ErrorCodeTRT.INTERNAL_ERROR, f"build failed: {type(exc).__name__}: {exc}")
             raise BuildError(f"build failed: {type(exc).__name__}: {exc}") from exc
         self.last_build_seconds = time.perf_counter() - start
+        size = f"{len(data)} bytes" if data is not None else "in memory"
         self.logger.emit(
             Severity.INFO,
             f"built {network.name!r}: {len(plan.layers)} layers, {len(plan.plugins)} plugins, "
-            f"{len(data)} bytes in {self.last_build_seconds * 1e3:.1f} ms",
+            f"{size} in {self.last_build_seconds * 1e3:.1f} ms",
         )
-        return IHostMemory(data)
+        return plan, data

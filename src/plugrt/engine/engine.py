@@ -37,9 +37,13 @@ class ICudaEngine(DeprecatedContextManager):
     deserialized plugin per plugin layer, and creates execution contexts.
     """
 
-    def __init__(self, plan: EnginePlan, data: bytes, registry: IPluginRegistry, logger: ILogger, backend: Backend) -> None:
+    def __init__(
+        self, plan: EnginePlan, data: bytes | None, registry: IPluginRegistry, logger: ILogger, backend: Backend
+    ) -> None:
         self.plan = plan
-        self._data = bytes(data)
+        #: the plan bytes the engine was loaded from; None for an engine made from a plan in memory
+        #: (:meth:`Runtime.engine_from_plan`), whose bytes are written when asked for
+        self._data = None if data is None else bytes(data)
         self.logger = logger
         self.backend = backend
         self.resource_context = IPluginResourceContext(backend.name)
@@ -162,8 +166,8 @@ class ICudaEngine(DeprecatedContextManager):
         return max(p.arena_size for p in self.plan.profiles)
 
     def serialize(self) -> IHostMemory:
-        """The plan bytes this engine came from."""
-        return IHostMemory(self._data)
+        """The plan bytes this engine came from (written from its plan for an engine made in memory)."""
+        return IHostMemory(self.plan.to_bytes() if self._data is None else self._data)
 
     def create_execution_context(self) -> Any:
         """A new context with its own memory and plugin clones."""

@@ -18,6 +18,7 @@ import numpy as np
 from ..backends.base import Backend, Graph
 from ..core.errors import ExecutionError, PlugrtError
 from ..core.layouts import storage_shape
+from ..core.types import TensorFormat
 from ..interfaces.v3 import IPluginResourceContext
 from ..nodes.base import Binding, Node
 from .plan import EnginePlan, LayerPlan, host_computed
@@ -59,6 +60,8 @@ class Executor:
             host = not constant and host_computed(layer, self.plan.tensors, self.size_symbols)
             node = engine.create_node(index, self.resource_context)
             self.steps.append(Step(index, layer, node, constant, host=host))
+        #: constant tensors read from the plan's weights in place instead of copied into the arena
+        self.weight_views = self._weight_views()
         #: tensor -> its shape-tensor values for the current input shapes (where they depend on shapes only)
         self.values: dict[int, tuple[int, ...]] = {}
         #: whether the shape-tensor layers' outputs in the arena hold the current values
@@ -79,6 +82,31 @@ class Executor:
         self.set_profile(0)
 
     # --- memory ------------------------------------------------------------------------
+    def _weight_views(self) -> dict[int, Any]:
+        """Constant layers' outputs that are the plan's weight arrays themselves (read-only) rather than copies in
+        the arena: on a backend whose arrays are host memory, for linear tensors of the weight's type that only
+        operators read (a plugin is given pointers, which the arena aligns). Their arena space is never written,
+        so the weights are in memory once."""
+        if not self.backend.host_memory:
+            return {}
+        plugin_inputs = {i for layer in self.plan.layers if layer.is_plugin for i in layer.inputs}
+        views: dict[int, Any] = {}
+        for step in self.steps:
+            layer = step.layer
+            value = getattr(step.node, "weights", {}).get("value") if layer.kind == "constant" else None
+            if not step.constant or value is None or len(layer.outputs) != 1:
+                continue
+            index = layer.outputs[0]
+            tensor = self.plan.tensors[index]
+            if index in plugin_inputs or tensor.format != TensorFormat.LINEAR or not value.flags.c_contiguous:
+                continue
+            if value.dtype != np.dtype(tensor.dtype.nptype()):
+                continue
+            view = value.view()
+            view.flags.writeable = False
+            views[index] = view
+        return views
+
     def set_profile(self, profile: int) -> None:
         """Switch to ``profile``'s memory plan (allocates its arena)."""
         self.profile = profile
@@ -136,12 +164,15 @@ class Executor:
             if index in io_arrays:
                 self.arrays[index] = io_arrays[index]
                 self.pointers[index] = io_pointers[index]
+            elif index in self.weight_views:
+                self.arrays[index] = self.weight_views[index]
+                self.pointers[index] = self.backend.address_of(self.weight_views[index])
             elif tensor.role != "input":
                 self.arrays[index] = self._arena_view(index, shape if shape is not None else self.upper[index])
         self.upper_arrays = {i: self.arrays[i] for i in self.upper}
         if not self.constants_ready:
             for step in self.steps:
-                if step.constant:
+                if step.constant and not (step.layer.outputs and step.layer.outputs[0] in self.weight_views):
                     self._bind_step(step)
                     self._run_step(step, 0)
             self.constants_ready = True

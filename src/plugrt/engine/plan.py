@@ -19,7 +19,7 @@ from ..core.errors import PlanFormatError
 from ..core.types import DataType, TensorFormat
 from ..shape.expr import IDimensionExpr
 from .plan_exprs import MAX_EXPR_DEPTH, MAX_EXPR_NODES, ExprTable, decode_expr, decode_expr_table, encode_expr
-from .plan_format import PlanContents, PluginRecord, decode_plan, encode_plan
+from .plan_format import WEIGHT_DTYPES, PlanContents, PluginRecord, decode_plan, encode_plan
 
 __all__ = [
     "MAX_EXPR_DEPTH",
@@ -119,6 +119,24 @@ class EnginePlan:
 
     def to_bytes(self) -> bytes:
         """The plan file."""
+        return encode_plan(self._contents(dict(self.weights)))
+
+    def reloaded(self) -> EnginePlan:
+        """This plan as loading its file gives it back (the header through JSON, with every check a load makes),
+        except that the weights are not copied: the result holds read-only views of this plan's arrays (those
+        that are not C-contiguous and native-endian, as a load makes them, are converted)."""
+        weights: dict[str, np.ndarray] = {}
+        for name, array in self.weights.items():
+            if not isinstance(array, np.ndarray) or array.dtype.name not in WEIGHT_DTYPES:
+                encode_plan(self._contents({name: array}))  # raises the error a file would
+            view = np.ascontiguousarray(array, array.dtype.newbyteorder("="))
+            view = view.view()
+            view.flags.writeable = False
+            weights[name] = view
+        loaded = decode_plan(encode_plan(self._contents({})))
+        return _checked_decode(PlanContents(loaded.header, weights, loaded.plugins))
+
+    def _contents(self, weights: dict[str, np.ndarray]) -> PlanContents:
         dims = ExprTable()
         header = {
             "producer": f"plugrt {__version__}",
@@ -149,18 +167,21 @@ class EnginePlan:
             ],
             "symbols": {k: [v[0], v[1]] for k, v in self.symbols.items()},
         }
-        return encode_plan(PlanContents(header, dict(self.weights), list(self.plugins)))
+        return PlanContents(header, weights, list(self.plugins))
 
     @classmethod
     def from_bytes(cls, data: bytes | bytearray | memoryview) -> EnginePlan:
         """Read a plan file; anything malformed raises :class:`PlanFormatError`."""
-        contents = decode_plan(data)
-        try:
-            return _decode(contents)
-        except PlanFormatError:
-            raise
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
-            raise PlanFormatError(f"plan header is malformed: {type(exc).__name__}: {exc}") from None
+        return _checked_decode(decode_plan(data))
+
+
+def _checked_decode(contents: PlanContents) -> EnginePlan:
+    try:
+        return _decode(contents)
+    except PlanFormatError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        raise PlanFormatError(f"plan header is malformed: {type(exc).__name__}: {exc}") from None
 
 
 def _encode_layer(layer: LayerPlan) -> dict[str, Any]:

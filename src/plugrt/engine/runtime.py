@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..backends.base import Backend
 from ..backends.registry import DEFAULT_DEVICE, get_backend, using_backend
 from ..core.context_manager import DeprecatedContextManager
@@ -34,6 +36,16 @@ class Runtime(DeprecatedContextManager):
     def _backend(self) -> Backend:
         return self.backend
 
+    def engine_from_plan(self, plan: EnginePlan) -> ICudaEngine:
+        """An engine from a plan built in this process (:meth:`Builder.build_plan`), as
+        :meth:`deserialize_cuda_engine` makes it from the plan's bytes (the same header checks and plugin
+        revival) but sharing the plan's weight arrays instead of copying them into bytes and back: the
+        weights are then in memory once. The plan's bytes are written only if the engine is serialized."""
+        run_pending()
+        if not isinstance(plan, EnginePlan):
+            raise TypeMismatchError(f"engine_from_plan takes an EnginePlan, got {type(plan).__name__}")
+        return self._engine(lambda: (plan.reloaded(), None))
+
     def deserialize_cuda_engine(self, serialized_engine: bytes | bytearray | memoryview) -> ICudaEngine:
         """The engine in ``serialized_engine``.
 
@@ -44,11 +56,14 @@ class Runtime(DeprecatedContextManager):
         run_pending()
         if not isinstance(serialized_engine, (bytes, bytearray, memoryview)):
             raise TypeMismatchError(f"deserialize_cuda_engine takes bytes, got {type(serialized_engine).__name__}")
+        return self._engine(lambda: (EnginePlan.from_bytes(serialized_engine), bytes(serialized_engine)))
+
+    def _engine(self, load: Callable[[], tuple[EnginePlan, bytes | None]]) -> ICudaEngine:
         try:
-            plan = EnginePlan.from_bytes(serialized_engine)
+            plan, data = load()
             backend = self._backend()
             with using_backend(backend):
-                return ICudaEngine(plan, bytes(serialized_engine), self.plugin_registry, self.logger, backend)
+                return ICudaEngine(plan, data, self.plugin_registry, self.logger, backend)
         except PlugrtError as exc:
             self.logger.emit(Severity.ERROR, f"deserialize_cuda_engine failed: {exc}")
             raise

@@ -108,7 +108,11 @@ class IConstantLayer(StandardLayer):
         value = self.weights.numpy()
         if any(d < 0 for d in self.shape) or value.size != int(np.prod(list(self.shape), dtype=np.int64)):
             raise ShapeError(f"{self.name}: {value.size} weight values do not fill shape {tuple(self.shape)}")
-        return self._lower("constant", {"shape": list(self.shape)}, {"value": value.copy()})
+        # a read-only view, not a copy: the build reads the network's weights (as TensorRT's does) and the plan
+        # bytes hold the engine's own copy
+        view = value.view()
+        view.flags.writeable = False
+        return self._lower("constant", {"shape": list(self.shape)}, {"value": view})
 
 
 class IShuffleLayer(StandardLayer):

@@ -169,8 +169,8 @@ class CompiledModel:
             for name, (low, opt, high) in ranges.items():
                 profile.set_shape(name, low, opt, high)
             config.add_optimization_profile(profile)
-        plan = self._builder.build_serialized_network(self.network, config)
-        self.engine = self._runtime.deserialize_cuda_engine(plan)
+        # in memory: the engine shares the network's weight arrays instead of copying them through plan bytes
+        self.engine = self._runtime.engine_from_plan(self._builder.build_plan(self.network, config))
         self._host_run = HostRun(self.engine)
         self.context = self._host_run.context
 

@@ -11,14 +11,21 @@ An ONNX tensor may keep its bytes in another file (``data_location=EXTERNAL``,
   the working directory.
 - A location must be a relative path that stays inside that folder: absolute
   paths, ``..`` and symbolic links leading out of it are refused.
+
+Initializers of plain numeric types are read from the file straight into arrays
+(:func:`load_external_data` returns them by name) and their tensors in the model
+stay without data, so the weights are in memory once rather than in the model and
+again in the arrays made from it; other external tensors are read into the model.
 """
 
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 from onnx import AttributeProto, GraphProto, TensorProto
 
 from .graph import GraphError
@@ -84,15 +91,53 @@ def resolve_location(tensor: TensorProto, base_dir: str) -> tuple[str, int, int]
     return target, offset, length
 
 
-def load_external_data(model: Any, base_dir: str | None, source: str) -> None:
-    """Read every external tensor of ``model`` from ``base_dir`` into the model (in place).
+#: ONNX element types whose external bytes are the array's (little-endian), read into arrays directly
+_DIRECT_TYPES: dict[int, str] = {
+    TensorProto.FLOAT: "<f4",
+    TensorProto.DOUBLE: "<f8",
+    TensorProto.FLOAT16: "<f2",
+    TensorProto.INT8: "i1",
+    TensorProto.UINT8: "u1",
+    TensorProto.INT16: "<i2",
+    TensorProto.UINT16: "<u2",
+    TensorProto.INT32: "<i4",
+    TensorProto.UINT32: "<u4",
+    TensorProto.INT64: "<i8",
+    TensorProto.UINT64: "<u8",
+}
+
+
+def _direct_size(tensor: TensorProto, length: int) -> tuple[np.dtype, int] | None:
+    """(dtype, element count) when ``tensor``'s external bytes are read straight into an array, else None
+    (other types, or a length that disagrees with its dims: read into the model, whose checks say why)."""
+    if int(tensor.data_type) not in _DIRECT_TYPES:
+        return None
+    dtype = np.dtype(_DIRECT_TYPES[int(tensor.data_type)])
+    count = int(np.prod(tensor.dims, dtype=np.int64))
+    return (dtype, count) if length in (-1, count * dtype.itemsize) else None
+
+
+def _read_array(tensor: TensorProto, path: str, offset: int, dtype: np.dtype, count: int) -> np.ndarray:
+    try:
+        array = np.fromfile(path, dtype=dtype, count=count, offset=offset)
+    except (OSError, ValueError) as exc:
+        raise GraphError(f"tensor {tensor.name!r}: cannot read external data from {path!r}: {exc}") from None
+    if array.size != count:
+        raise GraphError(f"tensor {tensor.name!r}: external file {path!r} holds {array.size * dtype.itemsize} bytes "
+                         f"at offset {offset}, the model says {count * dtype.itemsize}")
+    return array.astype(dtype.newbyteorder("="), copy=False).reshape(tuple(tensor.dims))
+
+
+def load_external_data(model: Any, base_dir: str | None, source: str) -> dict[str, np.ndarray]:
+    """Read every external tensor of ``model`` from ``base_dir``: the top-level initializers of plain numeric
+    types into arrays, returned by name (their tensors keep no data), the others into the model in place.
 
     ``base_dir`` None (a model given as bytes, no folder named) refuses external
     data; ``source`` says where the model came from, for messages.
     """
     tensors = external_tensors(model)
     if not tensors:
-        return
+        return {}
     if base_dir is None:
         names = ", ".join(repr(t.name) for t in tensors[:3]) + (" ..." if len(tensors) > 3 else "")
         raise GraphError(
@@ -100,7 +145,21 @@ def load_external_data(model: Any, base_dir: str | None, source: str) -> None:
             "to read them from; pass the model's path (parse_from_file, parse(data, path=...)) or name a base "
             "directory (parse(data, path=folder), plugrt.compile(..., external_data_dir=folder))"
         )
-    for tensor in tensors:
+    initializers = list(model.graph.initializer)
+    uses = Counter(t.name for t in initializers)
+    arrays: dict[str, np.ndarray] = {}
+    in_place: list[TensorProto] = []
+    for tensor in initializers:
+        if tensor.data_location != TensorProto.EXTERNAL:
+            continue
+        path, offset, length = resolve_location(tensor, base_dir)
+        size = _direct_size(tensor, length) if uses[tensor.name] == 1 else None
+        if size is not None:
+            arrays[tensor.name] = _read_array(tensor, path, offset, *size)
+        else:
+            in_place.append(tensor)
+    in_place += tensors[len(arrays) + len(in_place) :]  # external_tensors lists the initializers first
+    for tensor in in_place:
         path, offset, length = resolve_location(tensor, base_dir)
         try:
             with open(path, "rb") as f:
@@ -114,3 +173,4 @@ def load_external_data(model: Any, base_dir: str | None, source: str) -> None:
         tensor.raw_data = data
         tensor.data_location = TensorProto.DEFAULT
         del tensor.external_data[:]
+    return arrays

@@ -51,6 +51,8 @@ class ModelImport:
         self.constants: dict[int, np.ndarray] = {}
         self.shapes = NetworkShapes()
         self.initializers: dict[str, Any] = {}
+        #: initializers read from external files straight into arrays (by name)
+        self.external: dict[str, np.ndarray] = {}
         self.expansions = 0
 
     def warn(self, message: str) -> None:
@@ -71,10 +73,10 @@ class ModelImport:
             self.parser._error(ErrorCode.INVALID_GRAPH, "the graph has no outputs (an empty graph)", func="parseGraph")
             return
         if self.path is None:
-            load_external_data(model, None, "bytes")
+            self.external = load_external_data(model, None, "bytes")
         else:  # the model file's folder, or the folder the caller named
             folder = self.path if os.path.isdir(self.path) else os.path.dirname(os.path.abspath(self.path))
-            load_external_data(model, folder, repr(self.path))
+            self.external = load_external_data(model, folder, repr(self.path))
         self.initializers = {t.name: t for t in graph.initializer}
         for value in graph.input:
             if value.name not in self.initializers:
@@ -157,7 +159,9 @@ class ModelImport:
         if proto.data_type == TensorProto.STRING:
             raise GraphError(f"initializer {proto.name!r} holds strings, which plugrt does not support")
         try:
-            array = numpy_helper.to_array(proto)
+            array = self.external.get(proto.name)
+            if array is None:
+                array = numpy_helper.to_array(proto)
         except Exception as exc:
             raise GraphError(f"initializer {proto.name!r} cannot be read: {exc}") from exc
         converted = to_supported_array(np.asarray(array))

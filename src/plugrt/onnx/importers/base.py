@@ -317,6 +317,9 @@ class ImportContext:
         extra = rank - own
         if extra <= 0:
             return tensor
+        value = self.value_of(tensor)
+        if value is not None and value.size > 1:  # a weight: a view of the same array, not a folded copy
+            return self.constant(value.reshape((1,) * extra + value.shape))
         # Append the ones (0 copies each existing dimension), then move them to the front:
         # a reshape that needs no shape tensor, so it also works for dynamic dimensions.
         start = self.network.num_layers
