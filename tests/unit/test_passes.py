@@ -300,3 +300,41 @@ def test_an_unknown_pass_name_raises(monkeypatch) -> None:
     monkeypatch.setenv(DISABLE_ENV, "gleu")
     with pytest.raises(BuildError, match="unknown passes"):
         plugrt.compile(_model(GELU_ERF_SPELLINGS["dynamo"], GELU_CONSTANTS, (2, 7, 33)))
+
+
+def test_the_graph_maps_kept_by_each_rewrite_are_those_of_a_full_index(monkeypatch):
+    """The optimizer updates who produces and reads each tensor at a rewrite instead of re-indexing."""
+    from plugrt.builder.passes.graph import LayerGraph
+
+    checked = []
+    apply, remove = LayerGraph.apply, LayerGraph.remove
+
+    def check(graph: LayerGraph) -> None:
+        kept = (dict(graph.producer), {k: sorted(v) for k, v in graph.readers.items()})
+        graph._index()
+        assert kept == (graph.producer, {k: sorted(v) for k, v in graph.readers.items()})
+        checked.append(True)
+
+    def checked_apply(graph: LayerGraph, fusion) -> bool:
+        made = apply(graph, fusion)
+        check(graph)
+        return made
+
+    def checked_remove(graph: LayerGraph, step: int) -> None:
+        remove(graph, step)
+        check(graph)
+
+    monkeypatch.setattr(LayerGraph, "apply", checked_apply)
+    monkeypatch.setattr(LayerGraph, "remove", checked_remove)
+    w = RNG.standard_normal((8, 8)).astype(np.float32)
+    bias = RNG.standard_normal(8).astype(np.float32)
+    nodes = [n("MatMul", ["x", "w"], ["xw"]), n("Add", ["xw", "bias"], ["g"])] + [
+        n(node.op_type, [{"x": "g"}.get(i, i) for i in node.input], list(node.output))
+        for node in GELU_ERF_SPELLINGS["dynamo"]
+    ]
+    model = _model(nodes, {**GELU_CONSTANTS, "w": w, "bias": bias}, (2, 3, 8))
+    x = RNG.standard_normal((2, 3, 8)).astype(np.float32)
+    fused, plain, got, want = _both(model, monkeypatch, x)
+    assert len(checked) >= 3  # bias pair, GELU, then dead constants
+    assert "activation" in _kinds(fused) and len(_kinds(fused)) < len(_kinds(plain))
+    np.testing.assert_allclose(got["y"], want["y"], rtol=2e-6, atol=1e-6)

@@ -49,12 +49,28 @@ class LayerGraph:
         self.producer = {}
         self.readers = {}
         for step, layer in enumerate(self.layers):
-            if layer is None:
-                continue
-            for o in layer.outputs:
-                self.producer[o] = step
-            for i in (*layer.inputs, *layer.shape_inputs):
-                self.readers.setdefault(i, []).append(step)
+            if layer is not None:
+                self._enter(step, layer)
+
+    def _enter(self, step: int, layer: LayerPlan) -> None:
+        for o in layer.outputs:
+            self.producer[o] = step
+        for i in (*layer.inputs, *layer.shape_inputs):
+            self.readers.setdefault(i, []).append(step)
+
+    def _leave(self, step: int) -> None:
+        """Take the layer at ``step`` out of the maps (a rewrite changes only the layers it touches)."""
+        layer = self.layers[step]
+        if layer is None:
+            return
+        for o in layer.outputs:
+            if self.producer.get(o) == step:
+                del self.producer[o]
+        for i in (*layer.inputs, *layer.shape_inputs):
+            readers = self.readers[i]
+            readers.remove(step)
+            if not readers:
+                del self.readers[i]
 
     # --- questions rules ask -------------------------------------------------------------
     def layer(self, step: int) -> LayerPlan:
@@ -129,16 +145,18 @@ class LayerGraph:
                     return False
         if not kept <= {o for s in steps for o in self.layer(s).outputs}:
             return False
+        for s in steps:
+            self._leave(s)
         for s in steps[:-1]:
             self.layers[s] = None
         self.layers[steps[-1]] = fusion.layer
-        self._index()
+        self._enter(steps[-1], fusion.layer)
         return True
 
     def remove(self, step: int) -> None:
         """Drop the layer at ``step`` (its outputs must be read by nobody)."""
+        self._leave(step)
         self.layers[step] = None
-        self._index()
 
     def compact(self) -> tuple[list[LayerPlan], list[TensorPlan], list[int]]:
         """The layers left, the tensors they and the engine I/O use (renumbered), and the I/O."""
