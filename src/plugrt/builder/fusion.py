@@ -11,6 +11,7 @@ rule                   what                                                     
 =====================  ==================================================================  ==================
 ``scaled_softmax``     ``PROD(x, s)`` by a one-element ``s``, then ``SoftMax``               bit-identical
 ``matrix_bias``        ``MatrixMultiply``, then a FLOAT ``SUM`` of a ``[1, ..., N]`` bias     bit-identical
+``attention``          ``MatMul → [Mul/Div c] → [Add mask] → SoftMax → MatMul`` → attention    bit-identical
 ``conv_affine``        ``Convolution``, then PROD/DIV/SUM/SUB by a per-map constant: folded  ~1e-6 relative
 ``gelu``               every exported spelling of GELU (erf and tanh forms) → activation     few ulp
 ``hard_swish``         ``x * clip(x + 3, 0, 6) / 6`` spelled out → ``HARD_SWISH`` activation bit-identical
@@ -21,7 +22,7 @@ rule                   what                                                     
 ``dead_layers``        layers nobody reads after fusion (then their weights)                 –
 =====================  ==================================================================  ==================
 
-(``builder/passes/``: ``pairs.py``, ``conv_fold.py``, ``gelu.py``, ``layer_norm.py``, ``chains.py``,
+(``builder/passes/``: ``pairs.py``, ``attention.py``, ``conv_fold.py``, ``gelu.py``, ``layer_norm.py``, ``chains.py``,
 ``dead.py``.) ``hard_swish`` is bit-identical to PaddlePaddle's spelling, a few ulp from others;
 ``conv_activation`` applies the activation layer's kernel (NumPy's, or torch's under the
 PyTorch tactic, whose results may differ from NumPy's by a few ulp where the unfused
@@ -43,6 +44,7 @@ import numpy as np
 
 from ..core.errors import BuildError
 from ..engine.plan import LayerPlan, TensorPlan
+from .passes.attention import attention
 from .passes.chains import elementwise_chain
 from .passes.conv_fold import conv_affine
 from .passes.dead import remove_dead_layers
@@ -68,6 +70,7 @@ class Rule:
 RULES: tuple[Rule, ...] = (
     Rule("scaled_softmax", scaled_softmax),
     Rule("matrix_bias", matrix_bias),
+    Rule("attention", attention),
     Rule("conv_affine", conv_affine),
     Rule("gelu", gelu),
     Rule("hard_swish", hard_swish),

@@ -2,6 +2,7 @@
 
 from . import (  # noqa: F401  (imported for registration)
     activation,
+    attention,
     bitwise,
     cast,
     concatenation,

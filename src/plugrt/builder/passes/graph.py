@@ -139,7 +139,9 @@ class LayerGraph:
         for s in steps:
             for o in self.layer(s).outputs:
                 if o in kept:
-                    if self.producer.get(o) != steps[-1]:  # readers after the last step only
+                    # readers after the last step only (an earlier step's output read by the fused layers alone
+                    # may be kept too: the new layer writes it, e.g. attention's scores)
+                    if self.producer.get(o) != steps[-1] and not self.read_by(o) <= inside:
                         return False
                 elif not self.private(o) or not self.read_by(o) <= inside:
                     return False

@@ -1,0 +1,135 @@
+"""The attention rule: the layers an exporter writes for scaled dot-product attention, as one ``attention`` layer.
+
+``MatrixMultiply(a, b)`` → [``ElementWise PROD/DIV`` by a one-element tensor] → [``ElementWise SUM`` with a
+mask] → ``SoftMax`` over the last axis (perhaps already scaled, see ``pairs.py``) → ``MatrixMultiply(p, v)``,
+each intermediate read only by the next: BERT's and ViT's ``QK^T / sqrt(d) (+ mask)``, and the
+``Mul``-scaled form; between the softmax and the second product, ``Where(IsNaN(p), 0, p)`` (the dynamo
+exporter's guard for rows the mask removes entirely) is taken in too. The fused layer (:class:`~plugrt.ops.attention.AttentionOperator`) computes the same
+steps in the same order (bit-identical), and keeps the softmax's result as its second output, in the
+engine's activation memory; with PyTorch its scaled-dot-product-attention kernel is a tactic.
+"""
+
+from __future__ import annotations
+
+from ...engine.plan import LayerPlan
+from ...ops.softmax import SoftmaxOperator
+from .graph import FLOAT_TYPES, Fusion, LayerGraph
+
+__all__ = ["attention"]
+
+_OPS = ("NONE", "TRANSPOSE")
+
+
+def _one_element(graph: LayerGraph, tensor: int) -> bool:
+    return all(d.is_constant() and d.get_constant_value() == 1 for d in graph.tensors[tensor].shape)
+
+
+def _private_from(graph: LayerGraph, tensor: int, reader: int) -> tuple[int, LayerPlan] | None:
+    """The step and layer writing ``tensor`` when it is internal and ``reader`` its only reader."""
+    step = graph.producer.get(tensor)
+    if step is None or graph.only_reader(tensor) != reader or not graph.fusable(step):
+        return None
+    return step, graph.layer(step)
+
+
+def _product_chain(
+    graph: LayerGraph, current: int, reader: int
+) -> tuple[list[int], tuple[str, int] | None, LayerPlan] | None:
+    """[Scale by a one-element tensor ←] product, ending at ``current`` read by ``reader``: (steps, pre, product)."""
+    steps: list[int] = []
+    pre = None
+    found = _private_from(graph, current, reader)
+    if found is not None and found[1].kind == "elementwise" and found[1].params.get("op") in ("PROD", "DIV"):
+        scale_step, scale = found
+        orders = [scale.inputs] if scale.params["op"] == "DIV" else [scale.inputs, scale.inputs[::-1]]
+        for scores, factor in orders:
+            if _one_element(graph, factor) and not _one_element(graph, scores):
+                pre, current, reader = (str(scale.params["op"]), factor), scores, scale_step
+                steps.append(scale_step)
+                break
+        found = _private_from(graph, current, reader)
+    if found is None or found[1].kind != "matrix_multiply" or found[1].params.get("bias") or len(found[1].inputs) != 2:
+        return None
+    if found[1].params.get("op0") not in _OPS or found[1].params.get("op1") not in _OPS:
+        return None
+    return [found[0], *steps], pre, found[1]
+
+
+def _nan_guard(graph: LayerGraph, where_step: int, where: LayerPlan) -> tuple[tuple[int, LayerPlan], list[int]] | None:
+    """``Where(IsNaN(p), 0, p)`` at ``where_step``: ((the softmax's step, the softmax), [IsNaN's step, the Where's
+    step]) when ``p`` is a softmax's result read by those two alone, else None."""
+    if len(where.inputs) != 3:
+        return None
+    condition, zero, probs = where.inputs
+    test_step = graph.producer.get(condition)
+    softmax_step = graph.producer.get(probs)
+    if test_step is None or softmax_step is None or graph.only_reader(condition) != where_step:
+        return None
+    test = graph.layer(test_step)
+    if test.kind != "unary" or test.params.get("op") != "ISNAN" or test.inputs != [probs]:
+        return None
+    value = graph.value(zero)
+    if value is None or value.size != 1 or float(value.reshape(-1)[0]) != 0.0:
+        return None
+    if not graph.private(probs) or graph.read_by(probs) != {test_step, where_step} or not graph.fusable(test_step):
+        return None
+    softmax = graph.layer(softmax_step)
+    if softmax.kind != "softmax" or not graph.fusable(softmax_step):
+        return None
+    return (softmax_step, softmax), [test_step, where_step]
+
+
+def attention(graph: LayerGraph, step: int) -> Fusion | None:
+    """The attention fusion ending at the product ``step`` (see the module's note), or None."""
+    second = graph.layer(step)
+    if second.kind != "matrix_multiply" or second.params.get("bias") or len(second.inputs) != 2:
+        return None
+    if second.params.get("op0") != "NONE" or second.params.get("op1") not in _OPS:
+        return None
+    probs, value = second.inputs
+    found = _private_from(graph, probs, step) if probs != value else None
+    guard = _nan_guard(graph, found[0], found[1]) if found is not None and found[1].kind == "where" else None
+    if guard is not None:
+        found, guard_steps = guard[0], guard[1]
+        probs = found[1].outputs[0]
+    if found is None or found[1].kind != "softmax":
+        return None
+    softmax_step, softmax = found
+    rank = len(graph.tensors[probs].shape)
+    if rank < 2 or SoftmaxOperator(dict(softmax.params)).axes_for(rank) != (rank - 1,):
+        return None
+    post = softmax.inputs[1] if softmax.params.get("scaled") else None
+    current = softmax.inputs[0]
+    chain, masked, steps = None, None, [softmax_step, step]
+    found = _private_from(graph, current, softmax_step)
+    if found is not None and found[1].kind == "elementwise" and found[1].params.get("op") == "SUM":
+        add_step, add = found
+        for scores, mask in (add.inputs, add.inputs[::-1]):
+            chain = _product_chain(graph, scores, add_step) if scores != mask else None
+            if chain is not None:
+                masked = mask
+                steps.insert(0, add_step)
+                break
+    if chain is None:
+        chain = _product_chain(graph, current, softmax_step)
+    if chain is None:
+        return None
+    chain_steps, pre, first = chain
+    steps = [*chain_steps, *steps, *(guard_steps if guard is not None else [])]
+    inputs = [*first.inputs, value]
+    extra = [t for t in (pre[1] if pre else None, masked, post) if t is not None]
+    dtype = graph.tensors[probs].dtype
+    if dtype not in FLOAT_TYPES or any(graph.tensors[t].dtype != dtype for t in (*inputs, *extra)):
+        return None
+    params = {
+        "op0": first.params["op0"],
+        "op1": first.params["op1"],
+        "value_op": second.params["op1"],
+        "pre": pre[0] if pre else "",
+        "mask": masked is not None,
+        "scaled": post is not None,
+        "nan_to_zero": guard is not None,
+    }
+    names = " + ".join(graph.layer(s).name for s in steps)
+    layer = LayerPlan(names, "attention", [*inputs, *extra], [second.outputs[0], probs], params=params)
+    return Fusion(steps, layer)
