@@ -256,12 +256,7 @@ class ConvolutionOperator(TorchOperator):
         """The fused epilogue, in place: the residual added, then the activation (the activation layer's kernel)."""
         if residual is not None:
             xp.add(target, residual, out=target)
-        if self.activation == "RELU":
-            xp.maximum(target, 0, out=target)
-        elif self.activation == "CLIP":  # as the activation layer: max(alpha, min(beta, x))
-            xp.minimum(target, self.activation_range[1], out=target)
-            xp.maximum(target, self.activation_range[0], out=target)
-        elif self.activation:
+        if self.activation:
             activation_kernel(self.activation)(xp, target, target, *self.activation_range)
 
     def _run_depthwise(self, inputs: Sequence[Any], kernel: np.ndarray, target: np.ndarray) -> None:
