@@ -45,6 +45,9 @@ def clip_into(xp: Any, x: Any, low: float, high: float, out: Any) -> None:
     if xp is np and low <= high and out.dtype == np.float32 and x.dtype == np.float32 and x.size >= CLIP_MIN_ELEMENTS:
         np.clip(x, low, high, out=out)
         return
+    if high == math.inf:
+        xp.maximum(x, low, out=out)
+        return
     xp.minimum(x, high, out=out)
     xp.maximum(out, low, out=out)
 
@@ -64,7 +67,7 @@ def _sigmoid(xp: Any, x: Any, out: Any, alpha: float, beta: float) -> None:
     # 1 / (1 + exp(-x)) in place, accurate in both tails (relative error a few ulp), with x clamped
     # so exp(-x) never overflows; a HALF output is rounded once from FLOAT
     work = out if out.dtype == x.dtype else xp.empty_like(x)
-    xp.maximum(x, _SIGMOID_FLOOR, out=work)
+    clip_into(xp, x, _SIGMOID_FLOOR, math.inf, work)
     xp.negative(work, out=work)
     xp.exp(work, out=work)
     xp.add(work, 1.0, out=work)
