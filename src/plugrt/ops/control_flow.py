@@ -209,9 +209,16 @@ class IfOperator(ControlFlowOperator):
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         branch = "then" if bool(_scalar(inputs[0])) else "else"
-        positions = self.param(f"{branch}_inputs")
-        results = self.subgraph(f"{branch}_branch").run([inputs[p] for p in positions], xp)
-        self.write_results(results, outputs, xp)
+        arrays = [inputs[p] for p in self.param(f"{branch}_inputs")]
+        subgraph = self.subgraph(f"{branch}_branch")
+        bound = subgraph.bound(arrays, xp)
+        if bound is None:  # results of data-dependent shapes
+            self.write_results(subgraph.run(arrays, xp), outputs, xp)
+            return
+        for buffer, array in zip(bound.input_buffers, arrays):
+            buffer[...] = array
+        bound.launch(bound.stream())  # inside this engine's run: its backend and error state hold
+        self.write_results(bound.output_buffers, outputs, xp)
 
 
 @register_operator

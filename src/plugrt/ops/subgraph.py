@@ -143,7 +143,8 @@ class BoundSubgraph:
 
     def launch(self, stream: int) -> None:
         """Run once on the current contents of :attr:`input_buffers` (results in :attr:`output_buffers`);
-        call it inside :meth:`running`."""
+        call it inside :meth:`running`, or from a kernel of the engine that owns the subgraph (its run has
+        entered them)."""
         self.compiled.context.execute_nested(stream)
 
     def run(self, arrays: dict[str, Any], stream: int) -> dict[str, Any]:
