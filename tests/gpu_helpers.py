@@ -45,3 +45,20 @@ def same_on_both(plan: bytes, inputs: dict[str, np.ndarray], atol: float = 0.0, 
     for name in cpu:
         np.testing.assert_allclose(gpu[name].astype(np.float64), cpu[name].astype(np.float64), atol=atol, err_msg=name)
     return gpu
+
+
+def attention_plan(model: Any, device: str, fp16: bool = False) -> bytes:
+    """The plan of ``export_graphs.masked_attention()``-shaped ``model`` (inputs x [B, 16, 64], mask [B, 16]) for
+    ``device``, batch profile 1..4 (opt 2), with ``BuilderFlag.FP16`` when ``fp16``."""
+    builder = trt.Builder(LOGGER, device=device)
+    network = builder.create_network(0)
+    parser = trt.OnnxParser(network, LOGGER)
+    assert parser.parse(model.SerializeToString())
+    config = builder.create_builder_config()
+    if fp16:
+        config.set_flag(trt.BuilderFlag.FP16)
+    profile = builder.create_optimization_profile()
+    profile.set_shape("x", (1, 16, 64), (2, 16, 64), (4, 16, 64))
+    profile.set_shape("mask", (1, 16), (2, 16), (4, 16))
+    config.add_optimization_profile(profile)
+    return bytes(builder.build_serialized_network(network, config))

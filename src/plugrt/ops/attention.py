@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.registry import backend_for
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from .base import InputShapes, InputValues, ShapeExprs, register_operator
@@ -59,19 +60,16 @@ class AttentionOperator(TorchOperator):
         self._softmax = SoftmaxOperator({"scaled": self.scaled, "axes": 1})  # over the last axis, set by prepare
         self._add = ElementwiseOperator({"op": "SUM"})
         self._inputs = 3 + bool(self.pre) + self.masked + self.scaled
+        index, found = 3, []
+        for present in (bool(self.pre), self.masked, self.scaled):
+            found.append(index if present else None)
+            index += present
+        #: where the pre-scale, the mask and the softmax scale are among the inputs (None: absent)
+        self._positions: tuple[int | None, int | None, int | None] = (found[0], found[1], found[2])
 
     @property
     def num_outputs(self) -> int:
         return 2
-
-    def _positions(self) -> tuple[int | None, int | None, int | None]:
-        """Where the pre-scale, the mask and the softmax scale are among the inputs (None: absent)."""
-        index = 3
-        found: list[int | None] = []
-        for present in (bool(self.pre), self.masked, self.scaled):
-            found.append(index if present else None)
-            index += present
-        return found[0], found[1], found[2]
 
     def _named(self) -> None:
         for part in (self._scores, self._result, self._softmax, self._add):
@@ -90,7 +88,7 @@ class AttentionOperator(TorchOperator):
         if len(input_shapes) != self._inputs:
             raise NetworkError(f"{label(self)}: expected {self._inputs} inputs, got {len(input_shapes)}")
         self._named()
-        pre, mask, post = self._positions()
+        pre, mask, post = self._positions
         none = [None, None]
         scores = self._scores.output_shapes(input_shapes[:2], none)[0]
         for position in (pre, post):
@@ -117,7 +115,7 @@ class AttentionOperator(TorchOperator):
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         out, scores = outputs
-        pre, mask, post = self._positions()
+        pre, mask, post = self._positions
         self._scores.run(inputs[:2], [scores], xp)
         if pre is not None:
             (xp.multiply if self.pre == "PROD" else xp.divide)(scores, inputs[pre], out=scores)
@@ -140,7 +138,7 @@ class AttentionOperator(TorchOperator):
     def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
         import torch
 
-        pre, mask, _ = self._positions()
+        pre, mask, _ = self._positions
         a, b, v = (view(x) for x in inputs[:3])
         if a.shape[:-2] != b.shape[:-2] or a.shape[:-2] != v.shape[:-2]:
             return None
@@ -149,7 +147,7 @@ class AttentionOperator(TorchOperator):
         values = v.transpose(-1, -2) if self.value_op == "TRANSPOSE" else v
         scale = 1.0
         if pre is not None:
-            factor = float(np.asarray(self._host(inputs[pre])).reshape(-1)[0])
+            factor = float(backend_for(self.xp).to_host(inputs[pre]).reshape(-1)[0])  # once, at bind
             if factor == 0.0:
                 return None
             scale = factor if self.pre == "PROD" else 1.0 / factor
@@ -164,8 +162,3 @@ class AttentionOperator(TorchOperator):
                 torch.nan_to_num(out, nan=0.0, posinf=math.inf, neginf=-math.inf, out=out)
 
         return run
-
-    def _host(self, array: Any) -> Any:
-        """A one-element input's value on the host (read once, at bind)."""
-        get = getattr(array, "get", None)
-        return get() if get is not None and not isinstance(array, np.ndarray) else array

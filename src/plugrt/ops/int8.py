@@ -193,11 +193,11 @@ class Int8ConvolutionOperator(ConvolutionOperator):
             target = product.column_view(xp, (channels, taps, n, *out.shape[2:]))
             acc = product.acc_view(xp, (n, self.maps, positions), (positions, product.cols_padded, 1))
             bias = self._bias if self._bias is not None else np.zeros((self.maps, 1), np.float32)
-            self._gpu_product = (key, (product, target, acc, xp.asarray(bias)))
-        product, target, acc, bias = self._gpu_product[1]
+            multiplier = self.on_device("multiplier", self._multiplier, xp)
+            self._gpu_product = (key, (product, target, acc, multiplier, xp.asarray(bias)))
+        product, target, acc, multiplier, bias = self._gpu_product[1]
         gather_columns(xp, x, target, self._plan if self._cols_shape is not None else [])
         product.run()
-        multiplier = self.on_device("multiplier", self._multiplier, xp)
         epilogue_into(xp, acc, multiplier, bias, out.reshape(n, self.maps, positions), self.output_scale)
 
 
@@ -251,11 +251,11 @@ class Int8GemmOperator(GemmOperator):
             product = Int8Product(xp, weight_t, k, rows)
             acc = product.acc_view(xp, (rows, weight_t.shape[0]), (1, product.cols_padded))
             bias = self.weight("c", xp).astype(np.float32) if self.has_c else xp.zeros((1,), np.float32)
-            self._gpu_product = (a.shape, (product, acc, bias))
-        product, acc, bias = self._gpu_product[1]
+            multiplier = self.on_device("multiplier", self._multiplier, xp)
+            self._gpu_product = (a.shape, (product, acc, multiplier, bias))
+        product, acc, multiplier, bias = self._gpu_product[1]
         xp.copyto(product.columns, a.T)
         product.run()
-        multiplier = self.on_device("multiplier", self._multiplier, xp)
         epilogue_into(xp, acc, multiplier, bias, out, self.output_scale)
 
 

@@ -18,14 +18,13 @@ cuBLASLt, keep the exact float path.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ..backends.cuda_matmul import torch_for_graphs
-from .torch_cpu import view
+from .torch_cpu import torch_module, view
 
 __all__ = ["ALIGN", "MIN_ROWS", "Int8Product", "epilogue_into", "gather_columns", "padded", "usable"]
 
@@ -82,7 +81,7 @@ class Int8Product:
     caller writes into :attr:`columns` (``[K, cols]`` inside a zero-padded ``[K', cols']`` INT8 buffer)."""
 
     def __init__(self, cp: Any, a: np.ndarray, k: int, cols: int) -> None:
-        torch = torch_for_graphs() if cp is not np else importlib.import_module("torch")
+        torch = torch_for_graphs() if cp is not np else torch_module()
         rows = a.shape[0]
         self.k_padded, self.cols_padded = padded(k), padded(cols)
         weight = np.zeros((rows, self.k_padded), dtype=np.int8)
