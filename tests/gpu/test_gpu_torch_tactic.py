@@ -58,6 +58,15 @@ def _cases():  # type: ignore[no-untyped-def]
             [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])],
             (4, 8, 20, 20), conv, 17, "convolution",
         ),
+        "conv_add_relu": (  # cuDNN's fused convolution + bias + residual + ReLU (ops/conv_cudnn.py)
+            [
+                helper.make_node("Conv", ["x", "w8", "b8"], ["c"], pads=[1, 1, 1, 1]),
+                helper.make_node("Add", ["c", "x"], ["r"]),
+                helper.make_node("Relu", ["r"], ["y"]),
+            ],
+            (4, 8, 20, 20), {"w8": RNG.standard_normal((8, 8, 3, 3)) * 0.2, "b8": RNG.standard_normal(8)}, 17,
+            "convolution",
+        ),
         "conv_stride2_asymmetric": (
             [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[0, 0, 1, 1], strides=[2, 2])],
             (4, 8, 20, 20), conv, 17, "convolution",
@@ -125,3 +134,13 @@ def test_gpu_plan_of_torch_layers_runs_with_cupy_when_torch_is_off(monkeypatch) 
     monkeypatch.setenv("PLUGRT_TORCH", "0")
     got = run_plan(plan, "cuda", {"x": x})["y"]
     np.testing.assert_allclose(got, want, atol=1e-4 * float(np.abs(want).max()))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_cudnn_fuses_convolution_bias_add_and_relu_on_this_gpu(dtype: str) -> None:
+    """The probe behind ops/conv_cudnn.py: on an H200 cuDNN's fused forms give the unfused result (if this fails,
+    engines still run, with the unfused epilogue: a pass more per convolution)."""
+    torch = pytest.importorskip("torch")
+    from plugrt.ops.conv_cudnn import _works
+
+    assert _works(torch, torch.device("cuda"), getattr(torch, dtype))

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .conv_cudnn import fused_conv_relu
 from .torch_cpu import Kernel, torch_module, use_threads, view
 
 if TYPE_CHECKING:
@@ -172,6 +173,10 @@ def convolution(
     low, high = op.activation_range
     act = ACTIVATIONS[op.activation] if op.activation else None
     rt = None if residual is None else view(residual)
+    if op.activation == "RELU" and interior is None:  # one cuDNN kernel where it fuses: no temporary result
+        fused = fused_conv_relu(torch, xt, weight, bias_t, rt, ot, strides, pads, dilations, group)
+        if fused is not None:
+            return fused
 
     def run() -> None:
         use_threads(flops)
