@@ -84,6 +84,17 @@ def _cases():  # type: ignore[no-untyped-def]
             (4, 8, 6, 6), gn, 21, "normalization",
         ),
         "softmax": ([helper.make_node("Softmax", ["x"], ["y"], axis=-1)], (4, 10, 32), {}, 17, "softmax"),
+        "max_pool": (
+            [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])],
+            (4, 8, 21, 21), {}, 17, "pooling",
+        ),
+        "average_pool": (
+            [helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
+            (4, 8, 20, 20), {}, 17, "pooling",
+        ),
+        "global_average_pool": (
+            [helper.make_node("GlobalAveragePool", ["x"], ["y"])], (4, 8, 7, 7), {}, 17, "global_pooling",
+        ),
         "sigmoid": ([helper.make_node("Sigmoid", ["x"], ["y"])], (4, 10, 32), {}, 17, "activation"),
     }
 

@@ -107,6 +107,7 @@ class MatrixMultiplyOperator(TorchOperator):
 
     def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
         torch = torch_module()
+        self.prepare([x.shape for x in inputs], [o.shape for o in outputs])  # (bind prepares after this)
         a = _operand(view(inputs[0]), self.ops[0], first=True)
         b = _operand(view(inputs[1]), self.ops[1], first=False)
         out = view(outputs[0]).view(self._out_view)

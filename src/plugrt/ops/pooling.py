@@ -10,7 +10,9 @@ false) or inside the padded input (true; taps past the end padding, possible in
 ceil mode, never count); that divisor is separable and built in ``prepare``.
 MAX can also give the flattened input index of each maximum (the first one in
 window order), row-major or, with ``storage_order`` 1, column-major over the
-spatial axes.
+spatial axes. With PyTorch installed, ``max_pool{1,2,3}d`` / ``avg_pool{1,2,3}d`` (MAX and AVERAGE windows
+without ceil mode that pad both ends of an axis alike, as torch does) and a mean or max over the spatial
+axes (global pooling) are a second tactic, timed per layer at build (:mod:`plugrt.ops.torch_cpu`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ..shape import constant
 from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import FLOAT_TYPES, expect_inputs, label
 from .spatial import Window, kernel_taps, tap_slices
+from .torch_cpu import Kernel, TorchOperator, torch_module, view
 
 __all__ = ["GlobalPoolingOperator", "PoolingOperator"]
 
@@ -51,7 +54,7 @@ def _lowest(dtype: np.dtype) -> Any:
 
 
 @register_operator
-class PoolingOperator(Operator):
+class PoolingOperator(TorchOperator):
     """params: ``mode`` (MAX, AVERAGE, LP), the window (``kernel_shape``, ``strides``,
     ``dilations``, ``pads``, ``auto_pad``, ``ceil_mode``), ``count_include_pad`` (AVERAGE),
     ``p`` (LP), ``with_indices`` and ``storage_order`` (MAX: a second, INT64 output)."""
@@ -201,6 +204,39 @@ class PoolingOperator(Operator):
         if source is not out:
             xp.copyto(out, source, casting="unsafe")
 
+    def torch_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """MAX (any dilation) and AVERAGE (none) windows of 1-3 axes, no indices, no ceil mode, on FLOAT (HALF on a
+        GPU) inputs; the padding is checked per shape in :meth:`torch_kernel`."""
+        if self.mode not in ("MAX", "AVERAGE") or self.with_indices or self.window.ceil_mode:
+            return False
+        if self.mode == "AVERAGE" and any(d != 1 for d in self.window.dilations):
+            return False
+        return self.window.rank <= 3 and super().torch_supports(types, shapes, constant)
+
+    def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
+        torch, w = torch_module(), self.window
+        x, out = inputs[0], outputs[0]
+        outs, begins, ends = w.resolve(x.shape[2:])
+        # torch pads both ends alike, by at most half the window (the window's extent, for MAX)
+        if begins != ends or tuple(outs) != tuple(out.shape[2:]) or x.size == 0 or out.size == 0:
+            return None
+        if any(2 * b > (w.extent(a) if self.mode == "MAX" else w.kernel[a]) for a, b in enumerate(begins)):
+            return None
+        xt, ot = view(x), view(out)
+        window = (list(w.kernel), list(w.strides), list(begins))
+        if self.mode == "AVERAGE":
+            include = self.count_include_pad
+            average = getattr(torch._C._nn, f"avg_pool{w.rank}d", None)  # 2-D and 3-D write into out=
+            if average is None:
+                one_axis = torch.nn.functional.avg_pool1d
+                return lambda: ot.copy_(one_axis(xt, *window, False, include))  # type: ignore[no-any-return]
+            return lambda: average(xt, *window, False, include, out=ot)  # type: ignore[no-any-return]
+        pool = getattr(torch.nn.functional, f"max_pool{w.rank}d")
+        dilations = list(w.dilations)
+        return lambda: ot.copy_(pool(xt, *window, dilations))  # type: ignore[no-any-return]
+
     def _run_with_indices(self, x: Any, out: Any, indices: Any, xp: Any) -> None:
         out.fill(_lowest(out.dtype))
         indices.fill(-1)
@@ -238,7 +274,7 @@ class _Pass:
 
 
 @register_operator
-class GlobalPoolingOperator(Operator):
+class GlobalPoolingOperator(TorchOperator):
     """Pooling over all spatial axes: ``[N, C, *S] -> [N, C, 1, ...]``; params: ``mode``, ``p`` (LP)."""
 
     kind = "global_pooling"
@@ -259,6 +295,22 @@ class GlobalPoolingOperator(Operator):
         if len(x) < 3:
             raise ShapeError(f"{label(self)}: global pooling takes [N, C, spatial...], got rank {len(x)}")
         return [[x[0], x[1]] + [constant(1)] * (len(x) - 2)]
+
+    def torch_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """MAX and AVERAGE over the spatial axes of FLOAT (HALF on a GPU) inputs."""
+        return self.mode in ("MAX", "AVERAGE") and super().torch_supports(types, shapes, constant)
+
+    def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
+        torch = torch_module()
+        x, out = inputs[0], outputs[0]
+        if x.size == 0:
+            return None
+        flat = view(x).view(x.shape[0], x.shape[1], -1)
+        target = view(out).view(x.shape[0], x.shape[1])
+        reduce = torch.amax if self.mode == "MAX" else torch.mean
+        return lambda: reduce(flat, 2, out=target)  # type: ignore[no-any-return]
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         x, out = inputs[0], outputs[0]
