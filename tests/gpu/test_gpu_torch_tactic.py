@@ -92,6 +92,10 @@ def _cases():  # type: ignore[no-untyped-def]
             [helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
             (4, 8, 20, 20), {}, 17, "pooling",
         ),
+        "gemm": (
+            [helper.make_node("Gemm", ["x", "gw", "gc"], ["y"], transB=1, alpha=0.5, beta=2.0)],
+            (4, 32), {"gw": RNG.standard_normal((16, 32)) * 0.2, "gc": RNG.standard_normal(16)}, 17, "gemm",
+        ),
         "global_average_pool": (
             [helper.make_node("GlobalAveragePool", ["x"], ["y"])], (4, 8, 7, 7), {}, 17, "global_pooling",
         ),
