@@ -24,7 +24,7 @@ from .elementwise import label, merge_dim
 from .params import param
 from .product_parts import matmul_parts_into
 from .shared_rules import expect_float_inputs
-from .torch_cpu import Kernel, TorchOperator, torch_module, view
+from .torch_cpu import TORCH_TACTIC, Kernel, TorchOperator, torch_module, view
 
 __all__ = ["GemmOperator", "pack_gemm_weights"]
 
@@ -91,6 +91,15 @@ class GemmOperator(TorchOperator):
     ) -> bool:
         """On a GPU only (on the CPU the products stay OpenBLAS's), for B without the uniform-columns case."""
         return self.xp is not np and not self.uniform and super().torch_supports(types, shapes, constant)
+
+    def tactics(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> list[int]:
+        """PyTorch's product alone where it applies, untimed: it is the cuBLAS call the own kernel makes through
+        PyTorch too, with its tensors viewed once instead of at every run (timing the two on the GPU compares one
+        kernel with itself; the host's share decides only at small sizes)."""
+        found = super().tactics(types, shapes, constant)
+        return [TORCH_TACTIC] if TORCH_TACTIC in found else found
 
     def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
         torch = torch_module()

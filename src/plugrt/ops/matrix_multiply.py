@@ -21,7 +21,7 @@ from ..shape import IDimensionExpr
 from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .elementwise import FLOAT_TYPES, broadcast_dim, expect_inputs, label, merge_dim
 from .product_parts import matmul_parts_into
-from .torch_cpu import Kernel, TorchOperator, torch_module, view
+from .torch_cpu import TORCH_TACTIC, Kernel, TorchOperator, torch_module, view
 
 __all__ = ["MatrixMultiplyOperator"]
 
@@ -104,6 +104,15 @@ class MatrixMultiplyOperator(TorchOperator):
         """On a GPU only (on the CPU torch's products measured slower than OpenBLAS's): the same cuBLAS product
         as the own kernel's, over tensors viewed once at bind instead of at every run."""
         return self.xp is not np and super().torch_supports(types, shapes, constant)
+
+    def tactics(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> list[int]:
+        """PyTorch's product alone where it applies, untimed: it is the cuBLAS call the own kernel makes through
+        PyTorch too, with its tensors viewed once instead of at every run (timing the two on the GPU compares one
+        kernel with itself; the host's share decides only at small sizes)."""
+        found = super().tactics(types, shapes, constant)
+        return [TORCH_TACTIC] if TORCH_TACTIC in found else found
 
     def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
         torch = torch_module()
