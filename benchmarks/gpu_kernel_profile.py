@@ -15,7 +15,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _gpu_models import MODELS, export_onnx, make_inputs  # noqa: E402
+from _gpu_models import MODELS, export_onnx, make_inputs
 
 
 def main() -> None:
