@@ -23,9 +23,13 @@ from .elementwise import FLOAT_TYPES, broadcast_dim, expect_inputs, label, merge
 from .product_parts import matmul_parts_into
 from .torch_cpu import TORCH_TACTIC, Kernel, TorchOperator, torch_module, view
 
-__all__ = ["MatrixMultiplyOperator"]
+__all__ = ["FEW_ROWS", "MatrixMultiplyOperator"]
 
 _OPS = ("NONE", "TRANSPOSE", "VECTOR")
+#: up to this many rows an FP32 product then a bias add beats cuBLASLt's bias epilogue (addmm) on an H200, whose
+#: heuristics pick a SIMT kernel for it: 128x768 by 768x768 28.5 against 41.3 us, by 3072x768 38 against 74 us;
+#: from 4096 rows on addmm is as fast or faster (benchmarks/gpu_product_forms.py, docs/benchmarks.md)
+FEW_ROWS = 512
 
 
 @register_operator
@@ -124,8 +128,8 @@ class MatrixMultiplyOperator(TorchOperator):
             return functools.partial(torch.matmul, a, b, out=out)
         bias = view(inputs[2]).view(-1)
         try:  # one matrix and a bias: one addmm, cuBLAS adds the bias in the product's epilogue
-            if any(d != 1 for d in b.shape[:-2]) or out.dim() < 2:
-                raise RuntimeError("a batch of matrices")
+            if any(d != 1 for d in b.shape[:-2]) or out.dim() < 2 or out.numel() // out.shape[-1] <= FEW_ROWS:
+                raise RuntimeError("a batch of matrices, or few rows")
             rows = functools.partial(torch.addmm, bias, a.view(-1, a.shape[-1]), b.view(b.shape[-2:]))
             return functools.partial(rows, out=out.view(-1, out.shape[-1]))
         except RuntimeError:  # views only: a layout that needs a copy takes matmul and an add
