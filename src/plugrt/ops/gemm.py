@@ -96,11 +96,11 @@ class GemmOperator(TorchOperator):
     def tactics(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> list[int]:
-        """PyTorch's product alone where it applies, untimed: it is the cuBLAS call the own kernel makes through
+        """On a GPU, PyTorch's product alone where it applies, untimed: it is the cuBLAS call the own kernel makes through
         PyTorch too, with its tensors viewed once instead of at every run (timing the two on the GPU compares one
         kernel with itself; the host's share decides only at small sizes)."""
         found = super().tactics(types, shapes, constant)
-        return [TORCH_TACTIC] if TORCH_TACTIC in found else found
+        return [TORCH_TACTIC] if self.xp is not np and TORCH_TACTIC in found else found
 
     def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
         torch = torch_module()
