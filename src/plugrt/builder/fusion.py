@@ -17,6 +17,7 @@ rule                   what                                                     
 ``hard_swish``         ``x * clip(x + 3, 0, 6) / 6`` spelled out → ``HARD_SWISH`` activation bit-identical
 ``conv_residual``      ``Convolution``, then a FLOAT ``SUM`` with a tensor of its shape       bit-identical
 ``conv_activation``    ``Convolution``, then a FLOAT activation it applies in place          same kernels
+``conv_scale_shift``   ``Convolution`` + activation, then PROD/DIV/SUM/SUB by a scalar       ≤ 1 ulp
 ``layer_norm``         ReduceMean/Sub/square/ReduceMean/eps/Sqrt/Div (gamma, beta)          ~1e-6 relative
 ``elementwise_chain``  runs of elementwise layers → ``fused_elementwise``                    bit-identical
 ``dead_layers``        layers nobody reads after fusion (then their weights)                 –
@@ -46,7 +47,7 @@ from ..core.errors import BuildError
 from ..engine.plan import LayerPlan, TensorPlan
 from .passes.attention import attention
 from .passes.chains import elementwise_chain
-from .passes.conv_fold import conv_affine
+from .passes.conv_fold import conv_affine, conv_scale_shift
 from .passes.dead import remove_dead_layers
 from .passes.gelu import gelu, hard_swish
 from .passes.graph import Fusion, LayerGraph
@@ -76,6 +77,7 @@ RULES: tuple[Rule, ...] = (
     Rule("hard_swish", hard_swish),
     Rule("conv_residual", conv_residual),
     Rule("conv_activation", conv_activation),
+    Rule("conv_scale_shift", conv_scale_shift),
     Rule("layer_norm", layer_norm),
     Rule("elementwise_chain", elementwise_chain),
 )

@@ -17,11 +17,19 @@ HALF on a GPU (HALF where the builder's precision pass chose it under ``BuilderF
 This module is the only one that imports torch, lazily (never at ``import plugrt``).
 ``PLUGRT_TORCH=0`` (also ``off``, ``false``, ``no``) turns the tactic off: builds time only
 NumPy and engines run their torch layers with NumPy; ``PLUGRT_TORCH=always`` makes every
-layer whose PyTorch kernel applies take it without timing (to test or compare the kernels). A plan whose layers chose torch,
+layer whose PyTorch kernel applies take it without timing (to test or compare the kernels),
+``PLUGRT_TORCH=nhwc`` the same with the channels-last kernel where a layer has one. A plan whose layers chose torch,
 loaded where torch is absent or turned off, runs those layers with NumPy (the result
 is the same within the tolerance the tests state); the engine logs a warning once. A plan
 built on one device that is loaded for another (the tactic is timed on the build device) keeps
 the torch tactic where PyTorch can run it there, else the layer's own kernel runs.
+
+Channels-last runs: an operator may offer a third tactic, :data:`CHANNELS_LAST_TACTIC`, a PyTorch kernel that
+reads and writes channels-last (``TensorFormat.HWC``) tensors, timed on such tensors
+(:meth:`TorchOperator.tactic_formats`). The convolution does (oneDNN's convolution with its kernel
+reordered once at bind, the activation inside it): consecutive layers that chose it hand over
+their activations in that layout, with no reorder in or out of each (``builder/layouts.py`` gives
+those tensors the format, and takes the tactic back from a layer left with none).
 
 Threads: every torch kernel runs on :func:`~plugrt.ops.blas_threads.threads_for` threads,
 the engine's count (the BLAS's) when its work is large and a core is free, else one, as
@@ -41,12 +49,13 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import PlanFormatError
-from ..core.types import DataType
+from ..core.types import DataType, TensorFormat
 from ..nodes.base import Binding
 from .base import Operator
 from .blas_threads import threads_for
 
 __all__ = [
+    "CHANNELS_LAST_TACTIC",
     "ENV_SWITCH",
     "NUMPY_TACTIC",
     "TORCH_TACTIC",
@@ -57,6 +66,7 @@ __all__ = [
     "cuda_available",
     "enabled",
     "forced",
+    "forced_channels_last",
     "runs_on",
     "tactic_name",
     "torch_module",
@@ -68,11 +78,14 @@ __all__ = [
 NUMPY_TACTIC = 0
 #: the tactic of its PyTorch kernel
 TORCH_TACTIC = 1
+#: the tactic of its PyTorch kernel over channels-last tensors (see the module's note on channels-last runs)
+CHANNELS_LAST_TACTIC = 2
 #: the environment variable that turns the PyTorch tactic off ("0", "off", "false", "no")
 ENV_SWITCH = "PLUGRT_TORCH"
 _OFF = ("0", "off", "false", "no")
 _ALWAYS = "always"
-_NAMES = {NUMPY_TACTIC: "numpy", TORCH_TACTIC: "torch"}
+_NHWC = "nhwc"
+_NAMES = {NUMPY_TACTIC: "numpy", TORCH_TACTIC: "torch", CHANNELS_LAST_TACTIC: "torch-nhwc"}
 _CPU_TYPES = frozenset({DataType.FLOAT})
 _GPU_TYPES = frozenset({DataType.FLOAT, DataType.HALF})
 
@@ -88,8 +101,13 @@ def enabled() -> bool:
 
 
 def forced() -> bool:
-    """True when ``PLUGRT_TORCH=always``: the PyTorch kernel wherever it applies, untimed."""
-    return os.environ.get(ENV_SWITCH, "").strip().lower() == _ALWAYS
+    """True when ``PLUGRT_TORCH=always`` or ``nhwc``: the PyTorch kernel wherever it applies, untimed."""
+    return os.environ.get(ENV_SWITCH, "").strip().lower() in (_ALWAYS, _NHWC)
+
+
+def forced_channels_last() -> bool:
+    """True when ``PLUGRT_TORCH=nhwc``: the channels-last PyTorch kernel wherever a layer has one, untimed."""
+    return os.environ.get(ENV_SWITCH, "").strip().lower() == _NHWC
 
 
 def torch_module() -> Any:
@@ -161,19 +179,47 @@ class TorchOperator(Operator):
     otherwise, or when the kernel declines these arrays, the operator's own kernel runs.
     """
 
+    #: True for an operator with a :data:`CHANNELS_LAST_TACTIC` kernel
+    channels_last: bool = False
+
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
         self._torch_call: Kernel | None = None
         self._torch_weights: dict[tuple[str, Any], Any] = {}
+        #: the formats of the bound inputs then outputs (LINEAR unless the builder chose channels-last ones)
+        self.formats: list[TensorFormat] = []
 
     def tactics(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> list[int]:
         """The own kernel, and PyTorch's where it runs on this device and :meth:`torch_supports` these inputs
-        (PyTorch alone with ``PLUGRT_TORCH=always``)."""
+        (PyTorch alone with ``PLUGRT_TORCH=always``), and the channels-last one where
+        :meth:`channels_last_supports` them."""
         if runs_on(self.xp) and self.torch_supports(types, shapes, constant):
-            return [TORCH_TACTIC] if forced() else [NUMPY_TACTIC, TORCH_TACTIC]
+            nhwc = self.channels_last and self.xp is np and self.channels_last_supports(types, shapes, constant)
+            if forced():
+                return [CHANNELS_LAST_TACTIC if nhwc and forced_channels_last() else TORCH_TACTIC]
+            return [NUMPY_TACTIC, TORCH_TACTIC, *([CHANNELS_LAST_TACTIC] if nhwc else [])]
         return [NUMPY_TACTIC]
+
+    def channels_last_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """Whether the :data:`CHANNELS_LAST_TACTIC` kernel computes this layer (default: no)."""
+        return False
+
+    def tactic_formats(self, tactic: int, inputs: int, outputs: int) -> list[TensorFormat]:
+        """The formats of the inputs then outputs ``tactic`` is timed on: channels-last where the
+        :data:`CHANNELS_LAST_TACTIC` kernel reads or writes it (:meth:`channels_last_positions`), else LINEAR."""
+        formats = [TensorFormat.LINEAR] * (inputs + outputs)
+        if tactic == CHANNELS_LAST_TACTIC:
+            for position in self.channels_last_positions(inputs, outputs):
+                formats[position] = TensorFormat.HWC
+        return formats
+
+    def channels_last_positions(self, inputs: int, outputs: int) -> list[int]:
+        """The inputs then outputs (positions in one list) the channels-last kernel may get as HWC tensors."""
+        return []
 
     def torch_types(self) -> frozenset[DataType]:
         """The input types PyTorch's kernels take on this operator's device: FLOAT, and HALF on a GPU."""
@@ -204,7 +250,8 @@ class TorchOperator(Operator):
     def bind(self, inputs: Sequence[Binding], outputs: Sequence[Binding], workspace: int) -> None:
         """The PyTorch kernel for these arrays under tactic :data:`TORCH_TACTIC`, else the own kernel's binding."""
         self._torch_call = None
-        if self.tactic == TORCH_TACTIC and runs_on(self.xp):
+        self.formats = [b.format for b in (*inputs, *outputs)]
+        if self.tactic in (TORCH_TACTIC, CHANNELS_LAST_TACTIC) and runs_on(self.xp):
             arrays = [b.array for b in inputs], [b.array for b in outputs]
             kinds = {np.dtype(np.float32)} if self.xp is np else {np.dtype(np.float32), np.dtype(np.float16)}
             module = np.ndarray if self.xp is np else self.xp.ndarray
@@ -240,11 +287,15 @@ def check_tactics(layers: Sequence[Any], logger: Any, xp: Any) -> None:
         if layer.is_plugin or not layer.tactic:
             continue
         cls = kinds.get(layer.kind)
-        if layer.tactic != TORCH_TACTIC or cls is None or not issubclass(cls, TorchOperator):
+        torch_cls = cls if cls is not None and issubclass(cls, TorchOperator) else None
+        nhwc = torch_cls is not None and torch_cls.channels_last
+        if torch_cls is None or not (layer.tactic == TORCH_TACTIC or (layer.tactic == CHANNELS_LAST_TACTIC and nhwc)):
             offered = (
-                f"{NUMPY_TACTIC} (numpy) and {TORCH_TACTIC} (torch)"
-                if cls and issubclass(cls, TorchOperator)
-                else f"{NUMPY_TACTIC} only"
+                f"{NUMPY_TACTIC} only"
+                if torch_cls is None
+                else f"{NUMPY_TACTIC} (numpy), {TORCH_TACTIC} (torch) and {CHANNELS_LAST_TACTIC} (torch-nhwc)"
+                if nhwc
+                else f"{NUMPY_TACTIC} (numpy) and {TORCH_TACTIC} (torch)"
             )
             raise PlanFormatError(
                 f"plan layer {layer.name!r} ({layer.kind}) has tactic {layer.tactic}; its operator has tactics {offered}"

@@ -1,0 +1,195 @@
+"""Channels-last runs: convolutions that take the channels-last PyTorch kernel hand over HWC tensors
+(``builder/layouts.py``), with the NumPy engine's results; the scalar affine map after a convolution's
+activation folded into its epilogue (``conv_scale_shift``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import plugrt
+from plugrt.builder import layouts
+from plugrt.core.types import TensorFormat
+from plugrt.engine.plan import EnginePlan
+from plugrt.ops import torch_cpu
+
+try:
+    import torch
+except ImportError:  # the tests that need it skip
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="needs torch (pip install 'plugrt[torch]')")
+
+
+def _model(batch: object = 1, second_output: bool = False):
+    """Convolutions in a row: 1x1 + ReLU, depthwise 3x3 stride 2 padded at the end only + Clip, 1x1, 1x1 with a
+    residual + ReLU, 3x3 + hard-swish then a scalar Mul and Add, 1x1 + hard-sigmoid (not a oneDNN post-op)."""
+    rng = np.random.default_rng(0)
+    nodes, inits = [], []
+
+    def weight(name: str, shape: tuple[int, ...]) -> str:
+        inits.append(numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32), name))
+        return name
+
+    def conv(x: str, y: str, c: int, m: int, k: int, group: int = 1, **attrs: object) -> None:
+        w, b = weight(f"{y}_w", (m, c // group, k, k)), weight(f"{y}_b", (m,))
+        nodes.append(helper.make_node("Conv", [x, w, b], [y], kernel_shape=[k, k], group=group, **attrs))
+
+    conv("x", "c1", 8, 16, 1)
+    nodes.append(helper.make_node("Relu", ["c1"], ["r1"]))
+    conv("r1", "c2", 16, 16, 3, group=16, strides=[2, 2], pads=[0, 0, 1, 1])
+    nodes.append(helper.make_node("Clip", ["c2", "lo", "hi"], ["r2"]))
+    inits += [
+        numpy_helper.from_array(np.array(0.0, np.float32), "lo"),
+        numpy_helper.from_array(np.array(6.0, np.float32), "hi"),
+    ]
+    conv("r2", "c3", 16, 16, 1)
+    conv("c3", "c4", 16, 16, 1)
+    nodes.append(helper.make_node("Add", ["c4", "c3"], ["s4"]))
+    nodes.append(helper.make_node("Relu", ["s4"], ["r4"]))
+    conv("r4", "c5", 16, 16, 3, pads=[1, 1, 1, 1])
+    nodes.append(helper.make_node("HardSwish", ["c5"], ["h5"]))
+    inits += [
+        numpy_helper.from_array(np.array([1.3], np.float32), "a"),
+        numpy_helper.from_array(np.array([-0.2], np.float32), "b"),
+    ]
+    nodes.append(helper.make_node("Mul", ["h5", "a"], ["m5"]))
+    nodes.append(helper.make_node("Add", ["m5", "b"], ["a5"]))
+    conv("a5", "c6", 16, 8, 1)
+    nodes.append(helper.make_node("HardSigmoid", ["c6"], ["y"], alpha=0.2, beta=0.5))
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 8, 5, 6])]
+    if second_output:  # read by the caller: stays LINEAR, the run is cut there
+        outputs.append(helper.make_tensor_value_info("r4", TensorProto.FLOAT, [batch, 16, 5, 6]))
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 8, 10, 12])], outputs, inits
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _x(batch: int = 1) -> np.ndarray:
+    return np.random.default_rng(batch).standard_normal((batch, 8, 10, 12)).astype(np.float32)
+
+
+def _compile(monkeypatch: pytest.MonkeyPatch, switch: str, model=None, **kwargs):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("PLUGRT_TORCH", switch)
+    return plugrt.compile(model if model is not None else _model(), device="cpu", **kwargs)
+
+
+@needs_torch
+@pytest.mark.parametrize("second_output", [False, True])
+def test_a_channels_last_run_matches_the_numpy_engine(monkeypatch, second_output):
+    model = _model(second_output=second_output)
+    numpy_engine = _compile(monkeypatch, "0", model)
+    engine = _compile(monkeypatch, "nhwc", model)
+    plan = engine.engine.plan
+    convs = [layer for layer in plan.layers if layer.kind == "convolution"]
+    assert len(convs) == 6 and all(layer.tactic == torch_cpu.CHANNELS_LAST_TACTIC for layer in convs)
+    stored = {t.name for t in plan.tensors if t.format == TensorFormat.HWC}
+    assert stored == ({"r1", "r2", "c3", "a5"} if second_output else {"r1", "r2", "c3", "r4", "a5"})
+    assert all(plan.tensors[i].format == TensorFormat.LINEAR for i in plan.io)
+    x = _x()
+    got, want = engine(x=x), numpy_engine(x=x)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5)
+
+
+@needs_torch
+def test_the_scalar_affine_after_the_activation_folds_into_the_convolution(monkeypatch):
+    x = _x()
+    for switch in ("0", "always"):
+        fused = _compile(monkeypatch, switch)
+        monkeypatch.setenv("PLUGRT_DISABLE_PASSES", "conv_scale_shift")
+        unfused = _compile(monkeypatch, switch)
+        monkeypatch.delenv("PLUGRT_DISABLE_PASSES")
+        folded = [layer for layer in fused.engine.plan.layers if "post_scale" in layer.params]
+        assert len(folded) == 1 and np.isclose(folded[0].params["post_scale"], 1.3)
+        assert np.isclose(folded[0].params["post_shift"], -0.2)
+        assert not any("post_scale" in layer.params for layer in unfused.engine.plan.layers)
+        chains = ("elementwise", "fused_elementwise")
+        assert not any(layer.kind in chains for layer in fused.engine.plan.layers)
+        assert any(layer.kind in chains for layer in unfused.engine.plan.layers)  # the Mul + Add chain
+        got, want = fused(x=x)["y"], unfused(x=x)["y"]
+        if switch == "0":
+            np.testing.assert_array_equal(got, want)  # NumPy: the multiply, then the add, as the layers
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)  # torch: one pass, within an ulp
+
+
+@needs_torch
+def test_a_channels_last_plan_runs_with_numpy_where_torch_is_off(monkeypatch):
+    blob = _compile(monkeypatch, "nhwc").serialize()
+    plan = EnginePlan.from_bytes(blob)
+    assert any(t.format == TensorFormat.HWC for t in plan.tensors)
+    x = _x()
+    want = _compile(monkeypatch, "0")(x=x)["y"]
+    monkeypatch.setenv("PLUGRT_TORCH", "0")  # the layers run the NumPy kernel through linear copies
+    engine = plugrt.Runtime(plugrt.Logger(plugrt.Logger.ERROR)).deserialize_cuda_engine(blob)
+    context = engine.create_execution_context()
+    y = np.empty((1, 8, 5, 6), np.float32)
+    context.set_tensor_address("x", x.ctypes.data)
+    context.set_tensor_address("y", y.ctypes.data)
+    assert context.execute_async_v3(0)
+    np.testing.assert_array_equal(y, want)
+
+
+@needs_torch
+def test_channels_last_kernels_follow_a_new_batch(monkeypatch):
+    shapes = {"x": ((1, 8, 10, 12), (2, 8, 10, 12), (4, 8, 10, 12))}
+    engine = _compile(monkeypatch, "nhwc", _model("n"), shapes=shapes)
+    reference = _compile(monkeypatch, "0", _model("n"), shapes=shapes)
+    for batch in (1, 3, 2):
+        x = _x(batch)
+        np.testing.assert_allclose(engine(x=x)["y"], reference(x=x)["y"], rtol=1e-5, atol=1e-5)
+
+
+@needs_torch
+@pytest.mark.parametrize(
+    "size, kernel, stride, begin, end",
+    [
+        (10, 3, 2, 0, 1),
+        (11, 3, 2, 0, 1),
+        (9, 5, 1, 1, 3),
+        (12, 3, 2, 1, 0),
+        (7, 4, 3, 0, 2),
+        (8, 3, 1, 1, 1),
+        (9, 3, 1, 2, 0),
+    ],
+)
+def test_symmetric_padding_then_a_crop_is_the_asymmetric_convolution(size, kernel, stride, begin, end):
+    from plugrt.ops.spatial import Window
+    from plugrt.ops.torch_cpu_kernels import _symmetric_pads
+
+    window = Window.from_params(
+        {"kernel_shape": [kernel, kernel], "strides": [stride, stride], "pads": [begin, begin, end, end]}, "test"
+    )
+    sizes, begins, ends = window.resolve([size, size])
+    pads, skip = _symmetric_pads(window, begins, ends)
+    x, w = torch.randn(1, 2, size, size), torch.randn(3, 2, kernel, kernel)
+    want = torch.nn.functional.conv2d(torch.nn.functional.pad(x, [begin, end, begin, end]), w, stride=stride)
+    got = torch.nn.functional.conv2d(x, w, stride=stride, padding=pads)  # at least the wanted outputs, cropped
+    got = got[:, :, skip[0] : skip[0] + sizes[0], skip[1] : skip[1] + sizes[1]]
+    assert tuple(want.shape[2:]) == tuple(sizes)
+    torch.testing.assert_close(got, want)
+
+
+@needs_torch
+def test_a_run_slower_channels_last_keeps_its_other_tactics(monkeypatch):
+    """The choice is made per run: with the channels-last kernel timed slower, no layer takes it."""
+    real = layouts._faster_channels_last
+    seen: list[int] = []
+
+    def slower(state, run, stored, taken):  # type: ignore[no-untyped-def]
+        seen.append(len(run))
+        return False
+
+    monkeypatch.setattr(layouts, "_faster_channels_last", slower)
+    engine = _compile(monkeypatch, "1")
+    plan = engine.engine.plan
+    assert all(layer.tactic != torch_cpu.CHANNELS_LAST_TACTIC for layer in plan.layers)
+    assert all(t.format == TensorFormat.LINEAR for t in plan.tensors)
+    assert seen == [6]  # one run of six convolutions
+    monkeypatch.setattr(layouts, "_faster_channels_last", lambda *args: True)
+    plan = _compile(monkeypatch, "1").engine.plan
+    assert sum(layer.tactic == torch_cpu.CHANNELS_LAST_TACTIC for layer in plan.layers) == 6
+    assert real is not None
