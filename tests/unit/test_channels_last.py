@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 import plugrt
 from plugrt.builder import layouts
 from plugrt.core.types import TensorFormat
-from plugrt.engine.plan import EnginePlan
+from plugrt.engine.plan import EnginePlan, LayerPlan
 from plugrt.ops import torch_cpu
 
 try:
@@ -174,22 +174,46 @@ def test_symmetric_padding_then_a_crop_is_the_asymmetric_convolution(size, kerne
 
 
 @needs_torch
-def test_a_run_slower_channels_last_keeps_its_other_tactics(monkeypatch):
-    """The choice is made per run: with the channels-last kernel timed slower, no layer takes it."""
-    real = layouts._faster_channels_last
-    seen: list[int] = []
-
-    def slower(state, run, stored, taken):  # type: ignore[no-untyped-def]
-        seen.append(len(run))
-        return False
-
-    monkeypatch.setattr(layouts, "_faster_channels_last", slower)
-    engine = _compile(monkeypatch, "1")
-    plan = engine.engine.plan
+def test_layers_left_out_of_the_channels_last_choice_keep_their_other_tactics(monkeypatch):
+    monkeypatch.setattr(layouts, "_choose", lambda *args: set())
+    plan = _compile(monkeypatch, "1").engine.plan
     assert all(layer.tactic != torch_cpu.CHANNELS_LAST_TACTIC for layer in plan.layers)
     assert all(t.format == TensorFormat.LINEAR for t in plan.tensors)
-    assert seen == [6]  # one run of six convolutions
-    monkeypatch.setattr(layouts, "_faster_channels_last", lambda *args: True)
+    monkeypatch.setattr(layouts, "_choose", lambda state, candidates, *args: {id(c) for c in candidates})
     plan = _compile(monkeypatch, "1").engine.plan
     assert sum(layer.tactic == torch_cpu.CHANNELS_LAST_TACTIC for layer in plan.layers) == 6
-    assert real is not None
+    assert sum(t.format == TensorFormat.HWC for t in plan.tensors) == 5
+
+
+class _State:
+    def __init__(self, times):  # type: ignore[no-untyped-def]
+        self.tactic_times = times
+
+
+def _chain(n: int) -> list[LayerPlan]:
+    """Layers 0..n-1 in a row: layer k reads tensor k and writes tensor k + 1."""
+    return [LayerPlan(f"l{k}", "convolution", [k], [k + 1]) for k in range(n)]
+
+
+def test_the_choice_takes_a_slower_layer_between_faster_ones_and_leaves_a_lone_one(monkeypatch):
+    """Three layers in a row; channels-last alone is faster for the first and last, not the middle. With
+    reorders at the ends that cost little, the middle one joins (no reorders between them); with reorders
+    that cost more than channels-last saves, none takes it."""
+    layers = _chain(3)
+    taken = {id(layer): ([0], [0]) for layer in layers}
+    writer = {k + 1: (layer, 0) for k, layer in enumerate(layers)}
+    readers = {k: [(layer, 0)] for k, layer in enumerate(layers)}
+    readers[3] = []
+    eligible = {1, 2}
+    times = {layer.name: {0: 10.0, 1: 12.0, 2: 5.0} for layer in layers}
+    times["l1"] = {0: 10.0, 1: 12.0, 2: 10.5}
+    for reorder, expected in ((1.0, {0, 1, 2}), (20.0, set())):
+        monkeypatch.setattr(
+            layouts,
+            "time_layer",
+            lambda state, layer, variants, r=reorder: [
+                times[layer.name][t] + (r * f.count(TensorFormat.LINEAR) if f else 0) for t, f in variants
+            ],
+        )
+        chosen = layouts._choose(_State(times), layers, eligible, taken, writer, readers)
+        assert {k for k, layer in enumerate(layers) if id(layer) in chosen} == expected

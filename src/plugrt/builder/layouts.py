@@ -2,16 +2,15 @@
 
 An operator's :data:`~plugrt.ops.torch_cpu.CHANNELS_LAST_TACTIC` kernel (the convolution's: oneDNN on
 channels-last tensors, its kernel reordered once) is timed on channels-last inputs and outputs
-(``builder/tactics.py``). After the tactics are chosen this pass joins such layers into runs: a tensor
+(``builder/tactics.py``). After the tactics are chosen this pass decides which layers take it: a tensor
 that one of them writes and only such layers read (at positions their kernel takes channels-last)
-may be stored ``HWC`` (the same bytes as LINEAR, laid out ``[N, H, W, C]``), and then the run
-hands it over with no reorder in or out. A tensor anyone else reads (another layer, the caller as
-a network output) stays LINEAR, and so does the run's first input: the layer at either end of a
-run reorders on its side, and is timed again that way. A run whose layers take less time
-channels-last than with their fastest other tactics (by :data:`~plugrt.builder.tactics.MARGIN`)
-takes the kernel with its tensors stored ``HWC``; the layers of other runs get their fastest
-other tactic. Deciding by whole runs keeps the reorders at a run's ends: layer by layer, timing
-noise alone would leave NCHW layers between channels-last ones, each reordering both ways.
+is stored ``HWC`` (the same bytes as LINEAR, laid out ``[N, H, W, C]``), and is handed over with
+no reorder in or out. A tensor anyone else reads (another layer, the caller as a network output)
+stays LINEAR, and so does a run's first input: the layer at either end of a run reorders on its
+side, and is timed again that way. The choice starts from the layers the kernel is fastest for
+alone and moves one layer in or out at a time while that lowers the time of the layers it touches
+(:func:`_choose`); the others get their fastest other tactic. Layer by layer alone, small layers
+would leave NCHW layers between channels-last ones, each reordering both ways.
 
 Measured on MobileNetV2 (one thread, each of its 52 convolutions timed alone): 9.1 ms with the
 NCHW kernels against 4.8 ms channels-last with the kernels reordered once.
@@ -58,41 +57,111 @@ def channels_last_layouts(state: BuildState) -> None:
             readers[t].append((layer, k))
         for t in layer.shape_inputs:
             readers[t].append((layer, -1))
-    stored = {t for t, (layer, k) in writer.items() if _may_store(state, t, layer, k, readers[t], taken)}
-    # runs: the candidates joined by the tensors they may hand over channels-last
-    parent = {id(layer): id(layer) for layer in candidates}
-
-    def root(key: int) -> int:
-        while parent[key] != key:
-            parent[key] = parent[parent[key]]
-            key = parent[key]
-        return key
-
-    for t in stored:
-        for reader, _ in readers[t]:
-            parent[root(id(reader))] = root(id(writer[t][0]))
-    runs: dict[int, list[LayerPlan]] = defaultdict(list)
+    eligible = {t for t, (layer, k) in writer.items() if _may_store(state, t, layer, k, readers[t], taken)}
+    if all(layer.name not in state.tactic_times for layer in candidates):  # PLUGRT_TORCH=nhwc: the kernel, untimed
+        chosen = {id(layer) for layer in candidates}
+    else:
+        chosen = _choose(state, candidates, eligible, taken, writer, readers)
+    stored = _stored(eligible, chosen, writer, readers)
     for layer in candidates:
-        runs[root(id(layer))].append(layer)
-    for run in runs.values():
-        untimed = all(layer.name not in state.tactic_times for layer in run)  # PLUGRT_TORCH=nhwc: the kernel, untimed
-        kept = run if untimed or (len(run) > 1 and _faster_channels_last(state, run, stored, taken)) else []
-        for layer in run:
-            times = state.tactic_times.get(layer.name, {})
-            others = sorted(t for t in times if t != CHANNELS_LAST_TACTIC)
-            layer.tactic = CHANNELS_LAST_TACTIC if kept or not others else pick(times, others)
-        if kept:
-            for layer in run:
-                for t in layer.outputs:
-                    if t in stored:
-                        state.tensors[t].format = TensorFormat.HWC
-    chosen = sum(1 for layer in candidates if layer.tactic == CHANNELS_LAST_TACTIC)
+        times = state.tactic_times.get(layer.name, {})
+        others = sorted(t for t in times if t != CHANNELS_LAST_TACTIC)
+        layer.tactic = CHANNELS_LAST_TACTIC if id(layer) in chosen or not others else pick(times, others)
+    for t in stored:
+        state.tensors[t].format = TensorFormat.HWC
     if chosen:
-        state.logger.emit(Severity.VERBOSE, f"{chosen} layer(s) run channels-last ({len(stored)} tensors may be HWC)")
+        state.logger.emit(
+            Severity.VERBOSE, f"{len(chosen)} layer(s) run channels-last, {len(stored)} tensor(s) stored HWC"
+        )
 
 
-def _may_store(
+def _stored(
+    eligible: set[int],
+    chosen: set[int],
+    writer: dict[int, tuple[LayerPlan, int]],
+    readers: dict[int, list[tuple[LayerPlan, int]]],
+) -> set[int]:
+    """The eligible tensors whose writer and readers all take the channels-last kernel."""
+    return {t for t in eligible if id(writer[t][0]) in chosen and all(id(r) in chosen for r, _ in readers[t])}
+
+
+def _choose(
     state: BuildState,
+    candidates: list[LayerPlan],
+    eligible: set[int],
+    taken: dict[int, tuple[list[int], list[int]]],
+    writer: dict[int, tuple[LayerPlan, int]],
+    readers: dict[int, list[tuple[LayerPlan, int]]],
+) -> set[int]:
+    """The layers that take the channels-last kernel: from those it is fastest for alone (by
+    :data:`~plugrt.builder.tactics.MARGIN`), a local search that moves one layer in or out while that lowers
+    the time of the layers it touches (itself, and the others reading or writing its tensors), each timed with
+    the formats it then gets: the channels-last kernel's time as timed where every tensor it takes is HWC,
+    timed again where one is LINEAR (a reorder in or out), the fastest other tactic's time otherwise."""
+    by_id = {id(layer): layer for layer in candidates}
+    other: dict[int, tuple[int, float]] = {}  # layer id -> its fastest other tactic and that one's time
+    nhwc: dict[int, float] = {}  # layer id -> the channels-last kernel's time with every tensor it takes HWC
+    for layer in candidates:
+        times = state.tactic_times[layer.name]
+        rest = sorted(t for t in times if t != CHANNELS_LAST_TACTIC)
+        best = pick(times, rest) if rest else 0
+        other[id(layer)] = (best, times[best] if rest else float("inf"))
+        nhwc[id(layer)] = times[CHANNELS_LAST_TACTIC]
+    timed: dict[tuple[str, tuple[TensorFormat, ...]], float] = {}
+
+    def cost(layer: LayerPlan, chosen: set[int], stored: set[int]) -> float:
+        if id(layer) not in chosen:
+            return other[id(layer)][1]
+        ins, outs = taken[id(layer)]
+        n = len(layer.inputs)
+        formats = [TensorFormat.LINEAR] * (n + len(layer.outputs))
+        for p in ins:
+            formats[p] = TensorFormat.HWC if layer.inputs[p] in stored else TensorFormat.LINEAR
+        for p in outs:
+            formats[n + p] = TensorFormat.HWC if layer.outputs[p] in stored else TensorFormat.LINEAR
+        if all(formats[p] == TensorFormat.HWC for p in (*ins, *(n + p for p in outs))):
+            return nhwc[id(layer)]
+        key = (layer.name, tuple(formats))
+        if key not in timed:  # timed with the all-HWC kernel and the other tactic at the same moment
+            full = list(formats)
+            for p in (*ins, *(n + p for p in outs)):
+                full[p] = TensorFormat.HWC
+            tactic = other[id(layer)][0]
+            mixed, hwc, alone = time_layer(
+                state, layer, [(CHANNELS_LAST_TACTIC, formats), (CHANNELS_LAST_TACTIC, full), (tactic, None)]
+            )
+            timed[key] = mixed
+            nhwc[id(layer)] = min(nhwc[id(layer)], hwc)
+            other[id(layer)] = (tactic, min(other[id(layer)][1], alone))
+        return timed[key]
+
+    def touched(layer: LayerPlan) -> list[LayerPlan]:
+        near = {id(layer): layer}
+        for t in (*layer.inputs, *layer.outputs):
+            if t not in eligible:
+                continue
+            for other_layer in (writer[t][0], *(r for r, _ in readers[t])):
+                if id(other_layer) in by_id:
+                    near[id(other_layer)] = other_layer
+        return list(near.values())
+
+    chosen = {id(layer) for layer in candidates if nhwc[id(layer)] < MARGIN * other[id(layer)][1]}
+    for _ in range(4):
+        moved = False
+        for layer in candidates:
+            trial = chosen ^ {id(layer)}
+            before, after = _stored(eligible, chosen, writer, readers), _stored(eligible, trial, writer, readers)
+            near = touched(layer)
+            now = sum(cost(n, chosen, before) for n in near)
+            then = sum(cost(n, trial, after) for n in near)
+            if then < now:
+                chosen, moved = trial, True
+        if not moved:
+            break
+    return chosen
+
+
+def _may_store(    state: BuildState,
     t: int,
     layer: LayerPlan,
     k: int,
@@ -109,32 +178,3 @@ def _may_store(
     if len(tensor.shape) != 4 or not readers:
         return False
     return all(id(r) in taken and p in taken[id(r)][0] for r, p in readers)
-
-
-def _faster_channels_last(
-    state: BuildState, run: list[LayerPlan], stored: set[int], taken: dict[int, tuple[list[int], list[int]]]
-) -> bool:
-    """Whether the run's layers take less time channels-last than each with its fastest other tactic, at least
-    :data:`~plugrt.builder.tactics.MARGIN` less: a layer with every channels-last position HWC counts its time
-    as timed, one at an end of the run (a LINEAR input or output to reorder) is timed again as it will run."""
-    others = 0.0
-    for layer in run:
-        times = state.tactic_times[layer.name]
-        rest = sorted(t for t in times if t != CHANNELS_LAST_TACTIC)
-        others += times[pick(times, rest)]
-    total = 0.0
-    for layer in run:
-        ins, outs = taken[id(layer)]
-        tensors = [layer.inputs[p] for p in ins] + [layer.outputs[p] for p in outs]
-        if all(t in stored for t in tensors):
-            total += state.tactic_times[layer.name][CHANNELS_LAST_TACTIC]
-        else:
-            formats = [TensorFormat.LINEAR] * (len(layer.inputs) + len(layer.outputs))
-            for p in ins:
-                formats[p] = TensorFormat.HWC if layer.inputs[p] in stored else TensorFormat.LINEAR
-            for p in outs:
-                formats[len(layer.inputs) + p] = TensorFormat.HWC if layer.outputs[p] in stored else TensorFormat.LINEAR
-            total += time_layer(state, layer, CHANNELS_LAST_TACTIC, formats)
-        if total > others:
-            return False
-    return total < MARGIN * others

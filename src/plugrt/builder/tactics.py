@@ -122,15 +122,18 @@ def _fastest(
     return pick(times, tactics), times
 
 
-def time_layer(state: BuildState, layer: LayerPlan, tactic: int, formats: list[TensorFormat]) -> float:
-    """The fastest run in seconds of ``layer``'s operator with ``tactic`` on its inputs then outputs in ``formats``,
-    at the first profile's opt shapes, timed as the tactics are (``builder/layouts.py`` times the layers at the
-    ends of a channels-last run with the formats they get)."""
+def time_layer(
+    state: BuildState, layer: LayerPlan, variants: list[tuple[int, list[TensorFormat] | None]]
+) -> list[float]:
+    """The fastest run in seconds of ``layer``'s operator for each (tactic, formats of its inputs then outputs;
+    None: LINEAR), timed in alternation as the tactics are, at the first profile's opt shapes
+    (``builder/layouts.py`` times the layers at the ends of a channels-last run with the formats they get,
+    against the same layer's other kernels at the same moment)."""
     backend = state.backend if state.backend is not None else get_backend("cpu")
     op = create_operator(layer.kind, layer.params, {n: state.weights[k] for n, k in layer.weights.items()})
     op.name, op.xp = layer.name, backend.xp
     with np.errstate(all="ignore"):
-        return _time_variants(op, layer, state, state.profiles[0].opt, [(tactic, formats)], backend)[0]
+        return _time_variants(op, layer, state, state.profiles[0].opt, variants, backend)
 
 
 def _time_variants(
