@@ -217,3 +217,40 @@ def test_the_choice_takes_a_slower_layer_between_faster_ones_and_leaves_a_lone_o
         )
         chosen = layouts._choose(_State(times), layers, eligible, taken, writer, readers)
         assert {k for k, layer in enumerate(layers) if id(layer) in chosen} == expected
+
+
+def _pool_model(ceil_mode: int):  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(5)
+    inits = [
+        numpy_helper.from_array((rng.standard_normal((8, 3, 3, 3)) * 0.3).astype(np.float32), "w1"),
+        numpy_helper.from_array((rng.standard_normal((4, 8, 1, 1)) * 0.3).astype(np.float32), "w2"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node(
+            "MaxPool", ["r1"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=ceil_mode
+        ),
+        helper.make_node("Conv", ["p", "w2"], ["y"], kernel_shape=[1, 1]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 12, 11])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@needs_torch
+@pytest.mark.parametrize("ceil_mode", [0, 1])
+def test_max_pooling_between_channels_last_convolutions_stays_channels_last(monkeypatch, ceil_mode):
+    model = _pool_model(ceil_mode)
+    engine = _compile(monkeypatch, "nhwc", model)
+    plan = engine.engine.plan
+    assert [layer.tactic for layer in plan.layers if layer.kind in ("convolution", "pooling")] == [2, 2, 2]
+    assert sum(t.format == TensorFormat.HWC for t in plan.tensors) == 2  # the conv's output, the pooling's
+    x = np.random.default_rng(6).standard_normal((2, 3, 12, 11)).astype(np.float32)
+    want = _compile(monkeypatch, "0", model)(x=x)["y"]
+    np.testing.assert_allclose(engine(x=x)["y"], want, rtol=1e-5, atol=1e-5)

@@ -45,7 +45,6 @@ import numpy as np
 
 from ..core.errors import NetworkError, ShapeError
 from ..core.types import DataType, TensorFormat
-from ..nodes.base import Binding
 from ..shape import constant
 from .activation import activation_kernel
 from .base import InputShapes, InputValues, ShapeExprs, register_operator
@@ -129,8 +128,6 @@ class ConvolutionOperator(TorchOperator):
         #: (array module, column buffer as [N, group, rows, positions], [(tap's view of it, input index)])
         self._bound: tuple[Any, Any, list[tuple[Any, tuple[Any, ...]]]] | None = None
         self._bias: np.ndarray | None = None
-        #: the NumPy kernel over channels-last tensors: (copies in, linear inputs, result, output view, xp)
-        self._relaid: tuple[Any, ...] | None = None
         #: the tap-sum plan of a depthwise convolution (NumPy runs), else None
         self._depthwise: DepthwiseTaps | None = None
         if self.has_bias and "bias" in self.weights:
@@ -202,47 +199,6 @@ class ConvolutionOperator(TorchOperator):
         kernel = None if "kernel" in self.weights else inputs[1]
         bias = None if self.bias_input is None else inputs[self.bias_input]
         return torch_convolution(self, inputs[0], kernel, bias, outputs[0], residual)
-
-    def bind(self, inputs: Sequence[Binding], outputs: Sequence[Binding], workspace: int) -> None:
-        """As :meth:`TorchOperator.bind`; the NumPy kernel on channels-last tensors goes through linear copies."""
-        super().bind(inputs, outputs, workspace)
-        self._relaid = None
-        if self._torch_call is None and any(f != TensorFormat.LINEAR for f in self.formats):
-            xp = self.xp
-            linear_in, copies = [], []
-            for k, b in enumerate(inputs):
-                if b.format == TensorFormat.HWC:
-                    scratch = self.scratch(("relaid", k), tuple(b.shape), b.array.dtype, xp)
-                    copies.append((scratch, b.array.transpose(0, 3, 1, 2)))
-                    linear_in.append(scratch)
-                else:
-                    linear_in.append(b.array)
-            out = outputs[0]
-            target = out.array.transpose(0, 3, 1, 2) if out.format == TensorFormat.HWC else out.array
-            result = (
-                self.scratch("relaid_out", tuple(out.shape), out.array.dtype, xp) if target is not out.array else target
-            )
-            self._relaid = (copies, linear_in, result, target, xp)
-
-    def _run_relaid(self) -> None:
-        assert self._relaid is not None
-        copies, linear_in, result, target, xp = self._relaid
-        for scratch, source in copies:
-            xp.copyto(scratch, source)
-        self.run(linear_in, [result], xp)
-        if result is not target:
-            xp.copyto(target, result)
-
-    def launch(self, stream: int) -> None:
-        if self._relaid is not None:
-            self._run_relaid()
-        else:
-            super().launch(stream)
-
-    def prepared_launch(self, stream: int) -> tuple[Any, tuple[Any, ...]]:
-        if self._relaid is not None:
-            return self._run_relaid, ()
-        return super().prepared_launch(stream)
 
     def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
         x_shape, out_shape = tuple(input_shapes[0]), tuple(output_shapes[0])

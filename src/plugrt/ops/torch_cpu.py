@@ -188,6 +188,8 @@ class TorchOperator(Operator):
         self._torch_weights: dict[tuple[str, Any], Any] = {}
         #: the formats of the bound inputs then outputs (LINEAR unless the builder chose channels-last ones)
         self.formats: list[TensorFormat] = []
+        #: the own kernel over channels-last tensors: (copies in, linear inputs, results, output views)
+        self._relaid: tuple[Any, ...] | None = None
 
     def tactics(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
@@ -248,8 +250,12 @@ class TorchOperator(Operator):
         return tensor if shape is None else tensor.reshape(*shape)
 
     def bind(self, inputs: Sequence[Binding], outputs: Sequence[Binding], workspace: int) -> None:
-        """The PyTorch kernel for these arrays under tactic :data:`TORCH_TACTIC`, else the own kernel's binding."""
+        """The PyTorch kernel for these arrays under tactic :data:`TORCH_TACTIC` or :data:`CHANNELS_LAST_TACTIC`,
+        else the own kernel's binding; bound to channels-last (HWC) tensors, the own kernel reads copies of
+        them in the linear layout and its results are copied back (a plan that chose the channels-last
+        kernel, run where torch is not)."""
         self._torch_call = None
+        self._relaid = None
         self.formats = [b.format for b in (*inputs, *outputs)]
         if self.tactic in (TORCH_TACTIC, CHANNELS_LAST_TACTIC) and runs_on(self.xp):
             arrays = [b.array for b in inputs], [b.array for b in outputs]
@@ -258,11 +264,46 @@ class TorchOperator(Operator):
             if all(isinstance(a, module) and a.dtype in kinds for a in (*arrays[0], *arrays[1])):
                 self._torch_call = self.torch_kernel(*arrays)
         super().bind(inputs, outputs, workspace)
+        if self._torch_call is None and any(f != TensorFormat.LINEAR for f in self.formats):
+            self._relaid = self._linear_copies(inputs, outputs)
+
+    def _linear_copies(self, inputs: Sequence[Binding], outputs: Sequence[Binding]) -> tuple[Any, ...]:
+        xp = self.xp
+        linear_in, copies = [], []
+        for k, b in enumerate(inputs):
+            if b.format == TensorFormat.HWC:
+                scratch = self.scratch(("relaid", k), tuple(b.shape), b.array.dtype, xp)
+                copies.append((scratch, b.array.transpose(0, 3, 1, 2)))
+                linear_in.append(scratch)
+            else:
+                linear_in.append(b.array)
+        results, targets = [], []
+        for k, b in enumerate(outputs):
+            if b.format == TensorFormat.HWC:
+                results.append(self.scratch(("relaid_out", k), tuple(b.shape), b.array.dtype, xp))
+                targets.append(b.array.transpose(0, 3, 1, 2))
+            else:
+                results.append(b.array)
+                targets.append(None)
+        return copies, linear_in, results, targets
+
+    def _run_relaid(self) -> None:
+        assert self._relaid is not None
+        copies, linear_in, results, targets = self._relaid
+        xp = self.xp
+        for scratch, source in copies:
+            xp.copyto(scratch, source)
+        self.run(linear_in, results, xp)
+        for result, target in zip(results, targets):
+            if target is not None:
+                xp.copyto(target, result)
 
     def launch(self, stream: int) -> None:
         """The bound PyTorch kernel, or the NumPy kernel."""
         if self._torch_call is not None:
             self._torch_call()
+        elif self._relaid is not None:
+            self._run_relaid()
         else:
             super().launch(stream)
 
@@ -270,6 +311,8 @@ class TorchOperator(Operator):
         """The bound PyTorch kernel itself, or the NumPy kernel and its arrays."""
         if self._torch_call is not None:
             return self._torch_call, ()
+        if self._relaid is not None:
+            return self._run_relaid, ()
         return super().prepared_launch(stream)
 
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from .conv import ConvolutionOperator
     from .deconv import DeconvolutionOperator
     from .normalization import NormalizationOperator
+    from .pooling import PoolingOperator
 
 __all__ = [
     "ACTIVATIONS",
@@ -31,6 +32,7 @@ __all__ = [
     "convolution",
     "convolution_channels_last",
     "deconvolution",
+    "max_pooling",
     "normalization",
     "softmax",
     "unary",
@@ -370,6 +372,54 @@ def _symmetric_pads(w: Any, begins: Sequence[int], ends: Sequence[int]) -> tuple
         pads.append(begin + steps * w.strides[axis])
         skip.append(steps)
     return pads, skip
+
+
+def max_pooling(
+    op: PoolingOperator, x: np.ndarray, out: np.ndarray, formats: Sequence[TensorFormat], channels_last: bool
+) -> Kernel | None:
+    """2-D MAX pooling with ``torch.max_pool2d``: on channels-last tensors (``channels_last``; a LINEAR input
+    copied into a channels-last buffer first), else on NCHW ones. None where torch pads otherwise than the
+    window (see ``PoolingOperator.torch_supports``) or for empty tensors."""
+    torch = torch_module()
+    w = op.window
+    xt, ot = _logical(x, formats[0]), _logical(out, formats[-1])
+    if w.rank != 2 or xt.numel() == 0 or ot.numel() == 0:
+        return None
+    shape = tuple(xt.shape)
+    sizes, begins, ends = w.resolve(shape[2:])
+    if list(begins) != list(ends) or any(2 * b > k for b, k in zip(begins, w.kernel)):
+        return None
+    if tuple(
+        torch.nn.functional.max_pool2d(
+            torch.empty((1, 1, *shape[2:])),
+            list(w.kernel),
+            list(w.strides),
+            list(begins),
+            list(w.dilations),
+            w.ceil_mode,
+        ).shape[2:]
+    ) != tuple(sizes):
+        return None  # ceil mode's last window: torch drops one that starts in the end padding
+    source = xt
+    if channels_last and formats[0] != TensorFormat.HWC:
+        source = torch.empty(shape).contiguous(memory_format=torch.channels_last)
+    staged = source is not xt
+    kernel, strides, pads, dilations, ceil = (
+        list(w.kernel),
+        list(w.strides),
+        list(begins),
+        list(w.dilations),
+        w.ceil_mode,
+    )
+    flops = float(ot.numel() * math.prod(w.kernel))
+
+    def run() -> None:
+        use_threads(flops)
+        if staged:
+            source.copy_(xt)
+        ot.copy_(torch.max_pool2d(source, kernel, strides, pads, dilations, ceil))
+
+    return run
 
 
 def deconvolution(
