@@ -254,3 +254,49 @@ def test_max_pooling_between_channels_last_convolutions_stays_channels_last(monk
     x = np.random.default_rng(6).standard_normal((2, 3, 12, 11)).astype(np.float32)
     want = _compile(monkeypatch, "0", model)(x=x)["y"]
     np.testing.assert_allclose(engine(x=x)["y"], want, rtol=1e-5, atol=1e-5)
+
+
+def _se_model(bias: bool = True):  # type: ignore[no-untyped-def]
+    """A depthwise convolution, then an SE block (pool, 1x1 + ReLU, 1x1 + hard-sigmoid, Mul), then a 1x1."""
+    rng = np.random.default_rng(7)
+
+    def w(name: str, shape: tuple[int, ...]):  # type: ignore[no-untyped-def]
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.5).astype(np.float32), name)
+
+    inits = [w("wd", (16, 1, 3, 3)), w("w1", (4, 16, 1, 1)), w("w2", (16, 4, 1, 1)), w("w3", (8, 16, 1, 1))]
+    inits += [w("b1", (4,)), w("b2", (16,))]
+    nodes = [
+        helper.make_node("Conv", ["x", "wd"], ["d"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=16),
+        helper.make_node("GlobalAveragePool", ["d"], ["g"]),
+        helper.make_node("Conv", ["g", "w1", *(["b1"] if bias else [])], ["s1"], kernel_shape=[1, 1]),
+        helper.make_node("Relu", ["s1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", *(["b2"] if bias else [])], ["s2"], kernel_shape=[1, 1]),
+        helper.make_node("HardSigmoid", ["s2"], ["h2"], alpha=0.2, beta=0.5),
+        helper.make_node("Mul", ["d", "h2"], ["e"]),
+        helper.make_node("Conv", ["e", "w3"], ["y"], kernel_shape=[1, 1]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 16, 6, 20])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("switch", ["0", "always", "nhwc"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_a_squeeze_excitation_block_runs_as_one_layer(monkeypatch, switch, bias):
+    if switch != "0" and torch is None:
+        pytest.skip("needs torch")
+    shapes = {"x": ((1, 16, 6, 20), (2, 16, 6, 20), (3, 16, 6, 20))}
+    fused = _compile(monkeypatch, switch, _se_model(bias), shapes=shapes)
+    monkeypatch.setenv("PLUGRT_DISABLE_PASSES", "squeeze_excitation")
+    unfused = _compile(monkeypatch, switch, _se_model(bias), shapes=shapes)
+    monkeypatch.delenv("PLUGRT_DISABLE_PASSES")
+    assert [layer.kind for layer in fused.engine.plan.layers] == ["convolution", "squeeze_excitation", "convolution"]
+    assert "squeeze_excitation" not in [layer.kind for layer in unfused.engine.plan.layers]
+    for batch in (1, 3):
+        x = np.random.default_rng(batch).standard_normal((batch, 16, 6, 20)).astype(np.float32)
+        np.testing.assert_allclose(fused(x=x)["y"], unfused(x=x)["y"], rtol=1e-5, atol=1e-6)
