@@ -136,8 +136,8 @@ def test_a_channels_last_plan_runs_with_numpy_where_torch_is_off(monkeypatch):
 @needs_torch
 def test_channels_last_kernels_follow_a_new_batch(monkeypatch):
     shapes = {"x": ((1, 8, 10, 12), (2, 8, 10, 12), (4, 8, 10, 12))}
-    engine = _compile(monkeypatch, "nhwc", _model("n"), shapes=shapes)
     reference = _compile(monkeypatch, "0", _model("n"), shapes=shapes)
+    engine = _compile(monkeypatch, "nhwc", _model("n"), shapes=shapes)  # runs with the switch it was built with
     for batch in (1, 3, 2):
         x = _x(batch)
         np.testing.assert_allclose(engine(x=x)["y"], reference(x=x)["y"], rtol=1e-5, atol=1e-5)
@@ -247,13 +247,13 @@ def _pool_model(ceil_mode: int):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("ceil_mode", [0, 1])
 def test_max_pooling_between_channels_last_convolutions_stays_channels_last(monkeypatch, ceil_mode):
     model = _pool_model(ceil_mode)
-    engine = _compile(monkeypatch, "nhwc", model)
+    want_engine = _compile(monkeypatch, "0", model)
+    engine = _compile(monkeypatch, "nhwc", model)  # runs with the switch it was built with
     plan = engine.engine.plan
     assert [layer.tactic for layer in plan.layers if layer.kind in ("convolution", "pooling")] == [2, 2, 2]
     assert sum(t.format == TensorFormat.HWC for t in plan.tensors) == 2  # the conv's output, the pooling's
     x = np.random.default_rng(6).standard_normal((2, 3, 12, 11)).astype(np.float32)
-    want = _compile(monkeypatch, "0", model)(x=x)["y"]
-    np.testing.assert_allclose(engine(x=x)["y"], want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(engine(x=x)["y"], want_engine(x=x)["y"], rtol=1e-5, atol=1e-5)
 
 
 def _se_model(bias: bool = True):  # type: ignore[no-untyped-def]
@@ -300,3 +300,29 @@ def test_a_squeeze_excitation_block_runs_as_one_layer(monkeypatch, switch, bias)
     for batch in (1, 3):
         x = np.random.default_rng(batch).standard_normal((batch, 16, 6, 20)).astype(np.float32)
         np.testing.assert_allclose(fused(x=x)["y"], unfused(x=x)["y"], rtol=1e-5, atol=1e-6)
+
+
+@needs_torch
+@pytest.mark.parametrize("numpy_layers", [(), ("Conv_c3",), ("Conv_c2", "Conv_c4"), ("Conv_c1", "Conv_c5", "Conv_c6")])
+def test_handed_over_tensors_meet_layers_that_run_numpy(monkeypatch, numpy_layers):
+    """Channels-last layers hand their results over without writing the buffers; a layer whose channels-last
+    kernel declines (here: forced to) runs NumPy through linear copies, reading a handed-over input and
+    writing its output into the buffer for the next layer, run after run with new inputs."""
+    from plugrt.ops import conv
+
+    real = conv.convolution_channels_last
+    declined: set[str] = set()
+
+    def some_decline(op, *args):  # type: ignore[no-untyped-def]
+        if any(op.name.startswith(name) for name in numpy_layers):
+            declined.add(op.name.split("/")[0])
+            return None
+        return real(op, *args)
+
+    monkeypatch.setattr(conv, "convolution_channels_last", some_decline)
+    reference = _compile(monkeypatch, "0")
+    engine = _compile(monkeypatch, "nhwc")  # runs with the switch it was built with
+    for seed in range(4):
+        x = np.random.default_rng(10 + seed).standard_normal((1, 8, 10, 12)).astype(np.float32)
+        np.testing.assert_allclose(engine(x=x)["y"], reference(x=x)["y"], rtol=1e-5, atol=1e-5)
+    assert declined == set(numpy_layers)

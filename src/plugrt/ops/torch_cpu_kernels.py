@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.types import TensorFormat
-from .torch_cpu import Kernel, torch_module, use_threads, view
+from .torch_cpu import Kernel, hand_over, torch_module, use_threads, view
 
 if TYPE_CHECKING:
     from .conv import ConvolutionOperator
@@ -294,26 +294,48 @@ def convolution_channels_last(
     rt = None if residual is None else _logical(residual, formats[1])
     post = POST_OPS.get(op.activation)
     affine = _post_affine(torch, op)
+    # tensors between channels-last layers are handed over as torch's results (no copy into the buffers)
+    given = hand_over(x) if x_format == TensorFormat.HWC else None
+    given_residual = hand_over(residual) if residual is not None and formats[1] == TensorFormat.HWC else None
+    handed = hand_over(out) if out_format == TensorFormat.HWC and crop is None else None
+    written = hand_over(out) if out_format == TensorFormat.HWC and crop is not None else None
+
+    def deliver(result: Any, act: Any) -> None:
+        """Apply what is left of the epilogue to ``result`` and hand it over, or write it into ``out``."""
+        if handed is not None:
+            if act is not None:
+                act(torch, result, result, low, high)
+            if affine is not None:
+                affine(result, result)
+            handed.tensor = result
+            return
+        if written is not None:
+            written.tensor = None
+        if act is not None:
+            if affine is None:
+                act(torch, result, ot, low, high)
+                return
+            act(torch, result, result, low, high)
+        if affine is not None:
+            affine(result, ot)
+        else:
+            ot.copy_(result)
+
+    def start() -> Any:
+        use_threads(flops)
+        if given is not None and given.tensor is not None:
+            return given.tensor
+        if staged:
+            source.copy_(xt)
+        return source
+
     if rt is None:
         attr, scalars = post(low, high) if post is not None else ("none", [])
         after = ACTIVATIONS[op.activation] if op.activation and post is None else None
 
         def run() -> None:
-            use_threads(flops)
-            if staged:
-                source.copy_(xt)
-            result = conv(source, packed, bias_t, pads, strides, dilations, group, attr, scalars, "")
-            if crop is not None:
-                result = result[crop]
-            if after is not None:
-                if affine is None:
-                    after(torch, result, ot, low, high)
-                    return
-                after(torch, result, result, low, high)
-            if affine is not None:
-                affine(result, ot)
-            else:
-                ot.copy_(result)
+            result = conv(start(), packed, bias_t, pads, strides, dilations, group, attr, scalars, "")
+            deliver(result if crop is None else result[crop], after)
 
         return run
     # oneDNN adds a channels-last residual as a post-op (only ReLU may follow there) unless the output is cropped
@@ -322,36 +344,25 @@ def convolution_channels_last(
     act = ACTIVATIONS[op.activation] if op.activation and not relu else None
 
     def run_residual() -> None:
-        use_threads(flops)
-        if staged:
-            source.copy_(xt)
+        x_now = start()
+        r_now = given_residual.tensor if given_residual is not None and given_residual.tensor is not None else rt
         if inside:
+            unary = "relu" if relu else None
             result = conv.binary(
-                source,
-                rt,
-                packed,
-                bias_t,
-                pads,
-                strides,
-                dilations,
-                group,
-                "add",
-                None,
-                "relu" if relu else None,
-                [],
-                "",
+                x_now, r_now, packed, bias_t, pads, strides, dilations, group, "add", None, unary, [], ""
             )
-            if act is not None:
-                act(torch, result, result if affine is not None else ot, low, high)
-                if affine is not None:
-                    affine(result, ot)
-            elif affine is not None:
-                affine(result, ot)
-            else:
-                ot.copy_(result)
+            deliver(result, act)
             return
-        result = conv(source, packed, bias_t, pads, strides, dilations, group, "none", [], "")
-        torch.add(result if crop is None else result[crop], rt, out=ot)
+        result = conv(x_now, packed, bias_t, pads, strides, dilations, group, "none", [], "")
+        if crop is not None:
+            result = result[crop]
+        if handed is not None:
+            result.add_(r_now)
+            deliver(result, act)
+            return
+        if written is not None:
+            written.tensor = None
+        torch.add(result, r_now, out=ot)
         if act is not None:
             act(torch, ot, ot, low, high)
         if affine is not None:
@@ -404,20 +415,22 @@ def max_pooling(
     if channels_last and formats[0] != TensorFormat.HWC:
         source = torch.empty(shape).contiguous(memory_format=torch.channels_last)
     staged = source is not xt
-    kernel, strides, pads, dilations, ceil = (
-        list(w.kernel),
-        list(w.strides),
-        list(begins),
-        list(w.dilations),
-        w.ceil_mode,
-    )
+    kernel, strides, pads, dilations = list(w.kernel), list(w.strides), list(begins), list(w.dilations)
+    ceil = w.ceil_mode
     flops = float(ot.numel() * math.prod(w.kernel))
+    given = hand_over(x) if formats[0] == TensorFormat.HWC else None
+    handed = hand_over(out) if formats[-1] == TensorFormat.HWC else None
 
     def run() -> None:
         use_threads(flops)
-        if staged:
+        pooled = given.tensor if given is not None and given.tensor is not None else source
+        if staged and pooled is source:
             source.copy_(xt)
-        ot.copy_(torch.max_pool2d(source, kernel, strides, pads, dilations, ceil))
+        result = torch.max_pool2d(pooled, kernel, strides, pads, dilations, ceil)
+        if handed is not None:
+            handed.tensor = result
+        else:
+            ot.copy_(result)
 
     return run
 
