@@ -12,6 +12,10 @@ kernel as it was), ``bias1`` ``[M]``, ``kernel2`` (``[C, M]``), ``bias2`` ``[C]`
 bias is none. FLOAT input ``[N, C, *spatial]``, the output of its shape.
 
 Results are the unfused layers' up to the products' summation order (a few ulp).
+
+With PyTorch installed the block also has a PyTorch kernel on NCHW tensors and on
+channels-last ones (tactic ``torch-nhwc``): between channels-last convolutions (a depthwise
+one before it, a 1x1 after, as in every SE block) it keeps their run unbroken.
 """
 
 from __future__ import annotations
@@ -26,15 +30,18 @@ from ..core.types import DataType
 from .activation import activation_kernel
 from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .shared_rules import SameShape, expect_float_inputs
+from .torch_cpu import Kernel, TorchOperator
+from .torch_cpu_kernels import squeeze_excitation
 
 __all__ = ["SqueezeExcitationOperator"]
 
 
 @register_operator
-class SqueezeExcitationOperator(SameShape):
+class SqueezeExcitationOperator(SameShape, TorchOperator):
     """``out = x * act2(W2 @ act1(W1 @ mean(x) + b1) + b2)`` per image and channel (see the module's note)."""
 
     kind = "squeeze_excitation"
+    channels_last = True
 
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
@@ -71,6 +78,25 @@ class SqueezeExcitationOperator(SameShape):
                 f"squeeze_excitation: takes [N, {self.channels}, spatial...], got {[str(d) for d in input_shapes[0]]}"
             )
         return shapes
+
+    def torch_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """FLOAT ``[N, C, H, W]`` inputs."""
+        return super().torch_supports(types, shapes, constant) and len(shapes[0]) == 4
+
+    def channels_last_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        return True  # what torch_supports takes
+
+    def channels_last_positions(self, inputs: int, outputs: int) -> list[int]:
+        """The input and the output."""
+        return [0, inputs]
+
+    def torch_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
+        weights = (self._w1, self._b1, self._w2, self._b2)
+        return squeeze_excitation(self._acts, weights, inputs[0], outputs[0], self.formats)
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         x, out = inputs[0], outputs[0]

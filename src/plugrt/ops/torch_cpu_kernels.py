@@ -35,6 +35,7 @@ __all__ = [
     "max_pooling",
     "normalization",
     "softmax",
+    "squeeze_excitation",
     "unary",
 ]
 
@@ -431,6 +432,43 @@ def max_pooling(
             handed.tensor = result
         else:
             ot.copy_(result)
+
+    return run
+
+
+def squeeze_excitation(
+    acts: Sequence[tuple[str, float, float]],
+    weights: tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray | None],
+    x: np.ndarray,
+    out: np.ndarray,
+    formats: Sequence[TensorFormat],
+) -> Kernel | None:
+    """The squeeze-and-excitation block (``ops/squeeze_excitation.py``) on ``[N, C, H, W]`` tensors, NCHW or
+    channels-last (``formats``: the input's and the output's): the mean, two small products with their
+    activations, the broadcast product; a channels-last output is handed over."""
+    torch = torch_module()
+    xt, ot = _logical(x, formats[0]), _logical(out, formats[-1])
+    if xt.dim() != 4 or xt.numel() == 0:
+        return None
+    w1, b1, w2, b2 = (None if w is None else view(w) for w in weights)
+    steps = [(w1, b1, acts[0]), (w2, b2, acts[1])]
+    given = hand_over(x) if formats[0] == TensorFormat.HWC else None
+    handed = hand_over(out) if formats[-1] == TensorFormat.HWC else None
+    flops = float(_ELEMENT_FLOPS * xt.numel())
+
+    def run() -> None:
+        use_threads(flops)
+        source = given.tensor if given is not None and given.tensor is not None else xt
+        scale = source.mean((2, 3))
+        for weight, bias, (name, alpha, beta) in steps:
+            scale = torch.mm(scale, weight) if bias is None else torch.addmm(bias, scale, weight)
+            if name:
+                ACTIVATIONS[name](torch, scale, scale, alpha, beta)
+        scale = scale[:, :, None, None]
+        if handed is not None:
+            handed.tensor = source * scale
+        else:
+            torch.mul(source, scale, out=ot)
 
     return run
 
