@@ -40,7 +40,9 @@ def _parse() -> argparse.Namespace:
         help="wall time, or the calling thread's CPU time (with --threads 1: steady on a loaded machine)",
     )
     parser.add_argument(
-        "--profile", action="store_true", help="per-layer profile of plugrt at batch 1 (by layer kind) instead of timing"
+        "--profile",
+        action="store_true",
+        help="per-layer profile of plugrt at batch 1 (by layer kind), and onnxruntime's by node type, instead of timing",
     )
     parser.add_argument(
         "--unfused",
@@ -556,6 +558,43 @@ def profile(model: Model, cache: str, runs: int) -> None:
         print(f"  {ms:8.2f} ms {100 * ms / max(layered, 1e-9):5.1f}%  {count:4d}x  {kind}")
     slowest = sorted(totals.layers.items(), key=lambda kv: -kv[1])[:5]
     print("  slowest: " + ", ".join(f"{name} [{kinds.get(name, '?')}] {ms / runs:.2f} ms" for name, ms in slowest))
+    _profile_onnxruntime(path, feeds, runs)
+
+
+def _profile_onnxruntime(path: str, feeds: Inputs, runs: int) -> None:
+    """onnxruntime's own node profile of the same run: milliseconds per run by operator type (its fused and
+    layout nodes, e.g. ``ReorderInput``/``ReorderOutput`` of its NCHWc layout, under their own names)."""
+    import json
+    import tempfile
+
+    import onnxruntime as ort
+
+    threads = ARGS.threads if ARGS is not None else 1
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.enable_profiling = True
+    with tempfile.TemporaryDirectory() as folder:
+        options.profile_file_prefix = os.path.join(folder, "ort")
+        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        session.run(None, feeds)
+        for _ in range(runs):
+            session.run(None, feeds)
+        with open(session.end_profiling()) as handle:
+            events = json.load(handle)
+    nodes: dict[str, list[tuple[float, str]]] = {}
+    for event in events:
+        if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
+            nodes.setdefault(event["name"], []).append((event["dur"] / 1e3, event["args"].get("op_name", "?")))
+    by_type: dict[str, list[float]] = {}
+    for timings in nodes.values():
+        entry = by_type.setdefault(timings[0][1], [0.0, 0])
+        entry[0] += min(ms for ms, _ in timings)  # each node's fastest run
+        entry[1] += 1
+    total = sum(v[0] for v in by_type.values())
+    print(f"  onnxruntime: {total:.1f} ms in {len(nodes)} nodes (fastest run of each)")
+    for op, (ms, count) in sorted(by_type.items(), key=lambda kv: -kv[1][0])[:8]:
+        print(f"  {ms:8.2f} ms {100 * ms / max(total, 1e-9):5.1f}%  {count:4d}x  {op}")
 
 
 def _cell(row: dict[str, Any], label: str) -> str:

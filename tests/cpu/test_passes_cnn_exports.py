@@ -121,6 +121,10 @@ def test_exported_cnn_blocks_fuse_into_their_convolutions(exports, name, exporte
         if layer.kind == "convolution":
             found = (str(layer.params.get("activation", "")), bool(layer.params.get("residual")))
             epilogues[found] = epilogues.get(found, 0) + 1
+        elif layer.kind == "squeeze_excitation":  # an SE block's two 1x1 convolutions, activations kept
+            for k in (1, 2):
+                found = (str(layer.params.get(f"activation{k}", "")), False)
+                epilogues[found] = epilogues.get(found, 0) + 1
     for epilogue, least in CASES[name][1].items():
         assert epilogues.get(epilogue, 0) >= least, epilogues
     left = [layer.kind for layer in fused.engine.plan.layers if layer.kind in ("activation", "fused_elementwise")]

@@ -4,7 +4,8 @@ Check the profiles and make the input tensors; walk the layers in topological
 order, each through its node (``builder/layers.py``: type and shape rules,
 formats with reformat layers where they differ, configuration, workspace);
 mark the outputs (``builder/outputs.py``); fuse pairs of standard layers
-(``builder/fusion.py``); time the operators' tactics (``builder/tactics.py``); give in-place outputs their inputs' memory
+(``builder/fusion.py``); time the operators' tactics (``builder/tactics.py``); store the tensors
+between channels-last kernels channels-last (``builder/layouts.py``); give in-place outputs their inputs' memory
 (``builder/in_place.py``) and reshapes their inputs' (``builder/views.py``); check every shape at each profile's min, opt and
 max; finish the nodes (plugins serialize into records); plan activation memory
 per profile (``builder/memory.py``).
@@ -27,6 +28,7 @@ from .fusion import fuse_layers
 from .graph import topological_layers
 from .in_place import resolve_in_place
 from .layers import add_layer
+from .layouts import channels_last_layouts
 from .memory import memory_plans
 from .outputs import check_profile_shapes, mark_outputs
 from .precision import check_flags
@@ -79,6 +81,7 @@ def build_plan(
         for name in fused:
             logger.emit(Severity.VERBOSE, f"fused layers into {name!r}")
         choose_tactics(state)
+        channels_last_layouts(state)
         resolve_in_place(state)
         views = share_views(state)
         if views:

@@ -17,13 +17,15 @@ rule                   what                                                     
 ``hard_swish``         ``x * clip(x + 3, 0, 6) / 6`` spelled out → ``HARD_SWISH`` activation bit-identical
 ``conv_residual``      ``Convolution``, then a FLOAT ``SUM`` with a tensor of its shape       bit-identical
 ``conv_activation``    ``Convolution``, then a FLOAT activation it applies in place          same kernels
+``conv_scale_shift``   ``Convolution`` + activation, then PROD/DIV/SUM/SUB by a scalar       ≤ 1 ulp
+``squeeze_excitation`` GlobalAveragePool → 1x1 Conv → 1x1 Conv → Mul(x, ·) → one layer      few ulp
 ``layer_norm``         ReduceMean/Sub/square/ReduceMean/eps/Sqrt/Div (gamma, beta)          ~1e-6 relative
 ``elementwise_chain``  runs of elementwise layers → ``fused_elementwise``                    bit-identical
 ``dead_layers``        layers nobody reads after fusion (then their weights)                 –
 =====================  ==================================================================  ==================
 
-(``builder/passes/``: ``pairs.py``, ``attention.py``, ``conv_fold.py``, ``gelu.py``, ``layer_norm.py``, ``chains.py``,
-``dead.py``.) ``hard_swish`` is bit-identical to PaddlePaddle's spelling, a few ulp from others;
+(``builder/passes/``: ``pairs.py``, ``attention.py``, ``conv_fold.py``, ``gelu.py``, ``squeeze.py``, ``layer_norm.py``,
+``chains.py``, ``dead.py``.) ``hard_swish`` is bit-identical to PaddlePaddle's spelling, a few ulp from others;
 ``conv_activation`` applies the activation layer's kernel (NumPy's, or torch's under the
 PyTorch tactic, whose results may differ from NumPy's by a few ulp where the unfused
 layers chose otherwise).
@@ -46,12 +48,13 @@ from ..core.errors import BuildError
 from ..engine.plan import LayerPlan, TensorPlan
 from .passes.attention import attention
 from .passes.chains import elementwise_chain
-from .passes.conv_fold import conv_affine
+from .passes.conv_fold import conv_affine, conv_scale_shift
 from .passes.dead import remove_dead_layers
 from .passes.gelu import gelu, hard_swish
 from .passes.graph import Fusion, LayerGraph
 from .passes.layer_norm import layer_norm
 from .passes.pairs import conv_activation, conv_residual, matrix_bias, scaled_softmax
+from .passes.squeeze import squeeze_excitation
 
 __all__ = ["DISABLE_ENV", "PASS_NAMES", "RULES", "Rule", "disabled_passes", "fuse_layers"]
 
@@ -76,6 +79,8 @@ RULES: tuple[Rule, ...] = (
     Rule("hard_swish", hard_swish),
     Rule("conv_residual", conv_residual),
     Rule("conv_activation", conv_activation),
+    Rule("conv_scale_shift", conv_scale_shift),
+    Rule("squeeze_excitation", squeeze_excitation),
     Rule("layer_norm", layer_norm),
     Rule("elementwise_chain", elementwise_chain),
 )

@@ -72,6 +72,8 @@ class BuildState:
         self.pending: list[Pending] = []
         self.begun: list[Node] = []
         self.conversions: dict[tuple[int, DataType, TensorFormat], int] = {}
+        #: layer name -> the time of each tactic the builder timed for it, in seconds (builder/tactics.py)
+        self.tactic_times: dict[str, dict[int, float]] = {}
         #: The type the network declares for a plugin output stored in another type (the plugin chose
         #: it, e.g. HALF under BuilderFlag.FP16): consumers and network outputs see the declared type.
         self.declared_types: dict[int, DataType] = {}

@@ -34,6 +34,7 @@ import numpy as np
 from ..backends.base import Backend
 from ..backends.registry import get_backend
 from ..core.dims import Dims
+from ..core.layouts import storage_shape
 from ..core.logger import Severity
 from ..core.types import TensorFormat, nptype
 from ..engine.plan import LayerPlan
@@ -42,7 +43,7 @@ from ..ops.base import Operator, create_operator, registered_operators
 from ..ops.blas_threads import machine_busy
 from .state import BuildState
 
-__all__ = ["MARGIN", "choose_tactics"]
+__all__ = ["MARGIN", "choose_tactics", "pick", "time_layer"]
 
 #: another tactic replaces tactic 0 only when its time is below this fraction of tactic 0's
 MARGIN = 0.9
@@ -53,9 +54,10 @@ _DECISIVE_ROUNDS, _DECISIVE = 3, 2.0
 
 
 def choose_tactics(state: BuildState) -> None:
-    """Time the tactics of every operator layer of ``state`` that has more than one; record the fastest."""
+    """Time the tactics of every operator layer of ``state`` that has more than one; record the fastest (and
+    every tactic's time in ``state.tactic_times``, by layer name)."""
     backend = state.backend if state.backend is not None else get_backend("cpu")
-    chosen: dict[str, int] = {}
+    chosen: dict[str, tuple[int, dict[int, float]]] = {}
     kinds = registered_operators()
     for layer in state.layers:
         if layer.is_plugin or not state.profiles:
@@ -75,7 +77,7 @@ def choose_tactics(state: BuildState) -> None:
         if key not in chosen:
             with np.errstate(all="ignore"):  # random inputs: a log or sqrt of a negative is no one's concern
                 chosen[key] = _fastest(op, layer, state, env, tactics, backend)
-        layer.tactic = chosen[key]
+        layer.tactic, state.tactic_times[layer.name] = chosen[key]
         state.logger.emit(Severity.VERBOSE, f"layer {layer.name!r} ({layer.kind}): tactic {layer.tactic}")
 
 
@@ -90,42 +92,84 @@ def _same(dims: Dims) -> tuple[Dims, Dims, Dims]:
 
 
 def _bindings(
-    specs: list[tuple[tuple[int, ...], Any]], rng: np.random.Generator, fill: bool, backend: Backend
+    specs: list[tuple[tuple[int, ...], Any]],
+    rng: np.random.Generator,
+    fill: bool,
+    backend: Backend,
+    formats: list[TensorFormat] | None = None,
 ) -> list[Binding]:
     result = []
-    for shape, dtype in specs:
-        host = np.empty(shape, dtype=nptype(dtype))
+    for k, (shape, dtype) in enumerate(specs):
+        fmt = formats[k] if formats is not None else TensorFormat.LINEAR
+        host = np.empty(storage_shape(shape, fmt), dtype=nptype(dtype))
         if fill:
-            host[...] = rng.standard_normal(shape) if host.dtype.kind == "f" else 0
+            host[...] = rng.standard_normal(host.shape) if host.dtype.kind == "f" else 0
         array = host if backend.host_memory else backend.xp.asarray(host)
         dims = Dims(shape)
-        result.append(
-            Binding(shape, dtype, TensorFormat.LINEAR, 1.0, backend.address_of(array), array, partial(_same, dims))
-        )
+        result.append(Binding(shape, dtype, fmt, 1.0, backend.address_of(array), array, partial(_same, dims)))
     return result
 
 
 def _fastest(
     op: Operator, layer: LayerPlan, state: BuildState, env: dict[str, int], tactics: list[int], backend: Backend
-) -> int:
-    """The tactic with the fastest run of ``op`` at the opt shapes on ``backend`` (see the module's note)."""
-    rng = np.random.default_rng(0)
+) -> tuple[int, dict[int, float]]:
+    """The tactic with the fastest run of ``op`` at the opt shapes on ``backend`` (see the module's note), and
+    each tactic's fastest time in seconds. A tactic is timed on tensors in the formats it asks for
+    (``tactic_formats``: channels-last ones for a channels-last kernel)."""
+    ins, outs = len(layer.inputs), len(layer.outputs)
+    variants = [(t, op.tactic_formats(t, ins, outs) if hasattr(op, "tactic_formats") else None) for t in tactics]
+    times = dict(zip(tactics, _time_variants(op, layer, state, env, variants, backend)))
+    return pick(times, tactics), times
+
+
+def time_layer(
+    state: BuildState, layer: LayerPlan, variants: list[tuple[int, list[TensorFormat] | None]]
+) -> list[float]:
+    """The fastest run in seconds of ``layer``'s operator for each (tactic, formats of its inputs then outputs;
+    None: LINEAR), timed in alternation as the tactics are, at the first profile's opt shapes
+    (``builder/layouts.py`` times the layers at the ends of a channels-last run with the formats they get,
+    against the same layer's other kernels at the same moment)."""
+    backend = state.backend if state.backend is not None else get_backend("cpu")
+    op = create_operator(layer.kind, layer.params, {n: state.weights[k] for n, k in layer.weights.items()})
+    op.name, op.xp = layer.name, backend.xp
+    with np.errstate(all="ignore"):
+        return _time_variants(op, layer, state, state.profiles[0].opt, variants, backend)
+
+
+def _time_variants(
+    op: Operator,
+    layer: LayerPlan,
+    state: BuildState,
+    env: dict[str, int],
+    variants: list[tuple[int, list[TensorFormat] | None]],
+    backend: Backend,
+) -> list[float]:
+    """Each (tactic, formats)'s fastest run of ``op`` in seconds, timed in alternation (see the module's note)."""
     specs = [
         [(tuple(d.evaluate(env) for d in state.tensors[t].shape), state.tensors[t].dtype) for t in names]
         for names in (layer.inputs, layer.outputs)
     ]
-    inputs, outputs = _bindings(specs[0], rng, True, backend), _bindings(specs[1], rng, False, backend)
+    ins = len(specs[0])
+    bound: dict[tuple[TensorFormat, ...], tuple[list[Binding], list[Binding]]] = {}
     stream = 0 if backend.host_memory else backend.current_stream()
     with backend.stream_scope(stream):
         calls = []
-        for tactic in tactics:
+        for tactic, formats in variants:
+            key = tuple(formats) if formats is not None else ()
+            if key not in bound:
+                rng = np.random.default_rng(0)  # the same values in every layout
+                bound[key] = (
+                    _bindings(specs[0], rng, True, backend, formats and formats[:ins]),
+                    _bindings(specs[1], rng, False, backend, formats and formats[ins:]),
+                )
+            inputs, outputs = bound[key]
             op.tactic = tactic
             op.bind(inputs, outputs, 0)
             call, args = op.prepared_launch(stream)
             call(*args)  # warm: buffers, caches, the first run's setup
             calls.append((call, args))
         backend.synchronize(stream)
-        best = [float("inf")] * len(tactics)
+        best = [float("inf")] * len(variants)
         clock = time.process_time if backend.host_memory and machine_busy() else time.perf_counter
         start = time.perf_counter()
         for done in range(1, _ROUNDS + 1):
@@ -135,11 +179,17 @@ def _fastest(
                 backend.synchronize(stream)
                 best[k] = min(best[k], clock() - begin)
             ordered = sorted(best)
-            decided = done >= _DECISIVE_ROUNDS and ordered[1] > _DECISIVE * ordered[0]
+            decided = len(best) > 1 and done >= _DECISIVE_ROUNDS and ordered[1] > _DECISIVE * ordered[0]
             if decided or time.perf_counter() - start > _BUDGET_S:
                 break
     op.release()
-    choice = min(range(len(tactics)), key=best.__getitem__)
-    if tactics[choice] != tactics[0] and best[choice] > MARGIN * best[0]:
-        choice = 0
-    return tactics[choice]
+    return best
+
+
+def pick(times: dict[int, float], tactics: list[int]) -> int:
+    """The fastest of ``tactics`` by ``times``; another replaces the first (the operator's own) only when it
+    is at least :data:`MARGIN` faster."""
+    choice = min(tactics, key=times.__getitem__)
+    if choice != tactics[0] and times[choice] > MARGIN * times[tactics[0]]:
+        choice = tactics[0]
+    return choice

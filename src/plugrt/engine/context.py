@@ -316,14 +316,20 @@ class IExecutionContext(DeprecatedContextManager):
             backend = self.engine.backend
             arrays = {}
             pointers = {}
+            moved = self._bound_addresses is not None and not self._dirty and set(addresses) == set(self._bound_addresses)
             for index in self._inputs + self._outputs:
                 name = plan.tensors[index].name
                 if name in addresses:
+                    if moved and self._bound_addresses is not None and self._bound_addresses[name] == addresses[name]:
+                        continue  # the same shapes, the same address: bound as it is
                     shape = executor.shapes[index]
                     assert shape is not None
                     arrays[index] = backend.view(addresses[name], shape, plan.tensors[index].dtype.nptype())
                     pointers[index] = addresses[name]
-            executor.bind(arrays, pointers)
+            if moved:  # only I/O addresses moved: the layers that read or write those tensors are bound again
+                executor.move_io(arrays, pointers)
+            else:
+                executor.bind(arrays, pointers)
             self._bound_addresses = addresses
             self._dirty = False
         self._ready = not self._allocators  # output allocators are asked at every run

@@ -30,7 +30,7 @@ import glob
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 __all__ = [
     "MIN_THREADED_FLOPS",
@@ -115,29 +115,43 @@ def threads_for(flops: float) -> int:
     return most
 
 
-@contextlib.contextmanager
-def one_blas_thread() -> Iterator[None]:
+class _OneThread:
+    """One BLAS thread for the enclosed products, the configured count restored after (under :data:`_LOCK`)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        _LOCK.acquire()
+        assert _BLAS is not None
+        _BLAS[0](1)
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            assert _BLAS is not None
+            _BLAS[0](_CONFIGURED)
+        finally:
+            _LOCK.release()
+
+
+#: what the context managers below give when there is nothing to change (reusable: a product's call costs no
+#: generator, 2-4 us a call for the small layers of the CNN exports)
+_NOTHING = contextlib.nullcontext()
+_ONE = _OneThread()
+
+
+def one_blas_thread() -> contextlib.AbstractContextManager[None]:
     """Run the enclosed products with one BLAS thread each (no spinning workers); other threads' products
     wait for the setting to be restored (it is process-wide)."""
     if _BLAS is None or _CONFIGURED <= 1:
-        yield
-        return
-    with _LOCK:
-        _BLAS[0](1)
-        try:
-            yield
-        finally:
-            _BLAS[0](_CONFIGURED)
+        return _NOTHING
+    return _ONE
 
 
-@contextlib.contextmanager
-def blas_threads_for(flops: float) -> Iterator[None]:
+def blas_threads_for(flops: float) -> contextlib.AbstractContextManager[None]:
     """Run the enclosed product with one BLAS thread unless it is large and a core is free."""
-    if threads_for(flops) > 1:
-        yield
-        return
-    with one_blas_thread():
-        yield
+    if _BLAS is None or _CONFIGURED <= 1 or threads_for(flops) > 1:
+        return _NOTHING
+    return _ONE
 
 
 def split_products(flops: float) -> bool:

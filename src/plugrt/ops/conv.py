@@ -21,11 +21,18 @@ one product per channel cost less than two passes per tap, and it stays.
 The builder may fold an epilogue into the layer (``builder/passes/``): a residual tensor
 added after the bias (``residual``: the last input, shaped like the output), then an
 activation (``activation``: one of :data:`FUSED_ACTIVATIONS`, with ``activation_alpha`` /
-``activation_beta``), applied in place to the result with the activation layer's own kernel.
+``activation_beta``), applied in place to the result with the activation layer's own kernel,
+then a scalar affine map of the activation's result (``post_scale``, ``post_shift``:
+``y * scale + shift``).
 
 With PyTorch installed the builder also times ``torch.nn.functional.conv{1,2,3}d``
 (oneDNN) per layer, epilogue included, and keeps the faster
-(:mod:`plugrt.ops.torch_cpu`); there the epilogue is the pass that writes the output.
+(:mod:`plugrt.ops.torch_cpu`); there the epilogue is the pass that writes the output. A 2-D
+convolution also offers oneDNN's convolution over channels-last tensors with its kernel
+reordered once (tactic ``torch-nhwc``): where consecutive convolutions take it, the builder
+stores the tensors between them channels-last (``builder/layouts.py``). Bound to such a tensor
+without that kernel (torch absent at run), the NumPy kernel reads and writes through linear
+copies.
 """
 
 from __future__ import annotations
@@ -37,7 +44,8 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import NetworkError, ShapeError
-from ..core.types import DataType
+from ..core.types import DataType, TensorFormat
+from ..nodes.base import Binding
 from ..shape import constant
 from .activation import activation_kernel
 from .base import InputShapes, InputValues, ShapeExprs, register_operator
@@ -47,8 +55,9 @@ from .elementwise import label
 from .products import matmul_into
 from .shared_rules import expect_float_inputs
 from .spatial import Window, kernel_taps
-from .torch_cpu import Kernel, TorchOperator
+from .torch_cpu import CHANNELS_LAST_TACTIC, Kernel, TorchOperator
 from .torch_cpu_kernels import convolution as torch_convolution
+from .torch_cpu_kernels import convolution_channels_last
 
 __all__ = ["FUSED_ACTIVATIONS", "TAPS_MIN_COLUMN_BYTES", "ConvolutionOperator", "pack_conv_kernel"]
 
@@ -82,6 +91,7 @@ class ConvolutionOperator(TorchOperator):
     """
 
     kind = "convolution"
+    channels_last = True
 
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
@@ -106,6 +116,8 @@ class ConvolutionOperator(TorchOperator):
         )
         #: a residual tensor (the last input) added after the bias, before the activation
         self.residual = bool(self.params.get("residual", False))
+        #: the scalar affine map after the activation: y * post_scale + post_shift
+        self.post_affine = (float(self.params.get("post_scale", 1.0)), float(self.params.get("post_shift", 0.0)))
         self._inputs = 1 + ("kernel" not in self.weights) + (self.has_bias and "bias" not in self.weights)
         #: where the bias input is (None: a weight, or no bias)
         self.bias_input = self._inputs - 1 if self.has_bias and "bias" not in self.weights else None
@@ -117,6 +129,8 @@ class ConvolutionOperator(TorchOperator):
         #: (array module, column buffer as [N, group, rows, positions], [(tap's view of it, input index)])
         self._bound: tuple[Any, Any, list[tuple[Any, tuple[Any, ...]]]] | None = None
         self._bias: np.ndarray | None = None
+        #: the bound run of a 1x1 convolution on NumPy (see _pointwise), else None
+        self._fast: Any = None
         #: the tap-sum plan of a depthwise convolution (NumPy runs), else None
         self._depthwise: DepthwiseTaps | None = None
         if self.has_bias and "bias" in self.weights:
@@ -165,11 +179,78 @@ class ConvolutionOperator(TorchOperator):
         """FLOAT 1-, 2- and 3-D convolutions without a uniform kernel."""
         return super().torch_supports(types, shapes, constant) and self.window.rank <= 3 and not self.uniform
 
+    def channels_last_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """2-D convolutions with the kernel (and bias) as weights
+        (see :func:`~plugrt.ops.torch_cpu_kernels.convolution_channels_last`)."""
+        return self.window.rank == 2 and "kernel" in self.weights and self.bias_input is None and not self.uniform
+
+    def channels_last_positions(self, inputs: int, outputs: int) -> list[int]:
+        """The input, the residual and the output."""
+        return [0, *([inputs - 1] if self.residual else []), inputs]
+
     def torch_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
+        residual = inputs[-1] if self.residual else None
+        if self.tactic == CHANNELS_LAST_TACTIC:
+            positions = self.channels_last_positions(len(inputs), len(outputs))
+            return convolution_channels_last(
+                self, inputs[0], outputs[0], residual, [self.formats[p] for p in positions]
+            )
+        if any(f != TensorFormat.LINEAR for f in self.formats):
+            return None
         kernel = None if "kernel" in self.weights else inputs[1]
         bias = None if self.bias_input is None else inputs[self.bias_input]
-        residual = inputs[-1] if self.residual else None
         return torch_convolution(self, inputs[0], kernel, bias, outputs[0], residual)
+
+    def bind(self, inputs: Sequence[Binding], outputs: Sequence[Binding], workspace: int) -> None:
+        """As :meth:`TorchOperator.bind`; a 1x1 convolution on NumPy gets its product, bias and epilogue bound
+        to these arrays once (:meth:`_pointwise`)."""
+        super().bind(inputs, outputs, workspace)
+        self._fast = None
+        if self._torch_call is None and self._relaid is None and self.xp is np:
+            self._fast = self._pointwise(*self._bound_args[:2])
+
+    def _pointwise(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Any:
+        """The run of a one-group 1x1 convolution (stride 1, no padding) over these FLOAT arrays: its product,
+        bias and epilogue with every view made here (the general kernel's checks and lookups cost the small
+        layers of the CNN exports 3-8 us each); None for any other layer."""
+        x, out = inputs[0], outputs[0]
+        if self.group != 1 or self.uniform or "kernel" not in self.weights or self._cols_shape is not None:
+            return None
+        if x.dtype != np.float32 or out.dtype != np.float32 or x.ndim < 3 or x.shape[2:] != out.shape[2:]:
+            return None
+        if not (x.flags.c_contiguous and out.flags.c_contiguous) or self.bias_input is not None:
+            return None
+        n, positions = x.shape[0], math.prod(x.shape[2:])
+        kernel = np.asarray(self.weights["kernel"]).reshape(self.maps, -1)
+        if kernel.dtype != np.float32 or kernel.shape[1] != x.shape[1]:
+            return None
+        columns, result = x.reshape(n, x.shape[1], positions), out.reshape(n, self.maps, positions)
+        bias = self._bias
+        residual = self._residual(inputs, out)
+        flops = 2.0 * kernel.size * positions * n
+        activate = self._activate
+
+        def run() -> None:
+            with blas_threads_for(flops):
+                np.matmul(kernel, columns, out=result)
+            if bias is not None:
+                np.add(result, bias, out=result)
+            activate(out, np, residual)
+
+        return run
+
+    def launch(self, stream: int) -> None:
+        if self._fast is not None:
+            self._fast()
+        else:
+            super().launch(stream)
+
+    def prepared_launch(self, stream: int) -> tuple[Any, tuple[Any, ...]]:
+        if self._fast is not None:
+            return self._fast, ()
+        return super().prepared_launch(stream)
 
     def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
         x_shape, out_shape = tuple(input_shapes[0]), tuple(output_shapes[0])
@@ -253,11 +334,17 @@ class ConvolutionOperator(TorchOperator):
         return inputs[self.bias_input].astype(np.float32).reshape(-1, 1)
 
     def _activate(self, target: Any, xp: Any, residual: Any = None) -> None:
-        """The fused epilogue, in place: the residual added, then the activation (the activation layer's kernel)."""
+        """The fused epilogue, in place: the residual added, then the activation (the activation layer's kernel),
+        then the scalar affine map (a multiply, then an add, as the layers it replaces)."""
         if residual is not None:
             xp.add(target, residual, out=target)
         if self.activation:
             activation_kernel(self.activation)(xp, target, target, *self.activation_range)
+        scale, shift = self.post_affine
+        if scale != 1.0:
+            xp.multiply(target, scale, out=target)
+        if shift != 0.0:
+            xp.add(target, shift, out=target)
 
     def _run_depthwise(self, inputs: Sequence[Any], kernel: np.ndarray, target: np.ndarray) -> None:
         plan = self._depthwise

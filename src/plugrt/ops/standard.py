@@ -46,6 +46,7 @@ from . import (  # noqa: F401  (imported for registration)
     softmax,
     split,
     squeeze,
+    squeeze_excitation,
     storage_cast,
     topk,
     trilu,

@@ -17,11 +17,29 @@ HALF on a GPU (HALF where the builder's precision pass chose it under ``BuilderF
 This module is the only one that imports torch, lazily (never at ``import plugrt``).
 ``PLUGRT_TORCH=0`` (also ``off``, ``false``, ``no``) turns the tactic off: builds time only
 NumPy and engines run their torch layers with NumPy; ``PLUGRT_TORCH=always`` makes every
-layer whose PyTorch kernel applies take it without timing (to test or compare the kernels). A plan whose layers chose torch,
+layer whose PyTorch kernel applies take it without timing (to test or compare the kernels),
+``PLUGRT_TORCH=nhwc`` the same with the channels-last kernel where a layer has one. A plan whose layers chose torch,
 loaded where torch is absent or turned off, runs those layers with NumPy (the result
 is the same within the tolerance the tests state); the engine logs a warning once. A plan
 built on one device that is loaded for another (the tactic is timed on the build device) keeps
 the torch tactic where PyTorch can run it there, else the layer's own kernel runs.
+
+Channels-last runs: an operator may offer a third tactic, :data:`CHANNELS_LAST_TACTIC`, a PyTorch kernel that
+reads and writes channels-last (``TensorFormat.HWC``) tensors, timed on such tensors
+(:meth:`TorchOperator.tactic_formats`). The convolution does (oneDNN's convolution with its kernel
+reordered once at bind, the activation inside it): consecutive layers that chose it hand over
+their activations in that layout, with no reorder in or out of each (``builder/layouts.py`` gives
+those tensors the format, and takes the tactic back from a layer left with none).
+
+Hand-over: a channels-last kernel whose output is stored HWC leaves its result as torch made it
+in a :class:`HandOver` slot of that buffer (:func:`hand_over`, one slot per address) instead of
+copying it in (0.1-0.2 ms for each of MobileNetV2's 112 x 112 layers), and a channels-last kernel
+reading an HWC tensor takes the slot's tensor when there is one. Only layers of tactic
+:data:`CHANNELS_LAST_TACTIC` write or read HWC tensors (``builder/layouts.py``), and each one that
+writes it either fills the slot or empties it (the NumPy kernel through linear copies, and a
+convolution whose output is cropped, write the buffer), so a reader never takes a stale tensor:
+within a run the writer of a tensor always runs before its readers, also where the memory plan
+gives one address to tensors of disjoint lifetimes.
 
 Threads: every torch kernel runs on :func:`~plugrt.ops.blas_threads.threads_for` threads,
 the engine's count (the BLAS's) when its work is large and a core is free, else one, as
@@ -35,21 +53,24 @@ from __future__ import annotations
 import importlib
 import os
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..core.errors import PlanFormatError
-from ..core.types import DataType
+from ..core.types import DataType, TensorFormat
 from ..nodes.base import Binding
 from .base import Operator
 from .blas_threads import threads_for
 
 __all__ = [
+    "CHANNELS_LAST_TACTIC",
     "ENV_SWITCH",
     "NUMPY_TACTIC",
     "TORCH_TACTIC",
+    "HandOver",
     "Kernel",
     "TorchOperator",
     "available",
@@ -57,6 +78,8 @@ __all__ = [
     "cuda_available",
     "enabled",
     "forced",
+    "forced_channels_last",
+    "hand_over",
     "runs_on",
     "tactic_name",
     "torch_module",
@@ -68,11 +91,14 @@ __all__ = [
 NUMPY_TACTIC = 0
 #: the tactic of its PyTorch kernel
 TORCH_TACTIC = 1
+#: the tactic of its PyTorch kernel over channels-last tensors (see the module's note on channels-last runs)
+CHANNELS_LAST_TACTIC = 2
 #: the environment variable that turns the PyTorch tactic off ("0", "off", "false", "no")
 ENV_SWITCH = "PLUGRT_TORCH"
 _OFF = ("0", "off", "false", "no")
 _ALWAYS = "always"
-_NAMES = {NUMPY_TACTIC: "numpy", TORCH_TACTIC: "torch"}
+_NHWC = "nhwc"
+_NAMES = {NUMPY_TACTIC: "numpy", TORCH_TACTIC: "torch", CHANNELS_LAST_TACTIC: "torch-nhwc"}
 _CPU_TYPES = frozenset({DataType.FLOAT})
 _GPU_TYPES = frozenset({DataType.FLOAT, DataType.HALF})
 
@@ -88,8 +114,13 @@ def enabled() -> bool:
 
 
 def forced() -> bool:
-    """True when ``PLUGRT_TORCH=always``: the PyTorch kernel wherever it applies, untimed."""
-    return os.environ.get(ENV_SWITCH, "").strip().lower() == _ALWAYS
+    """True when ``PLUGRT_TORCH=always`` or ``nhwc``: the PyTorch kernel wherever it applies, untimed."""
+    return os.environ.get(ENV_SWITCH, "").strip().lower() in (_ALWAYS, _NHWC)
+
+
+def forced_channels_last() -> bool:
+    """True when ``PLUGRT_TORCH=nhwc``: the channels-last PyTorch kernel wherever a layer has one, untimed."""
+    return os.environ.get(ENV_SWITCH, "").strip().lower() == _NHWC
 
 
 def torch_module() -> Any:
@@ -130,6 +161,29 @@ def tactic_name(tactic: int) -> str:
     return _NAMES.get(tactic, f"tactic {tactic}")
 
 
+class HandOver:
+    """The slot of one HWC buffer: the torch tensor its last writer left there instead of the buffer, or None
+    (see the module's note on hand-over)."""
+
+    __slots__ = ("__weakref__", "tensor")
+
+    def __init__(self) -> None:
+        self.tensor: Any = None
+
+
+_SLOTS: weakref.WeakValueDictionary[tuple[int, int], HandOver] = weakref.WeakValueDictionary()
+
+
+def hand_over(array: Any) -> HandOver:
+    """The hand-over slot of the buffer ``array`` occupies (by address and size; kept while a kernel holds it)."""
+    key = (int(array.__array_interface__["data"][0]), int(array.nbytes))
+    slot = _SLOTS.get(key)
+    if slot is None:
+        slot = HandOver()
+        _SLOTS[key] = slot
+    return slot
+
+
 def use_threads(flops: float) -> None:
     """Set torch's thread count for a kernel of ``flops`` operations (see the module's note on threads)."""
     count = threads_for(flops)
@@ -161,19 +215,49 @@ class TorchOperator(Operator):
     otherwise, or when the kernel declines these arrays, the operator's own kernel runs.
     """
 
+    #: True for an operator with a :data:`CHANNELS_LAST_TACTIC` kernel
+    channels_last: bool = False
+
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
         self._torch_call: Kernel | None = None
         self._torch_weights: dict[tuple[str, Any], Any] = {}
+        #: the formats of the bound inputs then outputs (LINEAR unless the builder chose channels-last ones)
+        self.formats: list[TensorFormat] = []
+        #: the own kernel over channels-last tensors: (copies in, linear inputs, results, output views)
+        self._relaid: tuple[Any, ...] | None = None
 
     def tactics(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> list[int]:
         """The own kernel, and PyTorch's where it runs on this device and :meth:`torch_supports` these inputs
-        (PyTorch alone with ``PLUGRT_TORCH=always``)."""
+        (PyTorch alone with ``PLUGRT_TORCH=always``), and the channels-last one where
+        :meth:`channels_last_supports` them."""
         if runs_on(self.xp) and self.torch_supports(types, shapes, constant):
-            return [TORCH_TACTIC] if forced() else [NUMPY_TACTIC, TORCH_TACTIC]
+            nhwc = self.channels_last and self.xp is np and self.channels_last_supports(types, shapes, constant)
+            if forced():
+                return [CHANNELS_LAST_TACTIC if nhwc and forced_channels_last() else TORCH_TACTIC]
+            return [NUMPY_TACTIC, TORCH_TACTIC, *([CHANNELS_LAST_TACTIC] if nhwc else [])]
         return [NUMPY_TACTIC]
+
+    def channels_last_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """Whether the :data:`CHANNELS_LAST_TACTIC` kernel computes this layer (default: no)."""
+        return False
+
+    def tactic_formats(self, tactic: int, inputs: int, outputs: int) -> list[TensorFormat]:
+        """The formats of the inputs then outputs ``tactic`` is timed on: channels-last where the
+        :data:`CHANNELS_LAST_TACTIC` kernel reads or writes it (:meth:`channels_last_positions`), else LINEAR."""
+        formats = [TensorFormat.LINEAR] * (inputs + outputs)
+        if tactic == CHANNELS_LAST_TACTIC:
+            for position in self.channels_last_positions(inputs, outputs):
+                formats[position] = TensorFormat.HWC
+        return formats
+
+    def channels_last_positions(self, inputs: int, outputs: int) -> list[int]:
+        """The inputs then outputs (positions in one list) the channels-last kernel may get as HWC tensors."""
+        return []
 
     def torch_types(self) -> frozenset[DataType]:
         """The input types PyTorch's kernels take on this operator's device: FLOAT, and HALF on a GPU."""
@@ -202,20 +286,64 @@ class TorchOperator(Operator):
         return tensor if shape is None else tensor.reshape(*shape)
 
     def bind(self, inputs: Sequence[Binding], outputs: Sequence[Binding], workspace: int) -> None:
-        """The PyTorch kernel for these arrays under tactic :data:`TORCH_TACTIC`, else the own kernel's binding."""
+        """The PyTorch kernel for these arrays under tactic :data:`TORCH_TACTIC` or :data:`CHANNELS_LAST_TACTIC`,
+        else the own kernel's binding; bound to channels-last (HWC) tensors, the own kernel reads copies of
+        them in the linear layout and its results are copied back (a plan that chose the channels-last
+        kernel, run where torch is not)."""
         self._torch_call = None
-        if self.tactic == TORCH_TACTIC and runs_on(self.xp):
+        self._relaid = None
+        self.formats = [b.format for b in (*inputs, *outputs)]
+        if self.tactic in (TORCH_TACTIC, CHANNELS_LAST_TACTIC) and runs_on(self.xp):
             arrays = [b.array for b in inputs], [b.array for b in outputs]
             kinds = {np.dtype(np.float32)} if self.xp is np else {np.dtype(np.float32), np.dtype(np.float16)}
             module = np.ndarray if self.xp is np else self.xp.ndarray
             if all(isinstance(a, module) and a.dtype in kinds for a in (*arrays[0], *arrays[1])):
                 self._torch_call = self.torch_kernel(*arrays)
         super().bind(inputs, outputs, workspace)
+        if self._torch_call is None and any(f != TensorFormat.LINEAR for f in self.formats):
+            self._relaid = self._linear_copies(inputs, outputs)
+
+    def _linear_copies(self, inputs: Sequence[Binding], outputs: Sequence[Binding]) -> tuple[Any, ...]:
+        xp = self.xp
+        linear_in, copies = [], []
+        for k, b in enumerate(inputs):
+            if b.format == TensorFormat.HWC:
+                scratch = self.scratch(("relaid", k), tuple(b.shape), b.array.dtype, xp)
+                copies.append((scratch, b.array.transpose(0, 3, 1, 2), hand_over(b.array) if xp is np else None))
+                linear_in.append(scratch)
+            else:
+                linear_in.append(b.array)
+        results: list[Any] = []
+        targets: list[tuple[Any, HandOver | None] | None] = []
+        for k, b in enumerate(outputs):
+            if b.format == TensorFormat.HWC:
+                results.append(self.scratch(("relaid_out", k), tuple(b.shape), b.array.dtype, xp))
+                targets.append((b.array.transpose(0, 3, 1, 2), hand_over(b.array) if xp is np else None))
+            else:
+                results.append(b.array)
+                targets.append(None)
+        return copies, linear_in, results, targets
+
+    def _run_relaid(self) -> None:
+        assert self._relaid is not None
+        copies, linear_in, results, targets = self._relaid
+        xp = self.xp
+        for scratch, source, slot in copies:
+            given = None if slot is None else slot.tensor
+            xp.copyto(scratch, source if given is None else given.numpy())
+        self.run(linear_in, results, xp)
+        for result, target in zip(results, targets):
+            if target is not None:
+                xp.copyto(target[0], result)
+                if target[1] is not None:
+                    target[1].tensor = None  # the buffer holds it now
 
     def launch(self, stream: int) -> None:
         """The bound PyTorch kernel, or the NumPy kernel."""
         if self._torch_call is not None:
             self._torch_call()
+        elif self._relaid is not None:
+            self._run_relaid()
         else:
             super().launch(stream)
 
@@ -223,6 +351,8 @@ class TorchOperator(Operator):
         """The bound PyTorch kernel itself, or the NumPy kernel and its arrays."""
         if self._torch_call is not None:
             return self._torch_call, ()
+        if self._relaid is not None:
+            return self._run_relaid, ()
         return super().prepared_launch(stream)
 
 
@@ -240,11 +370,15 @@ def check_tactics(layers: Sequence[Any], logger: Any, xp: Any) -> None:
         if layer.is_plugin or not layer.tactic:
             continue
         cls = kinds.get(layer.kind)
-        if layer.tactic != TORCH_TACTIC or cls is None or not issubclass(cls, TorchOperator):
+        torch_cls = cls if cls is not None and issubclass(cls, TorchOperator) else None
+        nhwc = torch_cls is not None and torch_cls.channels_last
+        if torch_cls is None or not (layer.tactic == TORCH_TACTIC or (layer.tactic == CHANNELS_LAST_TACTIC and nhwc)):
             offered = (
-                f"{NUMPY_TACTIC} (numpy) and {TORCH_TACTIC} (torch)"
-                if cls and issubclass(cls, TorchOperator)
-                else f"{NUMPY_TACTIC} only"
+                f"{NUMPY_TACTIC} only"
+                if torch_cls is None
+                else f"{NUMPY_TACTIC} (numpy), {TORCH_TACTIC} (torch) and {CHANNELS_LAST_TACTIC} (torch-nhwc)"
+                if nhwc
+                else f"{NUMPY_TACTIC} (numpy) and {TORCH_TACTIC} (torch)"
             )
             raise PlanFormatError(
                 f"plan layer {layer.name!r} ({layer.kind}) has tactic {layer.tactic}; its operator has tactics {offered}"

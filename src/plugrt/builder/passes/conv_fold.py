@@ -1,4 +1,5 @@
-"""Per-channel affine maps after a convolution, folded into its kernel and bias.
+"""Affine maps after a convolution: per-channel ones folded into its kernel and bias, scalar ones after its
+activation into its epilogue.
 
 Exporters that do not fold batch normalization themselves (PaddlePaddle's: PP-OCR's
 ``Conv → Mul(scale) → Add(shift)``, or a bias ``Add`` after a bias-less ``Conv``) leave an
@@ -22,6 +23,16 @@ layer                    kernel                           bias
 ``Mul`` then an ``Add`` fold one after the other. Results differ from the unfused layers
 by the rounding of the scaled kernel: a few float32 ulp of each product (the tests hold
 them to 1e-5 of the output's scale). The folded layer is named ``"<conv> + <layer>"``.
+
+**After the activation** (``conv_scale_shift``): a convolution that applies an activation
+(``conv_activation``) and is read alone by an elementwise ``PROD``/``DIV``/``SUM``/``SUB`` with
+a one-element FLOAT constant takes it as the scalar affine map ``y * scale + shift`` at the end
+of its epilogue (``post_scale``, ``post_shift``; a ``Mul`` then an ``Add`` fold one after the
+other): PP-OCR's learnable affine after each hard-swish (``y * a + b``, 24-28 per model), which
+otherwise stays a two-layer chain between the convolutions. For a ``Mul`` then an ``Add`` the
+NumPy kernel computes the float32 operations of the unfused layers (a multiply, then an add;
+other orders fold their constants in float64 first); PyTorch's computes ``shift + scale * y``
+in one pass (a fused multiply-add may round once: within 1 ulp).
 """
 
 from __future__ import annotations
@@ -32,7 +43,7 @@ from ...core.types import DataType
 from ...engine.plan import LayerPlan
 from .graph import Fusion, LayerGraph
 
-__all__ = ["conv_affine"]
+__all__ = ["conv_affine", "conv_scale_shift"]
 
 _FOLDABLE = ("PROD", "DIV", "SUM", "SUB")
 
@@ -116,5 +127,51 @@ def conv_affine(graph: LayerGraph, step: int) -> Fusion | None:
         folded = graph.weights[weights["kernel"]].reshape(-1)
         params["uniform_kernel"] = bool(folded.size > 1 and np.all(folded == folded[0]))
         fused = LayerPlan(name, "convolution", list(conv.inputs), list(layer.outputs), params=params, weights=weights)
+        return Fusion([conv_step, step], fused)
+    return None
+
+
+def conv_scale_shift(graph: LayerGraph, step: int) -> Fusion | None:
+    """The elementwise layer at ``step`` by a one-element constant, folded into the epilogue of the convolution
+    before it when that applies an activation (see the module's note)."""
+    layer = graph.layer(step)
+    if layer.kind != "elementwise" or layer.params.get("op") not in _FOLDABLE or len(layer.inputs) != 2:
+        return None
+    if not graph.fusable(step) or layer.weights or graph.tensors[layer.outputs[0]].dtype != DataType.FLOAT:
+        return None
+    op = layer.params["op"]
+    for position, link in enumerate(layer.inputs):
+        other = layer.inputs[1 - position]
+        conv_step = graph.producer.get(link)
+        if other == link or conv_step is None or graph.only_reader(link) != step or not graph.fusable(conv_step):
+            continue
+        conv = graph.layer(conv_step)
+        if conv.kind != "convolution" or not conv.params.get("activation") or len(conv.outputs) != 1:
+            continue
+        c = graph.scalar(other)
+        if c is None or graph.tensors[link].dtype != DataType.FLOAT or not graph.shape_equal(link, layer.outputs[0]):
+            continue
+        if op == "DIV" and (position != 0 or c == 0.0):  # c / y is no affine map of y
+            continue
+        scale, shift = float(conv.params.get("post_scale", 1.0)), float(conv.params.get("post_shift", 0.0))
+        if op == "PROD":
+            scale, shift = scale * c, shift * c
+        elif op == "DIV":
+            scale, shift = scale / c, shift / c
+        elif op == "SUM":
+            shift = shift + c
+        elif position == 0:  # y - c
+            shift = shift - c
+        else:  # c - y
+            scale, shift = -scale, c - shift
+        params = {**conv.params, "post_scale": scale, "post_shift": shift}
+        fused = LayerPlan(
+            f"{conv.name} + {layer.name}",
+            "convolution",
+            list(conv.inputs),
+            list(layer.outputs),
+            params=params,
+            weights=dict(conv.weights),
+        )
         return Fusion([conv_step, step], fused)
     return None
