@@ -326,3 +326,37 @@ def test_handed_over_tensors_meet_layers_that_run_numpy(monkeypatch, numpy_layer
         x = np.random.default_rng(10 + seed).standard_normal((1, 8, 10, 12)).astype(np.float32)
         np.testing.assert_allclose(engine(x=x)["y"], reference(x=x)["y"], rtol=1e-5, atol=1e-5)
     assert declined == set(numpy_layers)
+
+
+@needs_torch
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize("pads", [[1, 1, 1, 1], [0, 0, 1, 1]])
+def test_the_convolution_kernel_on_hwc_views_matches_nchw(residual: bool, pads: list[int]) -> None:
+    """``torch_cpu_kernels.convolution`` with HWC formats (the GPU's channels-last tactic: cuDNN's NHWC kernels on
+    channels-last views) writes what it writes for NCHW tensors, here with PyTorch's CPU kernels."""
+    from plugrt.ops.conv import ConvolutionOperator, pack_conv_kernel
+    from plugrt.ops.torch_cpu_kernels import convolution
+
+    rng = np.random.default_rng(3)
+    kernel = (rng.standard_normal((8, 8, 3, 3)) * 0.3).astype(np.float32)
+    op = ConvolutionOperator(
+        {"num_output_maps": 8, "kernel_shape": [3, 3], "pads": pads, "strides": [2, 2], "residual": residual,
+         "activation": "RELU"},
+        {"kernel": pack_conv_kernel(kernel, 1), "bias": rng.standard_normal(8).astype(np.float32)},
+    )  # fmt: skip
+    x = rng.standard_normal((2, 8, 9, 9)).astype(np.float32)
+    size = (9 + pads[0] + pads[2] - 3) // 2 + 1
+    extra = rng.standard_normal((2, 8, size, size)).astype(np.float32) if residual else None
+    want = np.empty((2, 8, size, size), np.float32)
+    op.prepare([x.shape, *([extra.shape] if residual else [])], [want.shape])
+    run = convolution(op, x, None, None, want, extra)
+    assert run is not None
+    run()
+    hwc = [TensorFormat.HWC] * (3 if residual else 2)
+    x_hwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    extra_hwc = None if extra is None else np.ascontiguousarray(extra.transpose(0, 2, 3, 1))
+    got = np.empty((2, size, size, 8), np.float32)
+    run = convolution(op, x_hwc, None, None, got, extra_hwc, hwc)
+    assert run is not None
+    run()
+    np.testing.assert_allclose(got.transpose(0, 3, 1, 2), want, rtol=1e-5, atol=1e-5)

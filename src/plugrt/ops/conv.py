@@ -183,7 +183,8 @@ class ConvolutionOperator(TorchOperator):
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> bool:
         """2-D convolutions with the kernel (and bias) as weights
-        (see :func:`~plugrt.ops.torch_cpu_kernels.convolution_channels_last`)."""
+        (see :func:`~plugrt.ops.torch_cpu_kernels.convolution_channels_last`; on a GPU cuDNN's NHWC kernels through
+        :func:`~plugrt.ops.torch_cpu_kernels.convolution` on channels-last views)."""
         return self.window.rank == 2 and "kernel" in self.weights and self.bias_input is None and not self.uniform
 
     def channels_last_positions(self, inputs: int, outputs: int) -> list[int]:
@@ -194,9 +195,10 @@ class ConvolutionOperator(TorchOperator):
         residual = inputs[-1] if self.residual else None
         if self.tactic == CHANNELS_LAST_TACTIC:
             positions = self.channels_last_positions(len(inputs), len(outputs))
-            return convolution_channels_last(
-                self, inputs[0], outputs[0], residual, [self.formats[p] for p in positions]
-            )
+            formats = [self.formats[p] for p in positions]
+            if self.xp is not np:  # cuDNN takes channels-last tensors as they are: NHWC kernels, no reorders
+                return torch_convolution(self, inputs[0], None, None, outputs[0], residual, formats)
+            return convolution_channels_last(self, inputs[0], outputs[0], residual, formats)
         if any(f != TensorFormat.LINEAR for f in self.formats):
             return None
         kernel = None if "kernel" in self.weights else inputs[1]

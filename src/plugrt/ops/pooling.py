@@ -123,7 +123,7 @@ class PoolingOperator(TorchOperator):
     def channels_last_supports(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> bool:
-        return True  # what torch_supports takes
+        return self.xp is np  # what torch_supports takes, on the CPU (the GPU's channels-last runs are convolutions)
 
     def channels_last_positions(self, inputs: int, outputs: int) -> list[int]:
         """The input and the output."""

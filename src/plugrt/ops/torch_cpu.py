@@ -234,7 +234,7 @@ class TorchOperator(Operator):
         (PyTorch alone with ``PLUGRT_TORCH=always``), and the channels-last one where
         :meth:`channels_last_supports` them."""
         if runs_on(self.xp) and self.torch_supports(types, shapes, constant):
-            nhwc = self.channels_last and self.xp is np and self.channels_last_supports(types, shapes, constant)
+            nhwc = self.channels_last and self.channels_last_supports(types, shapes, constant)
             if forced():
                 return [CHANNELS_LAST_TACTIC if nhwc and forced_channels_last() else TORCH_TACTIC]
             return [NUMPY_TACTIC, TORCH_TACTIC, *([CHANNELS_LAST_TACTIC] if nhwc else [])]

@@ -163,6 +163,7 @@ def convolution(
     bias: np.ndarray | None,
     out: np.ndarray,
     residual: np.ndarray | None = None,
+    formats: Sequence[TensorFormat] | None = None,
 ) -> Kernel | None:
     """The convolution (bias and fused epilogue included) with ``torch.nn.functional.conv{1,2,3}d``.
 
@@ -170,38 +171,46 @@ def convolution(
     weights; ``residual``: the tensor added before the activation, or None. The epilogue is the pass
     that writes ``out`` from torch's result (the residual's sum, else the activation, else a copy). Padding that differs between an axis's two ends (TensorFlow's "same" at stride 2) copies
     the input into a zero-bordered buffer made here first. None for what torch does not do as the
-    operator: other ranks, a uniform kernel (bit-identical maps), empty tensors.
+    operator: other ranks, a uniform kernel (bit-identical maps), empty tensors. ``formats`` (the input's, the
+    residual's when there is one, the output's; on a GPU): ``HWC`` tensors are read and written as channels-last
+    views, and the kernel is made channels-last, so cuDNN runs its NHWC kernels without reordering.
     """
     torch = torch_module()
     w = op.window
-    if w.rank not in (1, 2, 3) or op.uniform or x.size == 0 or out.size == 0:
+    formats = list(formats) if formats is not None else [TensorFormat.LINEAR] * (3 if residual is not None else 2)
+    xt, ot = _logical(x, formats[0]), _logical(out, formats[-1])
+    if w.rank not in (1, 2, 3) or op.uniform or xt.numel() == 0 or ot.numel() == 0:
         return None
-    _, begins, ends = w.resolve(x.shape[2:])
-    padded = [x.shape[2 + a] + begins[a] + ends[a] for a in range(w.rank)]
+    shape = tuple(xt.shape)
+    _, begins, ends = w.resolve(shape[2:])
+    padded = [shape[2 + a] + begins[a] + ends[a] for a in range(w.rank)]
     sizes = [(padded[a] - w.extent(a)) // w.strides[a] + 1 for a in range(w.rank)]
-    if tuple(sizes) != tuple(out.shape[2:]):
+    if tuple(sizes) != tuple(ot.shape[2:]):
         return None
-    channels = x.shape[1] // op.group
-    xt, ot = view(x), view(out)
+    channels = shape[1] // op.group
     if kernel is None:  # the packing keeps the order
         weight = op.torch_weight("kernel", xt, (op.maps, channels, *w.kernel))
     else:
         weight = view(kernel)
+    relaid = TensorFormat.HWC in formats
+    if relaid:
+        weight = weight.contiguous(memory_format=torch.channels_last)
     bias_t = _bias(op, bias, xt)
     function = (torch.nn.functional.conv1d, torch.nn.functional.conv2d, torch.nn.functional.conv3d)[w.rank - 1]
     strides, pads, dilations, group = list(w.strides), list(begins), list(w.dilations), op.group
     source, interior = xt, None
     if begins != ends:  # torch pads both ends alike: the input goes into a zero-bordered buffer, unpadded
-        source = torch.zeros((*x.shape[:2], *padded), dtype=xt.dtype, device=xt.device)
-        index = (slice(None), slice(None), *(slice(b, b + n) for b, n in zip(begins, x.shape[2:])))
+        layout = torch.channels_last if relaid else torch.contiguous_format
+        source = torch.zeros((*shape[:2], *padded), dtype=xt.dtype, device=xt.device).contiguous(memory_format=layout)
+        index = (slice(None), slice(None), *(slice(b, b + n) for b, n in zip(begins, shape[2:])))
         interior = source[index]
         pads = [0] * w.rank
     flops = 2.0 * out.size * channels * math.prod(w.kernel)
     low, high = op.activation_range
     act = ACTIVATIONS[op.activation] if op.activation else None
-    rt = None if residual is None else view(residual)
+    rt = None if residual is None else _logical(residual, formats[1])
     affine = _post_affine(torch, op)
-    if op.activation == "RELU" and interior is None and affine is None:  # one cuDNN kernel where it fuses
+    if op.activation == "RELU" and interior is None and affine is None and not relaid:  # one cuDNN kernel
         fused = fused_conv_relu(torch, xt, weight, bias_t, rt, ot, strides, pads, dilations, group)
         if fused is not None:
             return fused

@@ -1,0 +1,73 @@
+"""Channels-last runs of convolutions on the GPU: the tensors between them stored HWC, cuDNN's NHWC kernels on
+channels-last views (no reorders), against the CPU engine, FLOAT and FP16, eager and captured."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import plugrt as trt
+from plugrt.core.types import TensorFormat
+from plugrt.engine.plan import EnginePlan
+
+from gpu_helpers import run_plan
+
+pytestmark = pytest.mark.gpu
+LOGGER = trt.Logger(trt.Logger.ERROR)
+
+
+def _model() -> bytes:
+    """A bottleneck: 1x1 + ReLU, 3x3 + ReLU, 1x1 + residual + ReLU, then 3x3 stride 2 padded at the end only."""
+    rng = np.random.default_rng(0)
+    nodes, inits = [], []
+
+    def conv(x: str, y: str, c: int, m: int, k: int, **attrs: object) -> None:
+        for name, shape in ((f"{y}_w", (m, c, k, k)), (f"{y}_b", (m,))):
+            inits.append(numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32), name))
+        nodes.append(helper.make_node("Conv", [x, f"{y}_w", f"{y}_b"], [y], kernel_shape=[k, k], **attrs))
+
+    conv("x", "c1", 16, 8, 1)
+    nodes.append(helper.make_node("Relu", ["c1"], ["r1"]))
+    conv("r1", "c2", 8, 8, 3, pads=[1, 1, 1, 1])
+    nodes.append(helper.make_node("Relu", ["c2"], ["r2"]))
+    conv("r2", "c3", 8, 16, 1)
+    nodes.append(helper.make_node("Add", ["c3", "x"], ["s3"]))
+    nodes.append(helper.make_node("Relu", ["s3"], ["r3"]))
+    conv("r3", "y", 16, 16, 3, strides=[2, 2], pads=[0, 0, 1, 1])
+    graph = helper.make_graph(
+        nodes,
+        "bottleneck",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16, 14, 14])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def _plan(device: str, fp16: bool) -> bytes:
+    builder = trt.Builder(LOGGER, device=device)
+    network = builder.create_network(0)
+    assert trt.OnnxParser(network, LOGGER).parse(_model())
+    config = builder.create_builder_config()
+    if fp16:
+        config.set_flag(trt.BuilderFlag.FP16)
+    profile = builder.create_optimization_profile()
+    profile.set_shape("x", (1, 16, 14, 14), (4, 16, 14, 14), (4, 16, 14, 14))
+    config.add_optimization_profile(profile)
+    return bytes(builder.build_serialized_network(network, config))
+
+
+@pytest.mark.parametrize("graph", [False, True])
+@pytest.mark.parametrize("fp16", [False, True])
+def test_channels_last_convolutions_on_the_gpu_match_the_cpu(monkeypatch, fp16: bool, graph: bool) -> None:
+    x = np.random.default_rng(1).standard_normal((3, 16, 14, 14)).astype(np.float32)
+    monkeypatch.setenv("PLUGRT_TORCH", "0")
+    want = run_plan(_plan("cpu", False), "cpu", {"x": x})["y"]
+    monkeypatch.setenv("PLUGRT_TORCH", "nhwc")  # every convolution takes its channels-last kernel
+    plan = _plan("cuda", fp16)
+    tensors = EnginePlan.from_bytes(plan).tensors
+    assert sum(t.format == TensorFormat.HWC for t in tensors) >= 2  # the tensors between the convolutions
+    got = run_plan(plan, "cuda", {"x": x}, graph=graph)["y"]
+    assert got.shape == want.shape and np.isfinite(got).all()
+    np.testing.assert_allclose(got, want, rtol=0, atol=(3e-2 if fp16 else 2e-3) * float(np.abs(want).max()))
