@@ -84,19 +84,84 @@ class CompiledModel:
         if external_data_dir is not None and not os.path.isdir(external_data_dir):
             raise OnnxImportError(f"compile: external_data_dir must be a folder, got {os.fspath(external_data_dir)!r}")
         self._external_data_dir = None if external_data_dir is None else os.fspath(external_data_dir)
+        self._lock = threading.Lock()
+        self.engine: Any = None
+        self.context: Any = None
+        #: the model, while its import waits for the first call's shapes (see :meth:`_import_at_first_call`)
+        self._deferred: Any = None
         ok = self._parse(model, {})
         if not ok and _fixed_dims(shapes):
             # again with the dimensions the profile fixes as constants: shape-only If conditions are then
             # decided at import (their branches may even differ in rank); the first errors stand otherwise
-            failed = self._parser
-            self.network = self._builder.create_network(0)
-            self._parser = OnnxParser(self.network, self.logger)
-            ok = self._parse(model, _fixed_dims(shapes))
-            if not ok:
-                self._parser = failed
+            ok = self._parse_again(model, _fixed_dims(shapes))
+        if not ok and shapes is None and self._decided_by_dimensions(model):
+            # Without shapes= the engine is built for the first call's shapes: an If whose branches differ
+            # in rank and whose condition follows from input dimensions (silero-vad's squeeze of a dimension
+            # that is 1 for its chunk length) is decided once that call fixes them, as if given in shapes=.
+            self._deferred = model
+            graph = _graph_of(model)
+            assert graph is not None
+            self.input_names = [v.name for v in _graph_inputs(graph)]
+            self.output_names = [v.name for v in graph.output]
+            return
         if not ok:
-            errors = "\n  ".join(str(self._parser.get_error(i)) for i in range(self._parser.num_errors))
-            raise OnnxImportError(f"the ONNX model could not be imported:\n  {errors}")
+            self._raise_import_errors()
+        self._imported(shapes)
+
+    def _parse_again(self, model: Any, fixed: dict[str, tuple[int, dict[int, int]]], keep_first: bool = True) -> bool:
+        """Import ``model`` into a new network with the dimensions ``fixed`` as constants; where that fails
+        too, the first import's errors stand (``keep_first``) or the new ones."""
+        failed = self._parser
+        self.network = self._builder.create_network(0)
+        self._parser = OnnxParser(self.network, self.logger)
+        ok = self._parse(model, fixed)
+        if not ok and keep_first:
+            self._parser = failed
+        return ok
+
+    def _raise_import_errors(self) -> None:
+        errors = "\n  ".join(str(self._parser.get_error(i)) for i in range(self._parser.num_errors))
+        raise OnnxImportError(f"the ONNX model could not be imported:\n  {errors}")
+
+    def _decided_by_dimensions(self, model: Any) -> bool:
+        """Whether the import failed on an If node that input dimensions decide (other errors may follow from
+        it: its results are missing), in a model with dynamic input dimensions (those the first call fixes)."""
+        from .importers.control_flow import DECIDED_BY_DIMENSIONS
+
+        errors = [str(self._parser.get_error(i)) for i in range(self._parser.num_errors)]
+        if not any(DECIDED_BY_DIMENSIONS in e for e in errors):
+            return False
+        graph = _graph_of(model)
+        return graph is not None and any(
+            not d.HasField("dim_value") for v in _graph_inputs(graph) for d in v.type.tensor_type.shape.dim
+        )
+
+    def _import_at_first_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Import the deferred model with every input dimension fixed to the first call's (the engine is
+        built for those shapes, as for any model compiled without shapes=)."""
+        with self._lock:
+            model = self._deferred
+            if model is None:
+                return
+            graph = _graph_of(model)
+            names = [v.name for v in _graph_inputs(graph)] if graph is not None else []
+            if len(args) == 1 and isinstance(args[0], Mapping) and not kwargs:
+                given = dict(args[0])
+            elif args and not kwargs:
+                given = dict(zip(names, args))
+            else:
+                given = dict(kwargs)
+            fixed = {}
+            for name, value in given.items():
+                shape = tuple(int(d) for d in getattr(value, "shape", np.shape(value)))
+                fixed[name] = (len(shape), dict(enumerate(shape)))
+            if not self._parse_again(model, fixed, keep_first=False):
+                self._raise_import_errors()
+            self._deferred = None
+            self._imported(None)
+
+    def _imported(self, shapes: Mapping[str, ShapeRange] | None) -> None:
+        """Names and types from the imported network; the engine built where the shapes say enough."""
         self.input_names = [self.network.get_input(i).name for i in range(self.network.num_inputs)]
         self.output_names = [self.network.get_output(i).name for i in range(self.network.num_outputs)]
         self._declared = {
@@ -104,9 +169,6 @@ class CompiledModel:
         }
         self._input_dtypes = {name: self._numpy_type(name, self._parser.input_types) for name in self.input_names}
         self._output_dtypes = {name: self._numpy_type(name, self._parser.output_types) for name in self.output_names}
-        self._lock = threading.Lock()
-        self.engine: Any = None
-        self.context: Any = None
         if shapes is not None:
             self._build(self._check_ranges(shapes))
         elif all(-1 not in dims for dims in self._declared.values()):
@@ -185,12 +247,16 @@ class CompiledModel:
     # --- running ----------------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> dict[str, np.ndarray]:
         """Run on ``{name: array}`` (or keyword arrays, or arrays in input order); returns ``{name: array}``."""
+        if self._deferred is not None:
+            self._import_at_first_call(args, kwargs)
         return self._call(self._gather(args, kwargs), 0)
 
     run = __call__
 
     def execute(self, arrays: Mapping[str, Any], stream: int = 0) -> dict[str, Any]:
         """Run on ``{name: array}`` with the engine's work queued on ``stream`` (a CUDA stream handle on the GPU)."""
+        if self._deferred is not None:
+            self._import_at_first_call((arrays,), {})
         return self._call(self._gather((arrays,), {}), stream)
 
     def _call(self, arrays: dict[str, np.ndarray], stream: int) -> dict[str, np.ndarray]:
@@ -328,6 +394,24 @@ def _with_fixed_dims(model: onnx.ModelProto, fixed: dict[str, tuple[int, dict[in
             dim.Clear()
             dim.dim_value = size
     return copy
+
+
+def _graph_of(model: Any) -> onnx.GraphProto | None:
+    """The graph of ``model`` (a path, bytes or ``ModelProto``; external weights not read), None if unreadable."""
+    try:
+        if isinstance(model, onnx.ModelProto):
+            return model.graph
+        if isinstance(model, (str, os.PathLike)):
+            return onnx.load(os.fspath(model), load_external_data=False).graph
+        return onnx.load_from_string(bytes(model)).graph
+    except Exception:
+        return None
+
+
+def _graph_inputs(graph: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
+    """The graph's inputs that are not initializers."""
+    weights = {t.name for t in graph.initializer}
+    return [v for v in graph.input if v.name not in weights and v.type.HasField("tensor_type")]
 
 
 def _is_device_array(value: Any) -> bool:

@@ -89,8 +89,13 @@ class ScatterNdOperator(_Scatter):
         out[...] = data
         depth = indices.shape[-1]
         flat = indices.reshape(-1, depth)
+        updates = updates.reshape((flat.shape[0], *data.shape[depth:]))
+        if xp is np and self.reduction == "none":
+            # NumPy's indexing counts negative indices from the end and refuses those out of range
+            out[tuple(flat.T)] = updates
+            return
         where = tuple(xp.where(flat[:, k] < 0, flat[:, k] + data.shape[k], flat[:, k]) for k in range(depth))
-        self._write(xp, out, where, updates.reshape((flat.shape[0], *data.shape[depth:])))
+        self._write(xp, out, where, updates)
 
 
 @register_operator
