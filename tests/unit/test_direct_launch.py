@@ -194,3 +194,106 @@ def test_rebinding_makes_new_views() -> None:
     launch(*args)
     np.testing.assert_array_equal(other, second[1:3])
     assert not out.any()
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        [{"binary": "SUM", "left": -1, "right": 1}, {"activation": "TANH"}],
+        [
+            {"binary": "SUM", "left": 1, "right": -1},
+            {"activation": "SIGMOID"},
+            {"binary": "PROD", "left": -1, "right": 2},
+        ],
+        [{"unary": "NEG"}, {"binary": "SUM", "left": -1, "right": 1}, {"binary": "MAX", "left": 2, "right": -1}],
+        [{"unary": "ERF"}, {"binary": "MIN", "left": -1, "right": 1}, {"activation": "GELU_ERF"}, {"unary": "EXP"}],
+        [{"activation": "LEAKY_RELU", "alpha": 0.1}, {"binary": "DIV", "left": 1, "right": -1}, {"activation": "RELU"}],
+    ],
+)
+def test_fused_elementwise_chain(steps: list[dict[str, Any]]) -> None:
+    count = 1 + max([0] + [max(s["left"], s["right"]) for s in steps if "binary" in s])
+    inputs = [floats(2, 3, 4)] + [floats(2, 1, 4) if k % 2 else floats(1, 3, 4) for k in range(1, count)]
+    with np.errstate(all="ignore"):
+        both("fused_elementwise", {"steps": steps}, inputs, ((2, 3, 4), np.float32))
+
+
+def test_fused_elementwise_chain_of_large_or_half_outputs_keeps_run() -> None:
+    steps = [{"binary": "SUM", "left": -1, "right": 1}, {"activation": "TANH"}]
+    big = [floats(300, 300), floats(1, 300)]  # more than one block: blocks on two threads through run
+    both("fused_elementwise", {"steps": steps}, big, ((300, 300), np.float32), direct=False)
+    half = [floats(2, 3).astype(np.float16), floats(1, 3).astype(np.float16)]
+    both("fused_elementwise", {"steps": steps}, half, ((2, 3), np.float16), direct=False)
+
+
+def _with_weights(kind: str, params: dict[str, Any], weights: dict[str, np.ndarray]) -> Any:
+    return create_operator(kind, params, weights)
+
+
+@pytest.mark.parametrize("trans_a", [False, True])
+@pytest.mark.parametrize("trans_b", [False, True])
+@pytest.mark.parametrize("c_shape", [None, (5,), (1, 5), (3, 5)])
+def test_small_gemm(trans_a: bool, trans_b: bool, c_shape: tuple[int, ...] | None) -> None:
+    a = floats(4, 3) if trans_a else floats(3, 4)
+    weights = {"b": floats(5, 4) if trans_b else floats(4, 5)}
+    if c_shape is not None:
+        weights["c"] = floats(*c_shape)
+    params = {"trans_a": trans_a, "trans_b": trans_b, "has_c": c_shape is not None}
+    direct = _with_weights("gemm", params, weights)
+    reference = _with_weights("gemm", params, weights)
+    out, want = np.zeros((3, 5), np.float32), np.zeros((3, 5), np.float32)
+    direct.bind([_binding(a)], [_binding(out)], 0)
+    launch, args = direct.prepared_launch(0)
+    assert launch != direct.run
+    launch(*args)
+    reference.run([a], [want], np)
+    np.testing.assert_array_equal(out, want)
+
+
+def test_gemm_with_b_as_an_input_or_uniform_keeps_run() -> None:
+    a, b, out = floats(3, 4), floats(4, 5), np.zeros((3, 5), np.float32)
+    op = _with_weights("gemm", {}, {})
+    op.bind([_binding(a), _binding(b)], [_binding(out)], 0)
+    assert op.prepared_launch(0)[0] == op.run
+    op = _with_weights("gemm", {"uniform_b": True}, {"b": np.ones((4, 5), np.float32)})
+    op.bind([_binding(a)], [_binding(out)], 0)
+    assert op.prepared_launch(0)[0] == op.run
+
+
+def test_large_gemm_keeps_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where setting the BLAS's thread count could matter, run decides (one thread, or parts on two)."""
+    from plugrt.ops import blas_threads
+
+    monkeypatch.setattr(blas_threads, "_BLAS", (lambda count: None,))
+    monkeypatch.setattr(blas_threads, "_CONFIGURED", 2)
+    op = _with_weights("gemm", {}, {"b": floats(64, 64)})
+    out = np.zeros((64, 64), np.float32)
+    op.bind([_binding(floats(64, 64))], [_binding(out)], 0)
+    assert op.prepared_launch(0)[0] == op.run
+    small = _with_weights("gemm", {}, {"b": floats(8, 8)})
+    small.bind([_binding(floats(2, 8))], [_binding(np.zeros((2, 8), np.float32))], 0)
+    assert small.prepared_launch(0)[0] != small.run
+
+
+@pytest.mark.parametrize(
+    ("op0", "op1", "a_shape", "b_shape", "out_shape"),
+    [
+        ("NONE", "NONE", (2, 3, 4), (2, 4, 5), (2, 3, 5)),
+        ("NONE", "NONE", (2, 3, 4), (1, 4, 5), (2, 3, 5)),
+        ("TRANSPOSE", "NONE", (2, 4, 3), (2, 4, 5), (2, 3, 5)),
+        ("NONE", "TRANSPOSE", (1, 3, 4), (2, 5, 4), (2, 3, 5)),
+        ("VECTOR", "NONE", (2, 4), (2, 4, 5), (2, 5)),
+        ("NONE", "VECTOR", (2, 3, 4), (2, 4), (2, 3)),
+        ("VECTOR", "VECTOR", (2, 4), (2, 4), (2,)),
+    ],
+)
+def test_small_matrix_multiply(op0: str, op1: str, a_shape: Any, b_shape: Any, out_shape: Any) -> None:
+    both("matrix_multiply", {"op0": op0, "op1": op1}, [floats(*a_shape), floats(*b_shape)], (out_shape, np.float32))
+
+
+def test_small_matrix_multiply_with_its_bias() -> None:
+    both(
+        "matrix_multiply",
+        {"op0": "NONE", "op1": "NONE", "bias": True},
+        [floats(2, 3, 4), floats(4, 5), floats(5)],
+        ((2, 3, 5), np.float32),
+    )
