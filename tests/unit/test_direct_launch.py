@@ -297,3 +297,35 @@ def test_small_matrix_multiply_with_its_bias() -> None:
         [floats(2, 3, 4), floats(4, 5), floats(5)],
         ((2, 3, 5), np.float32),
     )
+
+
+@pytest.mark.parametrize(("data_shape", "indices"), [((3, 12), [[0, 4], [2, -1], [1, 0]]), ((4, 5, 2), [[1], [-2]])])
+def test_scatter_nd(data_shape: tuple[int, ...], indices: list[list[int]]) -> None:
+    data = floats(*data_shape)
+    index = np.array(indices, np.int64)
+    updates = floats(*(index.shape[:-1] + data_shape[index.shape[-1] :]))
+    got = both("scatter_nd", {}, [data, index, updates], (data_shape, np.float32))
+    want = data.copy()
+    want[tuple(index.T)] = updates
+    np.testing.assert_array_equal(got, want)
+
+
+def test_scatter_nd_out_of_range_fails() -> None:
+    op = create_operator("scatter_nd", {}, {})
+    data, index, updates = floats(3, 4), np.array([[0, 4]], np.int64), floats(1)
+    op.bind([_binding(data), _binding(index), _binding(updates)], [_binding(np.zeros((3, 4), np.float32))], 0)
+    launch, args = op.prepared_launch(0)
+    with pytest.raises(IndexError):
+        launch(*args)
+    with pytest.raises(IndexError):
+        op.run([data, np.array([[0, -5]], np.int64), updates], [np.zeros((3, 4), np.float32)], np)
+
+
+def test_gather_out_of_range_names_the_range() -> None:
+    op = create_operator("gather", {"axis": 0}, {})
+    with pytest.raises(IndexError, match=r"gather indices must be in \[-3, 2\]"):
+        op.run([floats(3, 2), np.array([1, 3], np.int64)], [np.zeros((2, 2), np.float32)], np)
+    out = np.zeros((2, 2), np.float32)
+    data = floats(3, 2)
+    op.run([data, np.array([-1, 0], np.int64)], [out], np)
+    np.testing.assert_array_equal(out, data[[2, 0]])

@@ -117,9 +117,9 @@ class LoopOperator(ControlFlowOperator):
         position = 0
         trip_count = None
         if has_trip:
-            trip_count = int(self.input_ints(0, inputs[0])[0]) if inputs is self._bound_inputs() else int(
-                _scalar(inputs[0])
-            )
+            # a trip count computed from shapes is known from the bind: no read of the array
+            bound = inputs is self._bound_inputs()
+            trip_count = int(self.input_ints(0, inputs[0])[0] if bound else _scalar(inputs[0]))
             position += 1
         keep_going = True
         if has_cond:
@@ -267,25 +267,70 @@ class LoopOperator(ControlFlowOperator):
         return iteration
 
 
+class _BoundBranch:
+    """One branch of an ``if`` bound for the operator's arrays: its inputs and its results as pairs of arrays
+    to copy, made when the branch is first taken after a bind."""
+
+    def __init__(self, op: IfOperator, bound: BoundSubgraph, arrays: Sequence[Any], outputs: Sequence[Any]) -> None:
+        self.bound = bound
+        self.copies_in = list(zip(bound.input_buffers, arrays))
+        fixed = all(dim[0] != "s" for template in op.param("shapes") for dim in template)
+        same = all(out.shape == result.shape for out, result in zip(outputs, bound.output_buffers))
+        #: (output, result) pairs copied after the branch ran; None: through write_results (sizes to write)
+        self.copies_out = list(zip(outputs, bound.output_buffers)) if fixed and same else None
+        self.stream = -1
+        self.launch: Any = None
+
+
 @register_operator
 class IfOperator(ControlFlowOperator):
     """ONNX If: inputs ``cond outer...``; params ``then_inputs`` / ``else_inputs`` list the outer
-    inputs (positions) each branch reads, in its subgraph's input order."""
+    inputs (positions) each branch reads, in its subgraph's input order.
+
+    A branch is built for the operator's input shapes when first taken and bound with its copies once per
+    bind of the operator; a run reads the condition, copies the branch's inputs in, launches its kernels and
+    copies its results out."""
 
     kind = "if"
 
+    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(params, weights)
+        #: per branch taken since the last bind: its binding, or None where its results depend on data
+        self._branches: dict[str, _BoundBranch | None] = {}
+
+    def bind(self, inputs: Sequence[Binding], outputs: Sequence[Binding], workspace: int) -> None:
+        super().bind(inputs, outputs, workspace)
+        self._branches = {}
+
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
-        branch = "then" if bool(_scalar(inputs[0])) else "else"
-        arrays = [inputs[p] for p in self.param(f"{branch}_inputs")]
-        subgraph = self.subgraph(f"{branch}_branch")
-        bound = subgraph.bound(arrays, xp)
-        if bound is None:  # results of data-dependent shapes
-            self.write_results(subgraph.run(arrays, xp), outputs, xp)
+        branch = "then" if bool(inputs[0].item()) else "else"
+        kept = inputs is self._bound_args[0] and outputs is self._bound_args[1] if hasattr(self, "_bound_args") else False
+        if kept and branch in self._branches:
+            plan = self._branches[branch]
+        else:
+            plan = self._bind_branch(branch, inputs, outputs, xp)  # a branch that cannot be built raises here
+            if kept:
+                self._branches[branch] = plan
+        if plan is None:  # results of data-dependent shapes
+            arrays = [inputs[p] for p in self.param(f"{branch}_inputs")]
+            self.write_results(self.subgraph(f"{branch}_branch").run(arrays, xp), outputs, xp)
             return
-        for buffer, array in zip(bound.input_buffers, arrays):
+        for buffer, array in plan.copies_in:
             buffer[...] = array
-        bound.launch(bound.stream())  # inside this engine's run: its backend and error state hold
-        self.write_results(bound.output_buffers, outputs, xp)
+        stream = plan.bound.stream()
+        if plan.stream != stream:
+            plan.launch, plan.stream = plan.bound.launcher(stream), stream
+        plan.launch()  # inside this engine's run: its backend and error state hold
+        if plan.copies_out is None:
+            self.write_results(plan.bound.output_buffers, outputs, xp)
+            return
+        for out, result in plan.copies_out:
+            out[...] = result
+
+    def _bind_branch(self, branch: str, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any) -> _BoundBranch | None:
+        arrays = [inputs[p] for p in self.param(f"{branch}_inputs")]
+        bound = self.subgraph(f"{branch}_branch").bound(arrays, xp)
+        return None if bound is None else _BoundBranch(self, bound, arrays, outputs)
 
 
 class _BoundScan:

@@ -63,7 +63,7 @@ class SubgraphEngine:
 
     def _bound(self, arrays: Sequence[Any], xp: Any) -> BoundSubgraph:
         backend = backend_for(xp)
-        signature = (backend.name, *((tuple(a.shape), str(a.dtype)) for a in arrays))
+        signature = (backend.name, *((tuple(a.shape), np.dtype(a.dtype)) for a in arrays))
         bound = self._engines.get(signature)
         if bound is None:
             bound = BoundSubgraph(self._build(arrays, backend.name), xp, arrays, self.input_names, self.output_names)
