@@ -167,22 +167,6 @@ def test_slice() -> None:
     both("slice", {"starts": [1, -1], "ends": [4, -7], "axes": [0, 1], "steps": [2, -2]}, [x], ((2, 3, 5), np.float32))
 
 
-def test_shuffle_reshape_and_transpose() -> None:
-    x = floats(2, 3, 4)
-    both("shuffle", {"reshape_dims": [6, 4]}, [x], ((6, 4), np.float32))
-    both("shuffle", {"first_transpose": [2, 0, 1], "reshape_dims": [4, 6]}, [x], ((4, 6), np.float32))
-
-
-def test_shuffle_with_a_second_transpose_keeps_run() -> None:
-    op = create_operator("shuffle", {"second_transpose": [1, 0]}, {})
-    x, out = floats(2, 3), np.zeros((3, 2), np.float32)
-    op.bind([_binding(x)], [_binding(out)], 0)
-    launch, args = op.prepared_launch(0)
-    assert launch == op.run
-    launch(*args)
-    np.testing.assert_array_equal(out, x.T)
-
-
 def test_rebinding_makes_new_views() -> None:
     """A bind to other arrays (a shape change) launches on those, not the first binding's."""
     op = create_operator("slice", {"starts": [1], "ends": [3]}, {})

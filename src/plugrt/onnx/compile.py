@@ -33,6 +33,7 @@ from ..backends.registry import DEFAULT_DEVICE, check_device
 from ..core.errors import ExecutionError, ShapeError, TypeMismatchError
 from ..core.logger import ILogger, RaisedErrorsLogger, Severity
 from ..engine.host_run import HostRun
+from .fixed_dims import FixedDims, fixed_dims, graph_inputs, graph_of, with_fixed_dims
 from .importers.base import OnnxImportError
 from .parser import OnnxParser
 from .types import onnx_numpy_dtype
@@ -90,25 +91,25 @@ class CompiledModel:
         #: the model, while its import waits for the first call's shapes (see :meth:`_import_at_first_call`)
         self._deferred: Any = None
         ok = self._parse(model, {})
-        if not ok and _fixed_dims(shapes):
+        if not ok and fixed_dims(shapes):
             # again with the dimensions the profile fixes as constants: shape-only If conditions are then
             # decided at import (their branches may even differ in rank); the first errors stand otherwise
-            ok = self._parse_again(model, _fixed_dims(shapes))
+            ok = self._parse_again(model, fixed_dims(shapes))
         if not ok and shapes is None and self._decided_by_dimensions(model):
             # Without shapes= the engine is built for the first call's shapes: an If whose branches differ
             # in rank and whose condition follows from input dimensions (silero-vad's squeeze of a dimension
             # that is 1 for its chunk length) is decided once that call fixes them, as if given in shapes=.
             self._deferred = model
-            graph = _graph_of(model)
+            graph = graph_of(model)
             assert graph is not None
-            self.input_names = [v.name for v in _graph_inputs(graph)]
+            self.input_names = [v.name for v in graph_inputs(graph)]
             self.output_names = [v.name for v in graph.output]
             return
         if not ok:
             self._raise_import_errors()
         self._imported(shapes)
 
-    def _parse_again(self, model: Any, fixed: dict[str, tuple[int, dict[int, int]]], keep_first: bool = True) -> bool:
+    def _parse_again(self, model: Any, fixed: FixedDims, keep_first: bool = True) -> bool:
         """Import ``model`` into a new network with the dimensions ``fixed`` as constants; where that fails
         too, the first import's errors stand (``keep_first``) or the new ones."""
         failed = self._parser
@@ -131,9 +132,9 @@ class CompiledModel:
         errors = [str(self._parser.get_error(i)) for i in range(self._parser.num_errors)]
         if not any(DECIDED_BY_DIMENSIONS in e for e in errors):
             return False
-        graph = _graph_of(model)
+        graph = graph_of(model)
         return graph is not None and any(
-            not d.HasField("dim_value") for v in _graph_inputs(graph) for d in v.type.tensor_type.shape.dim
+            not d.HasField("dim_value") for v in graph_inputs(graph) for d in v.type.tensor_type.shape.dim
         )
 
     def _import_at_first_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -143,8 +144,8 @@ class CompiledModel:
             model = self._deferred
             if model is None:
                 return
-            graph = _graph_of(model)
-            names = [v.name for v in _graph_inputs(graph)] if graph is not None else []
+            graph = graph_of(model)
+            names = [v.name for v in graph_inputs(graph)] if graph is not None else []
             if len(args) == 1 and isinstance(args[0], Mapping) and not kwargs:
                 given = dict(args[0])
             elif args and not kwargs:
@@ -168,6 +169,11 @@ class CompiledModel:
             t.name: tuple(t.shape) for t in (self.network.get_input(i) for i in range(self.network.num_inputs))
         }
         self._input_dtypes = {name: self._numpy_type(name, self._parser.input_types) for name in self.input_names}
+        #: the NumPy type each input is computed in (looked up once, not at every call)
+        self._engine_types = {
+            t.name: np.dtype(t.dtype.nptype())
+            for t in (self.network.get_input(i) for i in range(self.network.num_inputs))
+        }
         self._output_dtypes = {name: self._numpy_type(name, self._parser.output_types) for name in self.output_names}
         if shapes is not None:
             self._build(self._check_ranges(shapes))
@@ -175,7 +181,7 @@ class CompiledModel:
             self._build({})
 
     # --- building ---------------------------------------------------------------------------
-    def _parse(self, model: Any, fixed: dict[str, tuple[int, dict[int, int]]]) -> bool:
+    def _parse(self, model: Any, fixed: FixedDims) -> bool:
         if isinstance(model, (str, os.PathLike)):
             if not fixed:
                 return self._parser.parse_from_file(model)
@@ -183,14 +189,14 @@ class CompiledModel:
                 proto = onnx.load(os.fspath(model), load_external_data=False)
             except Exception:  # unreadable: the parser reports it, naming the file
                 return self._parser.parse_from_file(model)
-            return self._parser.parse(_with_fixed_dims(proto, fixed), os.fspath(model))
+            return self._parser.parse(with_fixed_dims(proto, fixed), os.fspath(model))
         if fixed:
             if not isinstance(model, onnx.ModelProto):
                 try:
                     model = onnx.load_from_string(bytes(model))
                 except Exception:  # not a model: the parser reports it
                     return self._parser.parse(model, self._external_data_dir)
-            model = _with_fixed_dims(model, fixed)
+            model = with_fixed_dims(model, fixed)
         return self._parser.parse(model, self._external_data_dir)
 
     def _numpy_type(self, name: str, declared: Mapping[str, int]) -> np.dtype:
@@ -293,7 +299,7 @@ class CompiledModel:
 
     def _convert(self, name: str, value: Any) -> np.ndarray:
         declared = self._input_dtypes[name]
-        engine_type = np.dtype(self.network_input_type(name))
+        engine_type = self._engine_types[name]
         if self._runtime.backend.gpu and _is_device_array(value):
             return self._convert_device(name, value, declared, engine_type)
         if not isinstance(value, np.ndarray):
@@ -354,64 +360,6 @@ class CompiledModel:
 
     def __repr__(self) -> str:
         return f"CompiledModel(inputs={self.input_names}, outputs={self.output_names}, device={self.device!r})"
-
-
-def _fixed_dims(shapes: Mapping[str, ShapeRange] | None) -> dict[str, tuple[int, dict[int, int]]]:
-    """Per input, its rank and the dimensions ``shapes`` fixes (min == max): they are imported as constants."""
-    fixed: dict[str, tuple[int, dict[int, int]]] = {}
-    for name, value in (shapes or {}).items():
-        try:
-            low, _, high = (tuple(int(d) for d in s) for s in value)
-        except (TypeError, ValueError):
-            continue  # malformed: _check_ranges names it
-        dims = {axis: a for axis, (a, b) in enumerate(zip(low, high)) if a == b}
-        if dims and len(low) == len(high):
-            fixed[name] = (len(low), dims)
-    return fixed
-
-
-def _with_fixed_dims(model: onnx.ModelProto, fixed: dict[str, tuple[int, dict[int, int]]]) -> onnx.ModelProto:
-    """``model``, or a copy whose dynamic input dimensions that the profile fixes are constants.
-
-    Importing with them known lets shape-only conditions (an ``If`` on a dimension, whose branches
-    may even differ in rank) be decided when the network is built, as they are for static inputs.
-    """
-
-    def changes(value: onnx.ValueInfoProto) -> list[tuple[int, int]]:
-        rank, dims = fixed.get(value.name, (-1, {}))
-        declared = value.type.tensor_type.shape.dim if value.type.HasField("tensor_type") else []
-        if len(declared) != rank:
-            return []  # a rank the profile does not match: the profile check names it
-        return [(axis, size) for axis, size in dims.items() if not declared[axis].HasField("dim_value")]
-
-    if not any(changes(value) for value in model.graph.input):
-        return model
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    for value in copy.graph.input:
-        for axis, size in changes(value):
-            dim = value.type.tensor_type.shape.dim[axis]
-            dim.Clear()
-            dim.dim_value = size
-    return copy
-
-
-def _graph_of(model: Any) -> onnx.GraphProto | None:
-    """The graph of ``model`` (a path, bytes or ``ModelProto``; external weights not read), None if unreadable."""
-    try:
-        if isinstance(model, onnx.ModelProto):
-            return model.graph
-        if isinstance(model, (str, os.PathLike)):
-            return onnx.load(os.fspath(model), load_external_data=False).graph
-        return onnx.load_from_string(bytes(model)).graph
-    except Exception:
-        return None
-
-
-def _graph_inputs(graph: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
-    """The graph's inputs that are not initializers."""
-    weights = {t.name for t in graph.initializer}
-    return [v for v in graph.input if v.name not in weights and v.type.HasField("tensor_type")]
 
 
 def _is_device_array(value: Any) -> bool:

@@ -18,7 +18,7 @@ import numpy as np
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..shape import DimensionOperation, IDimensionExpr, constant, operation
-from .base import InputShapes, InputValues, Operator, ShapeExprs, assign, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import label
 from .params import ints, param
 
@@ -146,13 +146,6 @@ class ShuffleOperator(Operator):
             out.reshape(self._moved)[...] = source
         else:
             out.transpose(self._p2_inverse)[...] = source.reshape(self._mid)
-
-    def direct_launch(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any) -> Any:
-        """A reshape, with or without a first transpose, as one copy into a view of the output."""
-        x, out = inputs[0], outputs[0]
-        if xp is not np or self._p2_inverse is not None or not out.flags.c_contiguous:
-            return None
-        return assign(out.reshape(self._moved), x if self._p1 is None else x.transpose(self._p1))
 
 
 def _volume(dims: Sequence[IDimensionExpr]) -> IDimensionExpr:

@@ -21,14 +21,15 @@ from typing import Any
 import numpy as np
 
 from ..backends.registry import backend_for, using_backend
-from ..core.errors import ExecutionError, NetworkError, ShapeError
+from ..core.errors import ExecutionError, NetworkError, PlugrtError, ShapeError
 from ..core.types import DataType
+from ..nodes.base import Binding
 from ..shape import DimensionOperation, constant, operation
 from ..shape.expr import IDimensionExpr
 from .base import InputShapes, InputValues, Operator, ShapeExprs
 from .elementwise import quiet
 
-__all__ = ["BoundSubgraph", "ControlFlowOperator", "SubgraphEngine", "template_dim"]
+__all__ = ["BodyOperator", "BoundSubgraph", "ControlFlowOperator", "SubgraphEngine", "template_dim"]
 
 
 class SubgraphEngine:
@@ -344,3 +345,33 @@ class ControlFlowOperator(Operator):
         """Write data-dependent size ``index`` (its output follows the results) for each ``index: value``."""
         for index, value in sizes.items():
             outputs[self.num_results + index][...] = value
+
+
+class BodyOperator(ControlFlowOperator):
+    """A control-flow operator whose body is bound when the operator is (``loop``, ``scan``): :meth:`bind`
+    keeps :meth:`bind_body`'s result for the bound arrays; :meth:`bound_body` gives it to a run on them
+    (or binds again for other arrays). Subclasses implement :meth:`bind_body`."""
+
+    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(params, weights)
+        self._body: Any = None
+
+    def bind(self, inputs: Sequence[Binding], outputs: Sequence[Binding], workspace: int) -> None:
+        """Keep the arrays and bind the body for these shapes (built now where it was not yet)."""
+        super().bind(inputs, outputs, workspace)
+        try:
+            self._body = self.bind_body(*self._bound_args)
+        except PlugrtError:
+            self._body = None  # the run binds it again and reports why it cannot
+
+    def bound_body(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any) -> Any:
+        """The body bound for these arrays (the one made at bind where they are the bound arrays); None where
+        the body's results depend on data or do not fit."""
+        body = self._body
+        if body is None or body.inputs is not inputs or body.outputs is not outputs:
+            body = self.bind_body(inputs, outputs, xp)
+        return body
+
+    def bind_body(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any) -> Any:
+        """The body bound for these arrays: an object with ``inputs`` and ``outputs`` (the arrays), or None."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement bind_body")
