@@ -13,7 +13,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import plugrt
-from plugrt.core.errors import ExecutionError
+from plugrt.core.errors import ExecutionError, ShapeError
 from plugrt.onnx.importers.base import OnnxImportError
 
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
@@ -66,6 +66,23 @@ def test_shape_condition_decided_by_a_profile_that_fixes_the_dimension():
     x5 = np.random.default_rng(1).random((2, 4, 5), dtype=np.float32)
     other = plugrt.compile(squeeze_if_last_is_one(), shapes={"x": ((1, 4, 5), (2, 4, 5), (8, 4, 5))})
     np.testing.assert_allclose(other({"x": x5})["out"], x5.sum(axis=1), rtol=1e-6)
+
+
+def test_shape_condition_without_shapes_is_decided_by_the_first_call():
+    """Without shapes= the engine is built for the first call's shapes: the model is imported then, with
+    those dimensions fixed, and the If is decided as with a profile that fixes them."""
+    compiled = plugrt.compile(squeeze_if_last_is_one())
+    assert compiled.engine is None and compiled.input_names == ["x"] and compiled.output_names == ["out"]
+    x = np.random.default_rng(2).random((3, 4, 1), dtype=np.float32)
+    got = compiled(x)["out"]
+    assert got.shape == (3,)
+    np.testing.assert_allclose(got, x[..., 0].sum(axis=1), rtol=1e-6)
+    np.testing.assert_allclose(compiled({"x": x * 2})["out"], 2 * x[..., 0].sum(axis=1), rtol=1e-6)
+    with pytest.raises(ShapeError, match=r"input 'x' must have shape \(3, 4, 1\)"):
+        compiled({"x": np.zeros((3, 4, 5), np.float32)})
+    other = plugrt.compile(squeeze_if_last_is_one())
+    x5 = np.random.default_rng(3).random((2, 4, 5), dtype=np.float32)
+    np.testing.assert_allclose(other.execute({"x": x5})["out"], x5.sum(axis=1), rtol=1e-6)
 
 
 def test_shape_condition_over_a_dynamic_dimension_names_the_fix():

@@ -181,3 +181,48 @@ def test_bound_body_runs_with_floating_point_warnings_silenced():
         warnings.simplefilter("error")
         got = compiled({"s0": np.array([1.0, 0.0], np.float32)})["s"]
     assert np.isinf(got[0]) and np.isnan(got[1])
+
+
+def test_runtime_if_on_its_bound_branches_matches_the_generic_path(monkeypatch):
+    """A condition read from data: each branch bound once, taken in turn over runs of one context."""
+    then_graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "x"], ["sq"]), helper.make_node("Add", ["sq", "y"], ["t_out"])],
+        "then",
+        [],
+        [vi("t_out", F, [2, 3])],
+    )
+    else_graph = helper.make_graph(
+        [helper.make_node("Sub", ["y", "x"], ["e_out"])], "else", [], [vi("e_out", F, [2, 3])]
+    )
+    nodes = [
+        helper.make_node("ReduceSum", ["x"], ["total"], keepdims=0),
+        helper.make_node("Constant", [], ["zero"], value=helper.make_tensor("zero", F, [], [0.0])),
+        helper.make_node("Greater", ["total", "zero"], ["c"]),
+        helper.make_node("If", ["c"], ["z"], then_branch=then_graph, else_branch=else_graph),
+    ]
+    graph = helper.make_graph(nodes, "g", [vi("x", F, [2, 3]), vi("y", F, [2, 3])], [vi("z", F, [2, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    rng = np.random.default_rng(4)
+    feeds = [
+        {
+            "x": np.abs(rng.standard_normal((2, 3)).astype(np.float32)) * sign,
+            "y": rng.standard_normal((2, 3)).astype(np.float32),
+        }
+        for sign in (1, -1, -1, 1)
+    ]
+    with monkeypatch.context() as patch:
+        patch.setattr(SubgraphEngine, "bound", lambda self, arrays, xp: None)
+        generic = plugrt.compile(model)
+        wanted = [generic(feed)["z"] for feed in feeds]
+    compiled = plugrt.compile(model)
+    context = compiled.engine.create_execution_context()  # one binding over all runs: the branches stay bound
+    x, y, z = (np.zeros((2, 3), np.float32) for _ in range(3))
+    for name, array in (("x", x), ("y", y), ("z", z)):
+        context.set_tensor_address(name, array.ctypes.data)
+    for feed, want in zip(feeds, wanted):
+        x[...], y[...] = feed["x"], feed["y"]
+        context.execute_async_v3(0)
+        np.testing.assert_array_equal(z, want)
+        np.testing.assert_allclose(z, x * x + y if x.sum() > 0 else y - x, rtol=1e-6)
+    step = next(s for s in context._executor.steps if s.layer.kind == "if")
+    assert set(step.node._branches) == {"then", "else"} and all(step.node._branches.values())

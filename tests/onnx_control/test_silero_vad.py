@@ -74,5 +74,26 @@ def test_packaged_model_as_exported_matches_onnxruntime(file, batch):
         want_prob, want_state = theirs.run(None, feeds)
         got = ours(feeds)
         np.testing.assert_allclose(got["output"], want_prob, atol=1e-5)
-        np.testing.assert_allclose(got["stateN"], want_state, atol=1e-5)
+        # the state is sensitive to float32 rounding: onnxruntime's own state is up to 2e-5 from ONNX's
+        # reference evaluator's (onnx.reference) on these chunks, plugrt's up to 7e-6
+        np.testing.assert_allclose(got["stateN"], want_state, atol=5e-5)
         state = got["stateN"]  # plugrt's own state carried on
+
+
+@pytest.mark.parametrize("file", ["silero_vad.onnx", "silero_vad_16k_op15.onnx"])
+def test_packaged_model_imports_as_declared(file):
+    """Without shapes= the shape-only ``If`` nodes are decided by the first call's shapes (the engine is
+    built for them, as for any model compiled without shapes=)."""
+    path = str(importlib.resources.files("silero_vad") / "data" / file)
+    ours = plugrt.compile(path)
+    theirs = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(5)
+    state = np.zeros((2, 2, 128), np.float32)
+    for step in range(3):
+        x = (np.sin(np.arange(CHUNK) * 0.03) * 0.1 * step + rng.standard_normal((2, CHUNK)) * 0.02).astype(np.float32)
+        feeds = {"input": x, "state": state, "sr": np.array(RATE, np.int64)}
+        want_prob, want_state = theirs.run(None, feeds)
+        got = ours(feeds)
+        np.testing.assert_allclose(got["output"], want_prob, atol=1e-5)
+        np.testing.assert_allclose(got["stateN"], want_state, atol=5e-5)
+        state = want_state

@@ -269,6 +269,17 @@ class IExecutionContext(DeprecatedContextManager):
         self._executor.run(stream_handle, self.profiler)
         self._deliver_data_dependent_outputs(stream_handle)
 
+    def nested_launcher(self, stream_handle: int) -> Callable[[], None]:
+        """:meth:`execute_nested` as a call without arguments, for a caller that runs this context many times
+        with nothing set in between (a loop's body): the checks of a run are done now, once, and where the
+        run is a flat list of prepared launches (no data-dependent shapes, output allocators or profiler)
+        the call runs that list and nothing else. Valid until shapes, addresses or allocators are set."""
+        self._prepare(stream_handle)
+        direct = self._executor.static_launcher(stream_handle)
+        if direct is None or self._allocators or self.profiler is not None:
+            return functools.partial(self.execute_nested, stream_handle)
+        return direct
+
     def execute_v2(self, bindings: Sequence[int]) -> bool:
         """Run synchronously with ``bindings``: one address per IO tensor, in IO order."""
         if len(bindings) != self.engine.num_io_tensors:

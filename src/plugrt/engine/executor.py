@@ -311,6 +311,11 @@ class Executor:
             assert current is not None
             raise current.node.failure(exc) from exc
 
+    def static_launcher(self, stream: int) -> Callable[[], None] | None:
+        """The run as a call without arguments: the flat list of prepared launches (None where the run has
+        data-dependent shapes); valid until the next :meth:`bind`."""
+        return None if self.upper else functools.partial(self._run_static, stream)
+
     def run_graph(self, stream: int) -> None:
         """Replay the whole run as a graph of the backend, capturing it first for the current shapes and
         addresses (that call runs eagerly once, then captures: see :meth:`Backend.capture`)."""

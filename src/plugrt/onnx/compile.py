@@ -33,6 +33,7 @@ from ..backends.registry import DEFAULT_DEVICE, check_device
 from ..core.errors import ExecutionError, ShapeError, TypeMismatchError
 from ..core.logger import ILogger, RaisedErrorsLogger, Severity
 from ..engine.host_run import HostRun
+from .fixed_dims import FixedDims, fixed_dims, graph_inputs, graph_of, with_fixed_dims
 from .importers.base import OnnxImportError
 from .parser import OnnxParser
 from .types import onnx_numpy_dtype
@@ -84,36 +85,103 @@ class CompiledModel:
         if external_data_dir is not None and not os.path.isdir(external_data_dir):
             raise OnnxImportError(f"compile: external_data_dir must be a folder, got {os.fspath(external_data_dir)!r}")
         self._external_data_dir = None if external_data_dir is None else os.fspath(external_data_dir)
+        self._lock = threading.Lock()
+        self.engine: Any = None
+        self.context: Any = None
+        #: the model, while its import waits for the first call's shapes (see :meth:`_import_at_first_call`)
+        self._deferred: Any = None
         ok = self._parse(model, {})
-        if not ok and _fixed_dims(shapes):
+        if not ok and fixed_dims(shapes):
             # again with the dimensions the profile fixes as constants: shape-only If conditions are then
             # decided at import (their branches may even differ in rank); the first errors stand otherwise
-            failed = self._parser
-            self.network = self._builder.create_network(0)
-            self._parser = OnnxParser(self.network, self.logger)
-            ok = self._parse(model, _fixed_dims(shapes))
-            if not ok:
-                self._parser = failed
+            ok = self._parse_again(model, fixed_dims(shapes))
+        if not ok and shapes is None and self._decided_by_dimensions(model):
+            # Without shapes= the engine is built for the first call's shapes: an If whose branches differ
+            # in rank and whose condition follows from input dimensions (silero-vad's squeeze of a dimension
+            # that is 1 for its chunk length) is decided once that call fixes them, as if given in shapes=.
+            self._deferred = model
+            graph = graph_of(model)
+            assert graph is not None
+            self.input_names = [v.name for v in graph_inputs(graph)]
+            self.output_names = [v.name for v in graph.output]
+            return
         if not ok:
-            errors = "\n  ".join(str(self._parser.get_error(i)) for i in range(self._parser.num_errors))
-            raise OnnxImportError(f"the ONNX model could not be imported:\n  {errors}")
+            self._raise_import_errors()
+        self._imported(shapes)
+
+    def _parse_again(self, model: Any, fixed: FixedDims, keep_first: bool = True) -> bool:
+        """Import ``model`` into a new network with the dimensions ``fixed`` as constants; where that fails
+        too, the first import's errors stand (``keep_first``) or the new ones."""
+        failed = self._parser
+        self.network = self._builder.create_network(0)
+        self._parser = OnnxParser(self.network, self.logger)
+        ok = self._parse(model, fixed)
+        if not ok and keep_first:
+            self._parser = failed
+        return ok
+
+    def _raise_import_errors(self) -> None:
+        errors = "\n  ".join(str(self._parser.get_error(i)) for i in range(self._parser.num_errors))
+        raise OnnxImportError(f"the ONNX model could not be imported:\n  {errors}")
+
+    def _decided_by_dimensions(self, model: Any) -> bool:
+        """Whether the import failed on an If node that input dimensions decide (other errors may follow from
+        it: its results are missing), in a model with dynamic input dimensions (those the first call fixes)."""
+        from .importers.control_flow import DECIDED_BY_DIMENSIONS
+
+        errors = [str(self._parser.get_error(i)) for i in range(self._parser.num_errors)]
+        if not any(DECIDED_BY_DIMENSIONS in e for e in errors):
+            return False
+        graph = graph_of(model)
+        return graph is not None and any(
+            not d.HasField("dim_value") for v in graph_inputs(graph) for d in v.type.tensor_type.shape.dim
+        )
+
+    def _import_at_first_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Import the deferred model with every input dimension fixed to the first call's (the engine is
+        built for those shapes, as for any model compiled without shapes=)."""
+        with self._lock:
+            model = self._deferred
+            if model is None:
+                return
+            graph = graph_of(model)
+            names = [v.name for v in graph_inputs(graph)] if graph is not None else []
+            if len(args) == 1 and isinstance(args[0], Mapping) and not kwargs:
+                given = dict(args[0])
+            elif args and not kwargs:
+                given = dict(zip(names, args))
+            else:
+                given = dict(kwargs)
+            fixed = {}
+            for name, value in given.items():
+                shape = tuple(int(d) for d in getattr(value, "shape", np.shape(value)))
+                fixed[name] = (len(shape), dict(enumerate(shape)))
+            if not self._parse_again(model, fixed, keep_first=False):
+                self._raise_import_errors()
+            self._deferred = None
+            self._imported(None)
+
+    def _imported(self, shapes: Mapping[str, ShapeRange] | None) -> None:
+        """Names and types from the imported network; the engine built where the shapes say enough."""
         self.input_names = [self.network.get_input(i).name for i in range(self.network.num_inputs)]
         self.output_names = [self.network.get_output(i).name for i in range(self.network.num_outputs)]
         self._declared = {
             t.name: tuple(t.shape) for t in (self.network.get_input(i) for i in range(self.network.num_inputs))
         }
         self._input_dtypes = {name: self._numpy_type(name, self._parser.input_types) for name in self.input_names}
+        #: the NumPy type each input is computed in (looked up once, not at every call)
+        self._engine_types = {
+            t.name: np.dtype(t.dtype.nptype())
+            for t in (self.network.get_input(i) for i in range(self.network.num_inputs))
+        }
         self._output_dtypes = {name: self._numpy_type(name, self._parser.output_types) for name in self.output_names}
-        self._lock = threading.Lock()
-        self.engine: Any = None
-        self.context: Any = None
         if shapes is not None:
             self._build(self._check_ranges(shapes))
         elif all(-1 not in dims for dims in self._declared.values()):
             self._build({})
 
     # --- building ---------------------------------------------------------------------------
-    def _parse(self, model: Any, fixed: dict[str, tuple[int, dict[int, int]]]) -> bool:
+    def _parse(self, model: Any, fixed: FixedDims) -> bool:
         if isinstance(model, (str, os.PathLike)):
             if not fixed:
                 return self._parser.parse_from_file(model)
@@ -121,14 +189,14 @@ class CompiledModel:
                 proto = onnx.load(os.fspath(model), load_external_data=False)
             except Exception:  # unreadable: the parser reports it, naming the file
                 return self._parser.parse_from_file(model)
-            return self._parser.parse(_with_fixed_dims(proto, fixed), os.fspath(model))
+            return self._parser.parse(with_fixed_dims(proto, fixed), os.fspath(model))
         if fixed:
             if not isinstance(model, onnx.ModelProto):
                 try:
                     model = onnx.load_from_string(bytes(model))
                 except Exception:  # not a model: the parser reports it
                     return self._parser.parse(model, self._external_data_dir)
-            model = _with_fixed_dims(model, fixed)
+            model = with_fixed_dims(model, fixed)
         return self._parser.parse(model, self._external_data_dir)
 
     def _numpy_type(self, name: str, declared: Mapping[str, int]) -> np.dtype:
@@ -185,12 +253,16 @@ class CompiledModel:
     # --- running ----------------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> dict[str, np.ndarray]:
         """Run on ``{name: array}`` (or keyword arrays, or arrays in input order); returns ``{name: array}``."""
+        if self._deferred is not None:
+            self._import_at_first_call(args, kwargs)
         return self._call(self._gather(args, kwargs), 0)
 
     run = __call__
 
     def execute(self, arrays: Mapping[str, Any], stream: int = 0) -> dict[str, Any]:
         """Run on ``{name: array}`` with the engine's work queued on ``stream`` (a CUDA stream handle on the GPU)."""
+        if self._deferred is not None:
+            self._import_at_first_call((arrays,), {})
         return self._call(self._gather((arrays,), {}), stream)
 
     def _call(self, arrays: dict[str, np.ndarray], stream: int) -> dict[str, np.ndarray]:
@@ -227,7 +299,7 @@ class CompiledModel:
 
     def _convert(self, name: str, value: Any) -> np.ndarray:
         declared = self._input_dtypes[name]
-        engine_type = np.dtype(self.network_input_type(name))
+        engine_type = self._engine_types[name]
         if self._runtime.backend.gpu and _is_device_array(value):
             return self._convert_device(name, value, declared, engine_type)
         if not isinstance(value, np.ndarray):
@@ -288,46 +360,6 @@ class CompiledModel:
 
     def __repr__(self) -> str:
         return f"CompiledModel(inputs={self.input_names}, outputs={self.output_names}, device={self.device!r})"
-
-
-def _fixed_dims(shapes: Mapping[str, ShapeRange] | None) -> dict[str, tuple[int, dict[int, int]]]:
-    """Per input, its rank and the dimensions ``shapes`` fixes (min == max): they are imported as constants."""
-    fixed: dict[str, tuple[int, dict[int, int]]] = {}
-    for name, value in (shapes or {}).items():
-        try:
-            low, _, high = (tuple(int(d) for d in s) for s in value)
-        except (TypeError, ValueError):
-            continue  # malformed: _check_ranges names it
-        dims = {axis: a for axis, (a, b) in enumerate(zip(low, high)) if a == b}
-        if dims and len(low) == len(high):
-            fixed[name] = (len(low), dims)
-    return fixed
-
-
-def _with_fixed_dims(model: onnx.ModelProto, fixed: dict[str, tuple[int, dict[int, int]]]) -> onnx.ModelProto:
-    """``model``, or a copy whose dynamic input dimensions that the profile fixes are constants.
-
-    Importing with them known lets shape-only conditions (an ``If`` on a dimension, whose branches
-    may even differ in rank) be decided when the network is built, as they are for static inputs.
-    """
-
-    def changes(value: onnx.ValueInfoProto) -> list[tuple[int, int]]:
-        rank, dims = fixed.get(value.name, (-1, {}))
-        declared = value.type.tensor_type.shape.dim if value.type.HasField("tensor_type") else []
-        if len(declared) != rank:
-            return []  # a rank the profile does not match: the profile check names it
-        return [(axis, size) for axis, size in dims.items() if not declared[axis].HasField("dim_value")]
-
-    if not any(changes(value) for value in model.graph.input):
-        return model
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    for value in copy.graph.input:
-        for axis, size in changes(value):
-            dim = value.type.tensor_type.shape.dim[axis]
-            dim.Clear()
-            dim.dim_value = size
-    return copy
 
 
 def _is_device_array(value: Any) -> bool:

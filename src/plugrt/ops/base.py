@@ -44,6 +44,7 @@ __all__ = [
     "InputValues",
     "Operator",
     "ShapeExprs",
+    "assign",
     "create_operator",
     "host_ints",
     "register_operator",
@@ -77,6 +78,8 @@ class Operator(Node):
     xp: Any = np
     #: The kernel the builder chose among :meth:`tactics` (the plan's layer tactic); 0 is the operator's own.
     tactic: int = 0
+    #: :meth:`direct_launch` for the bound arrays (None: :meth:`run` is called)
+    _direct: tuple[Callable[..., Any], tuple[Any, ...]] | None = None
 
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         self.params: dict[str, Any] = dict(params or {})
@@ -162,11 +165,21 @@ class Operator(Node):
         out_values = self.output_values(shapes, values)
         return InferredShapes(out_shapes, out_values, dict(self.size_exprs), list(broadcast_checks(self, self.name)))
 
+    def direct_launch(
+        self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any
+    ) -> tuple[Callable[..., Any], tuple[Any, ...]] | None:
+        """The kernel over these bound arrays as one call and its arguments (a NumPy function with views
+        made now), computing exactly what :meth:`run` computes; None (the default) to call :meth:`run`.
+        Asked at bind, after :meth:`prepare`: small kernels then cost one call per run, not a Python frame
+        of their own."""
+        return None
+
     def bind(self, inputs: Sequence[Binding], outputs: Sequence[Binding], workspace: int) -> None:
         """:meth:`prepare` for the bound shapes; keep the arrays :meth:`launch` runs on."""
         self.bound_values = [b.values for b in inputs]
         self.prepare([b.shape for b in inputs], [b.shape for b in outputs])
         self._bound_args = ([b.array for b in inputs], [b.array for b in outputs], self.xp)
+        self._direct = self.direct_launch(*self._bound_args)
 
     def input_ints(self, position: int, array: Any) -> list[int]:
         """Input ``position``'s values as ints: a shape tensor's as the executor bound them (no device
@@ -179,8 +192,9 @@ class Operator(Node):
         self.run(*self._bound_args)
 
     def prepared_launch(self, stream: int) -> tuple[Callable[..., Any], tuple[Any, ...]]:
-        """The kernel and the bound arrays: the flat call list calls the kernel itself."""
-        return self.run, self._bound_args
+        """The kernel and the bound arrays (or its :meth:`direct_launch`): the flat call list calls the kernel
+        itself."""
+        return self._direct if self._direct is not None else (self.run, self._bound_args)
 
     # --- arrays kept between runs, in the memory of the array module ----------------------
     def weight(self, name: str, xp: Any = np) -> Any:
@@ -232,6 +246,11 @@ class Operator(Node):
 
 
 _OPERATORS: dict[str, type[Operator]] = {}
+
+
+def assign(out: Any, value: Any) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """``out[...] = value`` as a call and its arguments (a :meth:`Operator.direct_launch`)."""
+    return out.__setitem__, (Ellipsis, value)
 
 
 def host_ints(array: Any) -> list[int]:

@@ -161,3 +161,15 @@ def split_products(flops: float) -> bool:
     the threads block when they wait and share out the parts as they go, so a busy core slows the product
     down no more than it slows a single thread."""
     return _BLAS is not None and engine_threads() >= 2 and (os.cpu_count() or 1) >= 2 and flops >= MIN_THREADED_FLOPS
+
+
+#: OpenBLAS runs a product of fewer multiply-adds (M * N * K) than this on the calling thread alone, whatever its
+#: thread count (its matrix-vector threshold, 2304 * GEMM_MULTITHREAD_THRESHOLD 4; its matrix-matrix one is higher)
+BLAS_ALONE_BELOW = 9216
+
+
+def blas_runs_alone(rows: int, cols: int, inner: int) -> bool:
+    """True when a ``[rows, inner] @ [inner, cols]`` product runs on one BLAS thread without setting the count
+    (its thread count is one, or the product is below :data:`BLAS_ALONE_BELOW`): :func:`blas_threads_for` and
+    :func:`split_products` would change nothing, so a small kernel may call the BLAS directly."""
+    return _BLAS is None or _CONFIGURED <= 1 or rows * cols * inner < BLAS_ALONE_BELOW

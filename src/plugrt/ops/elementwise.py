@@ -157,6 +157,13 @@ class ElementwiseOperator(Operator):
             return
         getattr(xp, _UFUNCS[self.op])(a, b, out=out)
 
+    def direct_launch(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any) -> Any:
+        """The ufunc itself on NumPy, its output passed by position (integer DIV rounds toward zero through
+        :meth:`run`; MAX and MIN too: NumPy 2.4 deprecates their output by position)."""
+        if xp is not np or self.op in ("MAX", "MIN") or (self.op == "DIV" and outputs[0].dtype.kind in "iu"):
+            return None
+        return getattr(np, _UFUNCS[self.op]), (inputs[0], inputs[1], outputs[0])
+
 
 def _int_divide(xp: Any, a: Any, b: Any, out: Any) -> None:
     """Integer division rounded toward zero: floor division, plus one where it rounded down.

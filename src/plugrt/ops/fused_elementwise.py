@@ -24,6 +24,7 @@ CUDA's transcendental functions, HALF rounded once).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -195,9 +196,40 @@ class FusedElementwiseOperator(Operator):
                     value = value.astype(np.float32)
                 activation_kernel(kind)(xp, value, out, step["alpha"], step["beta"])
 
+    def direct_launch(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any) -> Any:
+        """A chain whose output is one block, on NumPy: every step resolved at bind to its function and the
+        bound arrays it reads and writes (what :meth:`_evaluate` looks up per step at every run)."""
+        out = outputs[0]
+        if xp is not np or out.size > BLOCK or out.dtype == np.float16:
+            return None
+        calls: list[tuple[Any, tuple[Any, ...]]] = []
+        for number, step in enumerate(self.steps):
+            value = inputs[0] if number == 0 else out
+            if "binary" in step:
+                left = value if step["left"] < 0 else inputs[step["left"]]
+                right = value if step["right"] < 0 else inputs[step["right"]]
+                ufunc = getattr(np, BINARY_OPS[step["binary"]])
+                if ufunc in (np.maximum, np.minimum):  # NumPy 2.4 deprecates their output by position
+                    calls.append((functools.partial(ufunc, out=out), (left, right)))
+                else:
+                    calls.append((ufunc, (left, right, out)))
+            elif "unary" in step:
+                if step["unary"] == "ERF":
+                    calls.append((erf, (np, value, out)))
+                else:
+                    calls.append((getattr(np, UNARY_OPS[step["unary"]]), (value, out)))
+            else:
+                calls.append((activation_kernel(step["activation"]), (np, value, out, step["alpha"], step["beta"])))
+        return _run_calls, (calls,)
+
     def describe(self) -> str:
         """One line for inspectors: the steps as a formula of ``x`` (input 0) and ``in1``, ``in2``, ..."""
         return f"fused_elementwise({describe_steps(self.steps)})"
+
+
+def _run_calls(calls: Sequence[tuple[Any, tuple[Any, ...]]]) -> None:
+    for function, args in calls:
+        function(*args)
 
 
 def describe_steps(steps: Sequence[dict[str, Any]]) -> str:

@@ -76,10 +76,15 @@ class GatherOperator(_Gather):
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         data, indices = inputs
         axis = self.axis + data.ndim if self.axis < 0 else self.axis
-        size = data.shape[axis]
-        if xp is np and indices.size:  # on a device the check would read back every run: out of range is
-            self._check_range([int(indices.min()), int(indices.max())], data.ndim, data.shape)  # undefined there
-        xp.take(data, _wrap(xp, indices, size), axis=axis, out=outputs[0])
+        if xp is np:  # NumPy's take counts negative indices from the end and refuses those out of range
+            try:
+                data.take(indices, axis, outputs[0])
+            except IndexError:
+                self._check_range([int(indices.min()), int(indices.max())], data.ndim, data.shape)
+                raise
+            return
+        # on a device the range check would read back every run: out of range is undefined there
+        xp.take(data, _wrap(xp, indices, data.shape[axis]), axis=axis, out=outputs[0])
 
 
 @register_operator

@@ -20,6 +20,7 @@ from ..core.errors import ShapeError
 from ..core.types import DataType
 from ..shape import constant
 from .base import InputShapes, InputValues, ShapeExprs, register_operator
+from .blas_threads import blas_runs_alone
 from .elementwise import label, merge_dim
 from .matrix_multiply import FEW_ROWS
 from .params import param
@@ -148,3 +149,28 @@ class GemmOperator(TorchOperator):
                 xp.add(target, c * np.float32(self.beta) if self.beta != 1.0 else c, out=target)
         if target is not out:
             xp.copyto(out, target, casting="unsafe")
+
+    def direct_launch(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any) -> Any:
+        """A small FLOAT product by the weight ``B`` (plus the weight ``C``) on NumPy, where the BLAS runs it on
+        one thread anyway (:func:`blas_runs_alone`): the same ``np.matmul`` (and ``np.add``) on views made at bind,
+        without the per-run lookups, checks and thread settings of :meth:`run`."""
+        a, out = inputs[0], outputs[0]
+        if xp is not np or type(self).run is not GemmOperator.run:  # not the INT8 product
+            return None
+        if "b" not in self.weights or self.uniform or a.dtype != np.float32 or out.dtype != np.float32:
+            return None
+        if self.has_c and "c" not in self.weights:
+            return None
+        a = a.T if self.trans_a else a
+        b = self.weights["b"].T if self.trans_b else self.weights["b"]
+        if b.dtype != np.float32 or not blas_runs_alone(a.shape[0], b.shape[1], a.shape[1]):
+            return None
+        c = self.weights["c"] if self.has_c else None
+        return _product, (a, b, out, c)
+
+
+def _product(a: Any, b: Any, out: Any, bias: Any) -> None:
+    """``out = a @ b`` (+ ``bias``), as the CPU backend's ``matmul_into``."""
+    np.matmul(a, b, out=out)
+    if bias is not None:
+        np.add(out, bias, out=out)

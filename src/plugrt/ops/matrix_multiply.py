@@ -10,6 +10,7 @@ a vector, vector x vector a scalar per batch element.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..shape import IDimensionExpr
 from .base import InputShapes, InputValues, ShapeExprs, register_operator
+from .blas_threads import blas_runs_alone
 from .elementwise import FLOAT_TYPES, broadcast_dim, expect_inputs, label, merge_dim
 from .product_parts import matmul_parts_into
 from .torch_cpu import TORCH_TACTIC, Kernel, TorchOperator, torch_module, view
@@ -149,6 +151,30 @@ class MatrixMultiplyOperator(TorchOperator):
             self.prepare([a.shape, b.shape], [out.shape])
         bias = inputs[2].reshape(-1) if self.bias else None
         matmul_parts_into(xp, a, b, out.reshape(self._out_view), bias)
+
+    def direct_launch(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any) -> Any:
+        """A small FLOAT product on NumPy where the BLAS runs it on one thread anyway (:func:`blas_runs_alone`):
+        the same ``np.matmul`` (and bias ``np.add``) on the operand views :meth:`run` makes, made at bind."""
+        if xp is not np or type(self).run is not MatrixMultiplyOperator.run:  # not the INT8 products
+            return None
+        x, y, out = inputs[0], inputs[1], outputs[0]
+        if x.dtype != np.float32 or y.dtype != np.float32 or out.dtype != np.float32 or not out.flags.c_contiguous:
+            return None
+        a = x.swapaxes(-1, -2) if self.ops[0] == "TRANSPOSE" else x[..., None, :] if self.ops[0] == "VECTOR" else x
+        b = y.swapaxes(-1, -2) if self.ops[1] == "TRANSPOSE" else y[..., :, None] if self.ops[1] == "VECTOR" else y
+        target = out.reshape(self._out_view)
+        if len(self._out_view) != a.ndim:
+            return None
+        if not blas_runs_alone(math.prod(target.shape[:-1]), target.shape[-1], a.shape[-1]):
+            return None
+        return _product, (a, b, target, inputs[2].reshape(-1) if self.bias else None)
+
+
+def _product(a: Any, b: Any, out: Any, bias: Any) -> None:
+    """``out = a @ b`` (+ ``bias`` over the last axis), as the CPU backend's ``matmul_into``."""
+    np.matmul(a, b, out=out)
+    if bias is not None:
+        np.add(out, bias, out=out)
 
 
 def _operand(x: Any, op: str, first: bool) -> Any:

@@ -23,6 +23,8 @@ __all__ = ["ReduceOperator", "axes_from_mask"]
 
 _FUNCTIONS = {"SUM": "sum", "PROD": "prod", "MAX": "max", "MIN": "min", "AVG": "mean"}
 _TYPES = FLOAT_TYPES | {DataType.INT32, DataType.INT64}
+#: the ufuncs whose reduce ``np.sum``, ``np.prod``, ``np.max`` and ``np.min`` call
+_UFUNCS = {"SUM": np.add, "PROD": np.multiply, "MAX": np.maximum, "MIN": np.minimum}
 
 
 def axes_from_mask(op: Operator, mask: int, rank: int) -> tuple[int, ...]:
@@ -78,3 +80,12 @@ class ReduceOperator(Operator):
             out[...] = low if self.op == "MAX" else high
         else:
             function(x, axis=self._axes, keepdims=self.keep_dims, out=out)
+
+    def direct_launch(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any) -> Any:
+        """NumPy's reduction ufunc itself (what ``np.sum``/``max``/``min``/``prod`` call), where :meth:`run`
+        has no special case."""
+        x, out = inputs[0], outputs[0]
+        ufunc = _UFUNCS.get(self.op)
+        if xp is not np or ufunc is None or x.size == 0 or (x.dtype == np.float16 and self.op == "SUM"):
+            return None
+        return ufunc.reduce, (x, self._axes, None, out, self.keep_dims)

@@ -89,8 +89,31 @@ class ScatterNdOperator(_Scatter):
         out[...] = data
         depth = indices.shape[-1]
         flat = indices.reshape(-1, depth)
+        updates = updates.reshape((flat.shape[0], *data.shape[depth:]))
+        if xp is np and self.reduction == "none":
+            # NumPy's indexing counts negative indices from the end and refuses those out of range
+            out[tuple(flat.T)] = updates
+            return
         where = tuple(xp.where(flat[:, k] < 0, flat[:, k] + data.shape[k], flat[:, k]) for k in range(depth))
-        self._write(xp, out, where, updates.reshape((flat.shape[0], *data.shape[depth:])))
+        self._write(xp, out, where, updates)
+
+    def direct_launch(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any) -> Any:
+        """Without a reduction on NumPy: the index columns and the updates as views made at bind."""
+        data, indices, updates = inputs
+        if xp is not np or self.reduction != "none" or not (indices.flags.c_contiguous and updates.flags.c_contiguous):
+            return None
+        flat = indices.reshape(-1, indices.shape[-1])
+        return _scatter, (
+            outputs[0],
+            data,
+            tuple(flat.T),
+            updates.reshape((flat.shape[0], *data.shape[flat.shape[1] :])),
+        )
+
+
+def _scatter(out: Any, data: Any, where: tuple[Any, ...], updates: Any) -> None:
+    out[...] = data
+    out[where] = updates
 
 
 @register_operator

@@ -15,7 +15,7 @@ import numpy as np
 from ..core.errors import ShapeError
 from ..core.types import DataType
 from ..shape import constant
-from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, assign, register_operator
 from .elementwise import expect_inputs, label
 from .params import ints, param
 from .tensor_common import constant_ints, expect_index_type, expect_input_count, normalize_axis, values_of, volume
@@ -58,6 +58,17 @@ class _AxesReshape(Operator):
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         out = outputs[0]
         out[...] = inputs[0].reshape(out.shape)
+
+    def direct_launch(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any) -> Any:
+        return reshaped_copy(inputs[0], outputs[0], xp)
+
+
+def reshaped_copy(x: Any, out: Any, xp: Any) -> Any:
+    """``out[...] = x.reshape(out.shape)`` as one call: ``x`` copied into a view of ``out`` of ``x``'s shape
+    (the same elements in the same order; None where ``out`` is not contiguous, or off NumPy)."""
+    if xp is not np or not out.flags.c_contiguous or x.size != out.size:
+        return None
+    return assign(out.reshape(x.shape), x)
 
 
 @register_operator
@@ -123,3 +134,6 @@ class FlattenOperator(Operator):
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         out = outputs[0]
         out[...] = inputs[0].reshape(out.shape)
+
+    def direct_launch(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any) -> Any:
+        return reshaped_copy(inputs[0], outputs[0], xp)

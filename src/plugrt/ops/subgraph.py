@@ -13,20 +13,23 @@ saying per dimension where its size comes from (see :func:`template_dim`).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+import functools
+import math
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..backends.registry import backend_for, using_backend
-from ..core.errors import ExecutionError, NetworkError, ShapeError
+from ..core.errors import ExecutionError, NetworkError, PlugrtError, ShapeError
 from ..core.types import DataType
+from ..nodes.base import Binding
 from ..shape import DimensionOperation, constant, operation
 from ..shape.expr import IDimensionExpr
 from .base import InputShapes, InputValues, Operator, ShapeExprs
 from .elementwise import quiet
 
-__all__ = ["BoundSubgraph", "ControlFlowOperator", "SubgraphEngine", "template_dim"]
+__all__ = ["BodyOperator", "BoundSubgraph", "ControlFlowOperator", "SubgraphEngine", "template_dim"]
 
 
 class SubgraphEngine:
@@ -61,7 +64,7 @@ class SubgraphEngine:
 
     def _bound(self, arrays: Sequence[Any], xp: Any) -> BoundSubgraph:
         backend = backend_for(xp)
-        signature = (backend.name, *((tuple(a.shape), str(a.dtype)) for a in arrays))
+        signature = (backend.name, *((tuple(a.shape), np.dtype(a.dtype)) for a in arrays))
         bound = self._engines.get(signature)
         if bound is None:
             bound = BoundSubgraph(self._build(arrays, backend.name), xp, arrays, self.input_names, self.output_names)
@@ -96,7 +99,9 @@ class BoundSubgraph:
 
     Runs write the inputs into its buffers and read the results from its own, so the addresses never
     change and the context is prepared only once (a loop body runs many times at the same shapes).
-    Bodies with data-dependent result shapes (``direct`` False) go through
+    The inputs lie in one block of memory in their order, as do the outputs (each buffer at a multiple of
+    :data:`ALIGNMENT` bytes), so that values carried from the results to the inputs of the next iteration
+    are one copy (:meth:`carry`). Bodies with data-dependent result shapes (``direct`` False) go through
     :meth:`CompiledModel.execute` instead.
     """
 
@@ -110,26 +115,36 @@ class BoundSubgraph:
         self.outputs: dict[str, Any] = {}
         self.direct = True
         backend = engine.backend
-        for name in compiled.input_names:
-            shape = tuple(context.get_tensor_shape(name))  # static: the subgraph is built per shape
-            buffer = xp.zeros(shape, dtype=np.dtype(engine.get_tensor_dtype(name).nptype()))
-            context.set_input_shape(name, shape)
-            context.set_tensor_address(name, backend.address_of(buffer))
-            self.inputs[name] = buffer
-        #: one buffer per subgraph input, in its order (scratch for inputs the engine does not read)
-        self.input_buffers = [
-            self.inputs[n] if n in self.inputs else xp.zeros(a.shape, a.dtype) for n, a in zip(input_names, arrays)
-        ]
+        read = set(compiled.input_names)
+        specs = []
+        for name, array in zip(input_names, arrays):
+            if name in read:  # static: the subgraph is built per shape
+                specs.append((tuple(context.get_tensor_shape(name)), np.dtype(engine.get_tensor_dtype(name).nptype())))
+            else:  # scratch for an input the engine does not read
+                specs.append((tuple(array.shape), np.dtype(array.dtype)))
+        self._input_block, self._input_offsets, buffers = _carve(xp, specs)
+        #: one buffer per subgraph input, in its order
+        self.input_buffers = buffers
+        for name, buffer in zip(input_names, buffers):
+            if name in read:
+                context.set_input_shape(name, buffer.shape)
+                context.set_tensor_address(name, backend.address_of(buffer))
+                self.inputs[name] = buffer
         self.output_buffers: list[Any] = []
-        for name in compiled.output_names:
+        specs = []
+        for name in output_names:
             shape = tuple(context.get_tensor_shape(name))
             if -1 in shape:
                 self.direct = False
                 return
-            buffer = xp.empty(shape, dtype=np.dtype(engine.get_tensor_dtype(name).nptype()))
-            context.set_tensor_address(name, backend.address_of(buffer))
-            self.outputs[name] = buffer
-        self.output_buffers = [self.outputs[n] for n in output_names]
+            specs.append((shape, np.dtype(engine.get_tensor_dtype(name).nptype())))
+        self._output_block, self._output_offsets, self.output_buffers = _carve(xp, specs)
+        for name, buffer in zip(output_names, self.output_buffers):
+            if name not in self.outputs:
+                context.set_tensor_address(name, backend.address_of(buffer))
+                self.outputs[name] = buffer
+        self._laid_out = len(self.outputs) == len(output_names)  # each output in its own place of the block
+        self.output_buffers = [self.outputs[n] for n in output_names]  # a name given twice is one engine output
 
     def stream(self) -> int:
         """The stream the caller's work is queued on (work of the body goes on it too)."""
@@ -147,6 +162,44 @@ class BoundSubgraph:
         entered them)."""
         self.compiled.context.execute_nested(stream)
 
+    def launcher(self, stream: int) -> Callable[[], None]:
+        """:meth:`launch` as a call without arguments, its per-run checks done now: the body's kernels
+        in a row (valid while the body is bound as it is, which it stays)."""
+        return self.compiled.context.nested_launcher(stream)
+
+    def carry(self, first_input: int, first_output: int, count: int) -> Callable[[], None] | None:
+        """A call copying outputs ``first_output ...`` into inputs ``first_input ...`` (``count`` of them: the
+        values an iteration hands to the next), as one copy of their block where both lie alike; None for none."""
+        if count <= 0:
+            return None
+        ins = self.input_buffers[first_input : first_input + count]
+        outs = self.output_buffers[first_output : first_output + count]
+        if len(ins) != count or len(outs) != count:
+            raise ExecutionError(
+                f"carry: {count} values from output {first_output} to input {first_input} do not exist"
+            )
+        alike = all(a.shape == b.shape and a.dtype == b.dtype for a, b in zip(ins, outs))
+        in_offsets = self._input_offsets[first_input : first_input + count]
+        out_offsets = self._output_offsets[first_output : first_output + count]
+        if (
+            alike
+            and self._laid_out
+            and [o - in_offsets[0] for o in in_offsets] == [o - out_offsets[0] for o in out_offsets]
+        ):
+            size = in_offsets[-1] - in_offsets[0] + ins[-1].nbytes
+            if size == 0:
+                return None
+            target = self._input_block[in_offsets[0] : in_offsets[0] + size]
+            source = self._output_block[out_offsets[0] : out_offsets[0] + size]
+            return functools.partial(self.xp.copyto, target, source)
+        pairs = list(zip(ins, outs))
+
+        def copy() -> None:
+            for target, source in pairs:
+                target[...] = source
+
+        return copy
+
     def run(self, arrays: dict[str, Any], stream: int) -> dict[str, Any]:
         if not self.direct:
             return dict(self.compiled.execute({n: a for n, a in arrays.items() if n in self.inputs}, stream))
@@ -154,6 +207,25 @@ class BoundSubgraph:
             buffer[...] = arrays[name]
         self.compiled.context.execute_async_v3(stream)
         return {name: buffer.copy() for name, buffer in self.outputs.items()}
+
+
+#: where buffers of a :class:`BoundSubgraph` start in their block: a multiple of this many bytes
+ALIGNMENT = 64
+
+
+def _carve(xp: Any, specs: Sequence[tuple[tuple[int, ...], np.dtype]]) -> tuple[Any, list[int], list[Any]]:
+    """Arrays of these shapes and types, zeroed, in one block of ``xp``'s memory, each at a multiple of
+    :data:`ALIGNMENT` bytes: the block (bytes), each array's offset in it, the arrays."""
+    offsets, end = [], 0
+    for shape, dtype in specs:
+        offsets.append(end)
+        end += -(-math.prod(shape) * dtype.itemsize // ALIGNMENT) * ALIGNMENT
+    block = xp.zeros(max(end, 1), dtype=np.uint8)
+    arrays = []
+    for (shape, dtype), offset in zip(specs, offsets):
+        nbytes = math.prod(shape) * dtype.itemsize
+        arrays.append(block[offset : offset + nbytes].view(dtype).reshape(shape))
+    return block, offsets, arrays
 
 
 def template_dim(
@@ -273,3 +345,33 @@ class ControlFlowOperator(Operator):
         """Write data-dependent size ``index`` (its output follows the results) for each ``index: value``."""
         for index, value in sizes.items():
             outputs[self.num_results + index][...] = value
+
+
+class BodyOperator(ControlFlowOperator):
+    """A control-flow operator whose body is bound when the operator is (``loop``, ``scan``): :meth:`bind`
+    keeps :meth:`bind_body`'s result for the bound arrays; :meth:`bound_body` gives it to a run on them
+    (or binds again for other arrays). Subclasses implement :meth:`bind_body`."""
+
+    def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
+        super().__init__(params, weights)
+        self._body: Any = None
+
+    def bind(self, inputs: Sequence[Binding], outputs: Sequence[Binding], workspace: int) -> None:
+        """Keep the arrays and bind the body for these shapes (built now where it was not yet)."""
+        super().bind(inputs, outputs, workspace)
+        try:
+            self._body = self.bind_body(*self._bound_args)
+        except PlugrtError:
+            self._body = None  # the run binds it again and reports why it cannot
+
+    def bound_body(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any) -> Any:
+        """The body bound for these arrays (the one made at bind where they are the bound arrays); None where
+        the body's results depend on data or do not fit."""
+        body = self._body
+        if body is None or body.inputs is not inputs or body.outputs is not outputs:
+            body = self.bind_body(inputs, outputs, xp)
+        return body
+
+    def bind_body(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any) -> Any:
+        """The body bound for these arrays: an object with ``inputs`` and ``outputs`` (the arrays), or None."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement bind_body")

@@ -120,3 +120,14 @@ class ArgReduceOperator(Operator):
         else:
             found = function(x, axis=axis, keepdims=True)
         out[...] = found.reshape(out.shape)
+
+    def direct_launch(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any) -> Any:
+        """``x.argmax(axis, out)`` into a view of the output without the reduced axis (NumPy, first index)."""
+        x, out = inputs[0], outputs[0]
+        if xp is not np or self.last or not out.flags.c_contiguous or out.dtype != np.intp or x.ndim == 0:
+            return None
+        axis = self.axis + x.ndim if self.axis < 0 else self.axis
+        if x.shape[axis] == 0:
+            return None
+        target = out.reshape(x.shape[:axis] + x.shape[axis + 1 :])
+        return (x.argmax if self.op == "max" else x.argmin), (axis, target)

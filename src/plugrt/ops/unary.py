@@ -93,6 +93,12 @@ class UnaryOperator(SameShape, TorchOperator):
         else:
             getattr(xp, UFUNCS[self.op])(inputs[0], out=outputs[0])
 
+    def direct_launch(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any) -> Any:
+        """The ufunc itself on NumPy (ERF through :meth:`run`)."""
+        if xp is not np or self.op == "ERF":
+            return None
+        return getattr(np, UFUNCS[self.op]), (inputs[0], outputs[0])
+
 
 def erf(xp: Any, x: Any, out: Any) -> None:
     """Write the error function of ``x`` into ``out``.

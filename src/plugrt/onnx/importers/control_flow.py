@@ -25,10 +25,13 @@ from .base import ImportContext, OnnxImportError, register_importer
 from .subgraphs import Sizes, Subgraph, Template, emit, unknown_shape
 from .tensor import add_op
 
-__all__ = ["UNBOUNDED_LOOP_LIMIT"]
+__all__ = ["DECIDED_BY_DIMENSIONS", "UNBOUNDED_LOOP_LIMIT"]
 
 #: Iterations the scan outputs are planned for when its trip count is unknown at build time.
 UNBOUNDED_LOOP_LIMIT = 1024
+#: What the error of an ``If`` says when its branches differ in rank and its condition follows from input
+#: dimensions: imported again with those dimensions fixed, it is decided (``plugrt.compile`` does so)
+DECIDED_BY_DIMENSIONS = "its condition follows from input dimensions"
 
 
 @register_importer("Loop")
@@ -153,7 +156,7 @@ def import_if(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
             ctx.fail(f"result {index} is {then_type.name} in the then branch and {else_type.name} in the else branch")
         if len(then_dims) != len(else_dims):
             hint = (
-                "; its condition follows from input dimensions: fix them in the profile (min == max, e.g. "
+                f"; {DECIDED_BY_DIMENSIONS}: fix them in the profile (min == max, e.g. "
                 "plugrt.compile(..., shapes=...)) so that the branch is chosen when the network is built"
                 if ctx.values_of(cond) else ""
             )
