@@ -94,9 +94,22 @@ def test_the_mask_constant_saturates_in_half_instead_of_making_nan(fast_half: No
     feeds = _feeds()
     got = _run(_build(masked_attention(), trt.BuilderFlag.FP16), feeds)
     assert np.isfinite(got).all()
-    reformats = [layer for layer in _build(masked_attention(), trt.BuilderFlag.FP16).plan.layers
-                 if layer.kind == "reformat" and layer.params.get("saturate")]  # fmt: skip
-    assert reformats
+    plan = _build(masked_attention(), trt.BuilderFlag.FP16).plan
+    halves = [plan.weights[layer.weights["value"]] for layer in plan.layers
+              if layer.kind == "constant" and plan.tensors[layer.outputs[0]].dtype == trt.float16]  # fmt: skip
+    assert any(value.min() == -65504 for value in halves)  # converted once, at build, saturated
+
+
+def test_constants_are_converted_at_build_not_per_inference(fast_half: None) -> None:
+    """A FLOAT constant a HALF layer reads is stored in HALF in the plan (as TensorRT stores FP16 weights):
+    no reformat layer converts weights at every run, and the exported attention still fuses."""
+    plan = _build(masked_attention(), trt.BuilderFlag.FP16).plan
+    for layer in plan.layers:
+        if layer.kind == "reformat":
+            assert plan.tensors[layer.inputs[0]].role != "constant", layer.name
+    assert any(layer.kind == "attention" for layer in plan.layers)
+    kinds = [layer.kind for layer in plan.layers]
+    assert kinds.count("reformat") <= 3  # the input, the mask made from it, the output
 
 
 def test_saturating_reformat_keeps_infinities_and_clamps_finite_values() -> None:
@@ -224,3 +237,51 @@ def test_masked_attention_exported_by_torch_in_fp16_and_with_the_flag(fast_half:
         assert np.isfinite(got).all()
         np.testing.assert_allclose(got, want, atol=2e-2 * np.abs(want).max())
         module = module.float()
+
+
+def test_a_shape_layer_reads_a_half_tensor_without_a_reformat(fast_half: None) -> None:
+    """Shape only reads dimensions: it takes the HALF activation as stored instead of a FLOAT copy made at every run."""
+    weight = np.random.default_rng(2).standard_normal((64, 64)).astype(np.float32)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        helper.make_node("Shape", ["h"], ["s"]),
+        helper.make_node("Reshape", ["h", "s"], ["r"]),
+        helper.make_node("Relu", ["r"], ["y"]),
+    ]
+    model = onnx_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 16, 64])], ["y"], {"w": weight})
+    engine = _build(model, trt.BuilderFlag.FP16)
+    plan = engine.plan
+    converted = sorted(plan.tensors[layer.inputs[0]].name for layer in plan.layers if layer.kind == "reformat")
+    assert converted == ["x", "y [HALF/LINEAR]"]  # the input and the output only
+    x = np.random.default_rng(3).standard_normal((2, 16, 64)).astype(np.float32)
+    np.testing.assert_allclose(_run(engine, {"x": x}), np.maximum(x @ weight, 0), rtol=2e-2, atol=2e-2)
+
+
+def test_epilogues_fuse_in_half_as_in_float(fast_half: None) -> None:
+    """Under FP16 the bias Add fuses into the product, and the residual Add and ReLU into the convolution,
+    as they do in FLOAT (HALF layers were left unfused before)."""
+    rng = np.random.default_rng(4)
+    nodes = [
+        helper.make_node("Conv", ["x", "k"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c", "x"], ["r"]),
+        helper.make_node("Relu", ["r"], ["a"]),
+        helper.make_node("Reshape", ["a", "flat"], ["f"]),
+        helper.make_node("MatMul", ["f", "w"], ["m"]),
+        helper.make_node("Add", ["m", "bias"], ["y"]),
+    ]
+    weights = {
+        "k": (0.1 * rng.standard_normal((4, 4, 3, 3))).astype(np.float32),
+        "flat": np.array([2, 64], np.int64),
+        "w": (0.1 * rng.standard_normal((64, 8))).astype(np.float32),
+        "bias": rng.standard_normal(8).astype(np.float32),
+    }
+    model = onnx_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 4, 4])], ["y"], weights)
+    x = rng.standard_normal((2, 4, 4, 4)).astype(np.float32)
+    want = _run(_build(model), {"x": x})
+    engine = _build(model, trt.BuilderFlag.FP16)
+    layers = {layer.kind: layer for layer in engine.plan.layers}
+    assert "elementwise" not in layers and "activation" not in layers
+    assert layers["matrix_multiply"].params.get("bias") and layers["convolution"].params.get("residual")
+    assert layers["convolution"].params.get("activation") == "RELU"
+    assert engine.plan.tensors[layers["convolution"].outputs[0]].dtype == trt.float16
+    np.testing.assert_allclose(_run(engine, {"x": x}), want, atol=2e-2 * np.abs(want).max())

@@ -58,6 +58,15 @@ def _cases():  # type: ignore[no-untyped-def]
             [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])],
             (4, 8, 20, 20), conv, 17, "convolution",
         ),
+        "conv_add_relu": (  # cuDNN's fused convolution + bias + residual + ReLU (ops/conv_cudnn.py)
+            [
+                helper.make_node("Conv", ["x", "w8", "b8"], ["c"], pads=[1, 1, 1, 1]),
+                helper.make_node("Add", ["c", "x"], ["r"]),
+                helper.make_node("Relu", ["r"], ["y"]),
+            ],
+            (4, 8, 20, 20), {"w8": RNG.standard_normal((8, 8, 3, 3)) * 0.2, "b8": RNG.standard_normal(8)}, 17,
+            "convolution",
+        ),
         "conv_stride2_asymmetric": (
             [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[0, 0, 1, 1], strides=[2, 2])],
             (4, 8, 20, 20), conv, 17, "convolution",
@@ -75,6 +84,21 @@ def _cases():  # type: ignore[no-untyped-def]
             (4, 8, 6, 6), gn, 21, "normalization",
         ),
         "softmax": ([helper.make_node("Softmax", ["x"], ["y"], axis=-1)], (4, 10, 32), {}, 17, "softmax"),
+        "max_pool": (
+            [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])],
+            (4, 8, 21, 21), {}, 17, "pooling",
+        ),
+        "average_pool": (
+            [helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
+            (4, 8, 20, 20), {}, 17, "pooling",
+        ),
+        "gemm": (
+            [helper.make_node("Gemm", ["x", "gw", "gc"], ["y"], transB=1, alpha=0.5, beta=2.0)],
+            (4, 32), {"gw": RNG.standard_normal((16, 32)) * 0.2, "gc": RNG.standard_normal(16)}, 17, "gemm",
+        ),
+        "global_average_pool": (
+            [helper.make_node("GlobalAveragePool", ["x"], ["y"])], (4, 8, 7, 7), {}, 17, "global_pooling",
+        ),
         "sigmoid": ([helper.make_node("Sigmoid", ["x"], ["y"])], (4, 10, 32), {}, 17, "activation"),
     }
 
@@ -125,3 +149,13 @@ def test_gpu_plan_of_torch_layers_runs_with_cupy_when_torch_is_off(monkeypatch) 
     monkeypatch.setenv("PLUGRT_TORCH", "0")
     got = run_plan(plan, "cuda", {"x": x})["y"]
     np.testing.assert_allclose(got, want, atol=1e-4 * float(np.abs(want).max()))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_cudnn_fuses_convolution_bias_add_and_relu_on_this_gpu(dtype: str) -> None:
+    """The probe behind ops/conv_cudnn.py: on an H200 cuDNN's fused forms give the unfused result (if this fails,
+    engines still run, with the unfused epilogue: a pass more per convolution)."""
+    torch = pytest.importorskip("torch")
+    from plugrt.ops.conv_cudnn import _works
+
+    assert _works(torch, torch.device("cuda"), getattr(torch, dtype))

@@ -33,15 +33,26 @@ def _model(nodes, inits, inputs, outputs=("y",)):  # type: ignore[no-untyped-def
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def _heads(scale: str, mask: bool, transpose_k: bool, guard: bool = False):  # type: ignore[no-untyped-def]
-    """x [B, S, 32] → q, k, v of 4 heads of 8 → softmax(q k^T (op) c + mask) v, as the torchscript exporter writes it."""
+def _heads(  # type: ignore[no-untyped-def]
+    scale: str, mask: bool, transpose_k: bool, guard: bool = False, sdpa: bool = False
+):
+    """x [B, S, 32] → q, k, v of 4 heads of 8 → softmax(q k^T (op) c + mask) v, as the torchscript exporter writes it;
+    ``sdpa``: as it writes ``scaled_dot_product_attention``, the query and the key each times the square root of
+    the scale after their transposes, the result reshaped to its own dims before its transpose."""
     nodes = []
     for name in "qkv":
         nodes += [
             n("MatMul", ["x", f"w{name}"], [f"{name}2"]),
             n("Reshape", [f"{name}2", "split"], [f"{name}3"]),
-            n("Transpose", [f"{name}3"], [name], perm=[0, 2, 3, 1] if name == "k" and transpose_k else [0, 2, 1, 3]),
+            n(
+                "Transpose",
+                [f"{name}3"],
+                [f"{name}4" if sdpa and name != "v" else name],
+                perm=[0, 2, 3, 1] if name == "k" and transpose_k else [0, 2, 1, 3],
+            ),
         ]
+        if sdpa and name != "v":
+            nodes.append(n("Mul", [f"{name}4", "root"], [name]))
     if transpose_k:
         nodes.append(n("MatMul", ["q", "k"], ["raw"]))
     else:
@@ -56,22 +67,22 @@ def _heads(scale: str, mask: bool, transpose_k: bool, guard: bool = False):  # t
     nodes.append(n("Softmax", [last], ["p"], axis=-1))
     if guard:  # the dynamo exporter's: rows the mask removes entirely give NaN; they become 0
         nodes += [n("IsNaN", ["p"], ["nan"]), n("Where", ["nan", "zero", "p"], ["p0"])]
-    nodes += [
-        n("MatMul", ["p0" if guard else "p", "v"], ["ctx"]),
-        n("Transpose", ["ctx"], ["ctx2"], perm=[0, 2, 1, 3]),
-        n("Reshape", ["ctx2", "merge"], ["y"]),
-    ]
+    nodes.append(n("MatMul", ["p0" if guard else "p", "v"], ["ctx0" if sdpa else "ctx"]))
+    if sdpa:
+        nodes.append(n("Reshape", ["ctx0", "heads"], ["ctx"]))
+    nodes += [n("Transpose", ["ctx"], ["ctx2"], perm=[0, 2, 1, 3]), n("Reshape", ["ctx2", "merge"], ["y"])]
     inits = {f"w{c}": RNG.standard_normal((32, 32)) * 0.3 for c in "qkv"}
-    inits.update(split=np.array([0, 0, 4, 8]), merge=np.array([0, 0, 32]))
+    inits.update(split=np.array([0, 0, 4, 8]), merge=np.array([0, 0, 32]), heads=np.array([0, 4, 10, 8]))
+    inits["root"] = np.array(0.8 ** 0.5)
     inits["c"] = np.array(np.sqrt(8.0) if scale == "Div" else 1 / np.sqrt(8.0))
     if guard:
         inits["zero"] = np.array(0.0)
     model = _model(
         nodes,
-        {k: v for k, v in inits.items() if k not in ("split", "merge")},
+        {k: v for k, v in inits.items() if k not in ("split", "merge", "heads")},
         {"x": ("B", 10, 32), "m": ("B", 1, 1, 10)},
     )
-    for name in ("split", "merge"):
+    for name in ("split", "merge", "heads"):
         model.graph.initializer.append(numpy_helper.from_array(inits[name].astype(np.int64), name))
     if not mask:
         del model.graph.input[1]
@@ -122,7 +133,8 @@ def test_the_exported_masked_attention_fuses(monkeypatch) -> None:
     want = plugrt.compile(masked_attention())(feeds)["y"]
     layer = next(layer for layer in fused.engine.plan.layers if layer.kind == "attention")
     assert layer.params == {
-        "op0": "NONE", "op1": "NONE", "value_op": "NONE", "pre": "DIV", "mask": True, "scaled": False, "nan_to_zero": False
+        "op0": "NONE", "op1": "NONE", "value_op": "NONE", "pre": "DIV", "mask": True, "scaled": False, "nan_to_zero": False,
+        "perm_a": [], "perm_b": [], "perm_v": [], "perm_out": [], "scale_a": False, "scale_b": False,
     }  # fmt: skip
     np.testing.assert_array_equal(got, want)
 
@@ -186,6 +198,16 @@ def test_the_nan_guard_of_the_dynamo_exporter_fuses_and_zeroes_removed_rows(monk
     if torch_tactic != "0":
         pytest.importorskip("torch")
     model, feeds = _heads("Div", True, False, guard=True), _feeds(True, removed=True)
+    fused, want = _fused_against_unfused(monkeypatch, model, feeds, torch_tactic)
+    kinds = _kinds(fused)
+    assert kinds.count("attention") == 1 and "where" not in kinds and "unary" not in kinds
+    assert fused.engine.plan.layers[kinds.index("attention")].params["nan_to_zero"] is True
+    assert np.isfinite(want).all() and np.all(want[0] == 0)
+
+
+def _fused_against_unfused(monkeypatch, model, feeds, torch_tactic: str):  # type: ignore[no-untyped-def]
+    """(the fused engine, the unfused result): the fused result is checked against it, bit for bit with the own
+    kernel, within 2e-5 of the output's scale with PyTorch's."""
     monkeypatch.setenv("PLUGRT_TORCH", "0")
     monkeypatch.setenv(DISABLE_ENV, "attention")
     want = plugrt.compile(model)(feeds)["y"]
@@ -193,11 +215,35 @@ def test_the_nan_guard_of_the_dynamo_exporter_fuses_and_zeroes_removed_rows(monk
     monkeypatch.setenv("PLUGRT_TORCH", torch_tactic)
     fused = plugrt.compile(model)
     got = fused(feeds)["y"]
-    kinds = _kinds(fused)
-    assert kinds.count("attention") == 1 and "where" not in kinds and "unary" not in kinds
-    assert fused.engine.plan.layers[kinds.index("attention")].params["nan_to_zero"] is True
-    assert np.isfinite(want).all() and np.all(want[0] == 0)
     if torch_tactic == "0":
         np.testing.assert_array_equal(got, want)
     else:
         np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * float(np.abs(want).max()))
+    return fused, want
+
+
+@pytest.mark.parametrize("transpose_k", [True, False])
+@pytest.mark.parametrize("torch_tactic", ["0", "always"])
+def test_the_transposes_and_scales_around_attention_are_taken_in(monkeypatch, transpose_k: bool, torch_tactic: str) -> None:
+    """The exported scaled_dot_product_attention: the heads' transposes, the query's and key's own scales and the
+    result's transpose (behind a reshape to its own dims) become part of the attention layer; bit-identical with
+    its own kernel, within 2e-5 with PyTorch's."""
+    if torch_tactic != "0":
+        pytest.importorskip("torch")
+    fused, _ = _fused_against_unfused(monkeypatch, _heads("Div", True, transpose_k, sdpa=True), _feeds(True), torch_tactic)
+    kinds = _kinds(fused)
+    layer = fused.engine.plan.layers[kinds.index("attention")]
+    assert layer.params["perm_a"] == [0, 2, 1, 3] and layer.params["perm_v"] == [0, 2, 1, 3]
+    assert layer.params["perm_b"] == [0, 2, 3, 1]  # with transpose_k False: two transposes composed
+    assert layer.params["perm_out"] == [0, 2, 1, 3] and layer.params["scale_a"] and layer.params["scale_b"]
+    assert "elementwise" not in kinds  # the scales
+    assert kinds.count("shuffle") == 3 + 1  # the reshapes splitting the heads off and merging them remain
+
+
+def test_attention_permutations_are_checked() -> None:
+    with pytest.raises(NetworkError, match=r"perm_a \[0, 0, 1, 2\] is not a permutation"):
+        AttentionOperator({"perm_a": [0, 0, 1, 2]})
+    op = AttentionOperator({"perm_a": [0, 2, 1, 3, 4]})
+    dims = [constant(d) for d in (2, 4, 10, 8)]
+    with pytest.raises(ShapeError, match="transpose"):
+        op.output_shapes([dims, dims, dims], [None] * 3)

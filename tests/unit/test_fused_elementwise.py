@@ -124,3 +124,23 @@ def test_a_chain_of_the_running_value_alone_reads_one_input() -> None:
     out = np.empty_like(x)
     op.run([x], [out], np)
     np.testing.assert_array_equal(out, (np.maximum(x, 0) * 2) * x)
+
+
+def test_every_step_a_chain_may_hold_has_a_cuda_form() -> None:
+    """The GPU kernel generator (ops/fused_elementwise_cuda.py) covers every op the chain rule may put in a chain,
+    so no chain falls back to one launch per step; constants are C float literals, infinities included."""
+    from plugrt.ops import activation
+    from plugrt.ops.fused_elementwise import BINARY_OPS, UNARY_OPS
+    from plugrt.ops.fused_elementwise_cuda import chain_source
+
+    for op in BINARY_OPS:
+        body = chain_source([{"binary": op, "left": -1, "right": 1}], 2)
+        assert body is not None and "in1" in body, op
+    for op in UNARY_OPS:
+        assert chain_source([{"unary": op}], 1) is not None, op
+    for kind in activation._KERNELS:  # every ActivationType the activation layer has
+        body = chain_source([{"activation": kind, "alpha": 0.5, "beta": float("inf")}], 1)
+        assert body is not None, kind
+    clip = chain_source([{"activation": "CLIP", "alpha": float("-inf"), "beta": 6.0}], 1)
+    assert clip is not None and "clip_(v, __int_as_float(0xff800000), 6.0f)" in clip
+    assert chain_source([{"unary": "NO_SUCH_OP"}], 1) is None

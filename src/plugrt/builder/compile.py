@@ -6,7 +6,7 @@ formats with reformat layers where they differ, configuration, workspace);
 mark the outputs (``builder/outputs.py``); fuse pairs of standard layers
 (``builder/fusion.py``); time the operators' tactics (``builder/tactics.py``); store the tensors
 between channels-last kernels channels-last (``builder/layouts.py``); give in-place outputs their inputs' memory
-(``builder/in_place.py``); check every shape at each profile's min, opt and
+(``builder/in_place.py``) and reshapes their inputs' (``builder/views.py``); check every shape at each profile's min, opt and
 max; finish the nodes (plugins serialize into records); plan activation memory
 per profile (``builder/memory.py``).
 """
@@ -36,6 +36,7 @@ from .profiles import resolve_profiles
 from .qdq import explicit_int8
 from .state import BuildState
 from .tactics import choose_tactics
+from .views import share_views
 
 __all__ = ["build_plan"]
 
@@ -82,6 +83,9 @@ def build_plan(
         choose_tactics(state)
         channels_last_layouts(state)
         resolve_in_place(state)
+        views = share_views(state)
+        if views:
+            logger.emit(Severity.VERBOSE, f"{views} reshaping layers share their input's memory (no launch)")
         check_profile_shapes(state)
         plugins = _finish_nodes(state)
     except BaseException:

@@ -137,7 +137,7 @@ def _node_for(state: BuildState, layer: ILayer) -> tuple[Node, list[int], list[I
     op, tensors = state.explicit.form(layer, op)
     sources = [state.input_index(layer, i, t) for i, t in enumerate(tensors)]
     op, int8_inputs, out_scale = int8_form(state, layer, op, sources)
-    reads = op.reads([state.declared(s) for s in sources]) or []
+    reads = op.reads([state.declared(s) if op.reads_data else state.tensors[s].dtype for s in sources]) or []
     reads = [(DataType.INT8, fmt) if i in int8_inputs else (dtype, fmt) for i, (dtype, fmt) in enumerate(reads)]
     return op, sources, reads, out_scale
 

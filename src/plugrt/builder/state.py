@@ -4,7 +4,9 @@ Tensors are added as layers are walked; each has a stored type and format (what
 the memory holds) and, for plugin outputs stored in another type than the network
 declares (HALF under FP16), a declared type consumers see. ``converted`` inserts a
 ``reformat`` layer where a consumer reads another type or format (once per tensor
-and target); ``bind_outputs`` makes a layer's output tensors.
+and target; a constant layer's value is converted here, at build, into a constant of
+the new type, and a reformat of another constant is itself a constant, run once per
+context); ``bind_outputs`` makes a layer's output tensors.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ..network.layer import ILayer
 from ..network.tensor import ITensor
 from ..nodes.base import Node
 from ..nodes.ports import BuildRequest, Port
+from ..ops.reformat import Reformat
 from ..shape.expr import IDimensionExpr
 from .config import BuilderFlag, IBuilderConfig
 from .int8 import tensor_scale
@@ -125,7 +128,9 @@ class BuildState:
         key = (index, dtype, fmt)
         if key not in self.conversions:
             name = f"{source.name} [{dtype.name}/{fmt.name}]"
-            out = self.add_tensor(name, dtype, fmt, source.shape, "internal", self.values[index])
+            # a converted constant is a constant: computed once per context, never per inference
+            role = "constant" if source.role == "constant" else "internal"
+            out = self.add_tensor(name, dtype, fmt, source.shape, role, self.values[index])
             params: dict[str, Any] = {"dst_type": dtype.name, "src_format": source.format.name, "dst_format": fmt.name}
             if source.role == "constant" and dtype == DataType.HALF and source.dtype == DataType.FLOAT:
                 params["saturate"] = True  # TensorRT clamps FP32 weights into the half range
@@ -140,20 +145,29 @@ class BuildState:
                 if scale is not None:
                     params["scale"] = scale
                     self.scales[out] = scale
-            self.layers.append(
-                LayerPlan(
-                    f"Reformat {source.name} {source.dtype.name}/{source.format.name} -> {dtype.name}/{fmt.name}",
-                    "reformat",
-                    [index],
-                    [out],
-                    params=params,
-                )
-            )
+            layer_name = f"Reformat {source.name} {source.dtype.name}/{source.format.name} -> {dtype.name}/{fmt.name}"
+            stored = self._stored_value(index)
+            if stored is not None and "scale" not in params and source.format == fmt == TensorFormat.LINEAR:
+                # converted here, once, as TensorRT stores FP16 weights: the plan holds the converted value
+                weight = f"{len(self.layers)}/value"
+                self.weights[weight] = _convert_on_host(stored, params)
+                shape = {"shape": list(stored.shape)}
+                self.layers.append(LayerPlan(layer_name, "constant", [], [out], params=shape, weights={"value": weight}))
+            else:
+                self.layers.append(LayerPlan(layer_name, "reformat", [index], [out], params=params))
             self.logger.emit(
                 Severity.VERBOSE, f"inserted a reformat of {source.name!r} to {dtype.name}/{fmt.name} for {consumer!r}"
             )
             self.conversions[key] = out
         return self.conversions[key]
+
+    def _stored_value(self, index: int) -> np.ndarray | None:
+        """The value of tensor ``index`` when a constant layer of this build stores it, else None."""
+        for layer in reversed(self.layers):
+            if index in layer.outputs:
+                key = layer.weights.get("value") if layer.kind == "constant" else None
+                return None if key is None else self.weights.get(key)
+        return None
 
     def declared(self, index: int) -> DataType:
         """The type the network declares for tensor ``index`` (its stored type may differ)."""
@@ -206,3 +220,12 @@ def _stored_values(
 ) -> list[IDimensionExpr] | None:
     """The values the plan keeps for a tensor: a shape tensor's (other tensors' stay with the build)."""
     return list(values) if values is not None and holds_shape_values(dtype, fmt, shape, len(values)) else None
+
+
+def _convert_on_host(value: np.ndarray, params: dict[str, Any]) -> np.ndarray:
+    """``value`` converted as the reformat operator with ``params`` converts it (saturating where it says so)."""
+    converter = Reformat(dict(params))
+    converter.prepare([value.shape], [value.shape])
+    result = np.empty(value.shape, DataType[params["dst_type"]].nptype())
+    converter.run([value], [result])
+    return result

@@ -39,6 +39,8 @@ class Step:
     late: bool = False
     #: a shape-tensor layer: its outputs are written on the host when shapes change, never per run
     host: bool = False
+    #: a reshape laid over its input's memory (``builder/views.py``): nothing to run
+    view: bool = False
 
 
 class Executor:
@@ -182,6 +184,11 @@ class Executor:
                     self._write_values(step)
                 continue
             step.late = any(self.shapes[i] is None for i in step.layer.inputs)
+            step.view = (
+                not step.late
+                and step.node.views_input()
+                and self.pointers[step.layer.inputs[0]] == self.pointers[step.layer.outputs[0]]
+            )
             if not step.late:
                 self._bind_step(step)
         self.values_written = True
@@ -209,6 +216,7 @@ class Executor:
             self.arrays[index] = io_arrays[index]
             self.pointers[index] = io_pointers[index]
         for step in touched:
+            step.view = step.node.views_input() and self.pointers[step.layer.inputs[0]] == self.pointers[step.layer.outputs[0]]
             self._bind_step(step)
         self._calls = None
         self._graph = None
@@ -273,7 +281,7 @@ class Executor:
         for sym in self.size_symbols:
             self.env.pop(sym, None)
         for step in self.steps:
-            if step.constant or step.host:
+            if step.constant or step.host or step.view:
                 continue
             if step.late:
                 self._bind_late(step)
@@ -291,7 +299,9 @@ class Executor:
         """The common case (no data-dependent shapes): a flat list of prepared launches."""
         if self._calls is None or self._calls_stream != stream:
             self._calls = [
-                (step, *step.node.prepared_launch(stream)) for step in self.steps if not (step.constant or step.host)
+                (step, *step.node.prepared_launch(stream))
+                for step in self.steps
+                if not (step.constant or step.host or step.view)
             ]
             self._calls_stream = stream
         current: Step | None = None

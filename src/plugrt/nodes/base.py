@@ -181,6 +181,11 @@ class Node(ABC):
         :meth:`bind`); a node whose launch only forwards to a kernel gives the kernel, one call less per run."""
         return self.launch, (stream,)
 
+    def views_input(self) -> bool:
+        """True when output 0 holds input 0's elements in the same order, only in other dimensions (a reshape):
+        the builder may lay it over its input's memory, and then it has nothing to do (no launch)."""
+        return False
+
     def release(self) -> None:
         """Release what this node holds for its context."""
 

@@ -13,8 +13,14 @@ params: ``op0``, ``op1`` (the first product's MatrixOperation names, NONE or TRA
 (the second product's op for ``v``), ``pre`` (``""``, ``"PROD"`` or ``"DIV"``: the scores times or
 divided by a one-element input), ``mask`` (an input added to the scores), ``scaled`` (a one-element
 input multiplying the masked scores, the scaled softmax's), ``nan_to_zero`` (NaN probabilities, of rows
-the mask removes entirely, become 0: the exported ``Where(IsNaN(p), 0, p)``). Inputs: ``a, b, v``, then the pre-scale,
-the mask and the softmax scale where present. Outputs: the result and the scores (softmax of them).
+the mask removes entirely, become 0: the exported ``Where(IsNaN(p), 0, p)``); and what the exporters
+write around attention, taken in by the builder: ``perm_a``, ``perm_b``, ``perm_v`` (each input read
+through a transpose, ``[]`` for none: the heads split off ``[B, S, H, D]`` as ``[B, H, S, D]``),
+``scale_a``, ``scale_b`` (``a`` and ``b`` each times a one-element input: the exported
+``scaled_dot_product_attention`` scales both by the square root of its scale) and ``perm_out`` (the
+result written transposed, back to ``[B, S, H, D]``). Inputs: ``a, b, v``, then the pre-scale, the
+mask, the softmax scale, ``a``'s and ``b``'s scales where present. Outputs: the result and the scores
+(softmax of them).
 """
 
 from __future__ import annotations
@@ -28,10 +34,11 @@ import numpy as np
 from ..backends.registry import backend_for
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
+from ..nodes.base import Binding
 from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .elementwise import FLOAT_TYPES, ElementwiseOperator, label
 from .matrix_multiply import MatrixMultiplyOperator
-from .params import param
+from .params import ints, param
 from .softmax import SoftmaxOperator
 from .torch_cpu import Kernel, TorchOperator, view
 
@@ -52,6 +59,12 @@ class AttentionOperator(TorchOperator):
     masked: bool = param(bool, key="mask", default=False)
     scaled: bool = param(bool, default=False)
     nan_to_zero: bool = param(bool, default=False)
+    perm_a: list[int] = param(ints, default=())
+    perm_b: list[int] = param(ints, default=())
+    perm_v: list[int] = param(ints, default=())
+    perm_out: list[int] = param(ints, default=())
+    scale_a: bool = param(bool, default=False)
+    scale_b: bool = param(bool, default=False)
 
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
@@ -59,13 +72,22 @@ class AttentionOperator(TorchOperator):
         self._result = MatrixMultiplyOperator({"op0": "NONE", "op1": self.value_op})
         self._softmax = SoftmaxOperator({"scaled": self.scaled, "axes": 1})  # over the last axis, set by prepare
         self._add = ElementwiseOperator({"op": "SUM"})
-        self._inputs = 3 + bool(self.pre) + self.masked + self.scaled
+        extras = (bool(self.pre), self.masked, self.scaled, self.scale_a, self.scale_b)
+        self._inputs = 3 + sum(extras)
         index, found = 3, []
-        for present in (bool(self.pre), self.masked, self.scaled):
+        for present in extras:
             found.append(index if present else None)
             index += present
         #: where the pre-scale, the mask and the softmax scale are among the inputs (None: absent)
         self._positions: tuple[int | None, int | None, int | None] = (found[0], found[1], found[2])
+        #: where a's and b's scales are (None: absent)
+        self._input_scales: tuple[int | None, int | None] = (found[3], found[4])
+        self._perms = tuple(tuple(p) or None for p in (self.perm_a, self.perm_b, self.perm_v))
+        self._out_perm = tuple(self.perm_out) or None
+        for name, perm in (("perm_a", self.perm_a), ("perm_b", self.perm_b), ("perm_v", self.perm_v),
+                           ("perm_out", self.perm_out)):  # fmt: skip
+            if perm and sorted(perm) != list(range(len(perm))):
+                raise NetworkError(f"attention: {name} {list(perm)} is not a permutation")
 
     @property
     def num_outputs(self) -> int:
@@ -90,8 +112,9 @@ class AttentionOperator(TorchOperator):
         self._named()
         pre, mask, post = self._positions
         none = [None, None]
-        scores = self._scores.output_shapes(input_shapes[:2], none)[0]
-        for position in (pre, post):
+        logical = [self._permuted(i, shape) for i, shape in enumerate(input_shapes[:3])]
+        scores = self._scores.output_shapes(logical[:2], none)[0]
+        for position in (pre, post, *self._input_scales):
             if position is not None and not all(
                 d.is_constant() and d.get_constant_value() == 1 for d in input_shapes[position]
             ):
@@ -100,23 +123,69 @@ class AttentionOperator(TorchOperator):
                 )
         if mask is not None:
             scores = self._add.output_shapes([scores, input_shapes[mask]], none)[0]
-        result = self._result.output_shapes([scores, input_shapes[2]], none)[0]
+        result = self._result.output_shapes([scores, logical[2]], none)[0]
+        if self._out_perm is not None:
+            if len(self._out_perm) != len(result):
+                raise ShapeError(f"{label(self)}: perm_out {list(self._out_perm)} does not fit a rank-{len(result)} result")
+            result = [result[p] for p in self._out_perm]
         return [result, scores]
+
+    def _permuted(self, index: int, shape: Sequence[Any]) -> list[Any]:
+        """Input ``index``'s dims as the products read it (through its transpose, where it has one)."""
+        perm = self._perms[index]
+        if perm is None:
+            return list(shape)
+        if len(perm) != len(shape):
+            raise ShapeError(f"{label(self)}: the transpose {list(perm)} of input {index} does not fit its dims {list(shape)}")
+        return [shape[p] for p in perm]
+
+    def _result_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The second product's dims, for the output's ``shape``."""
+        if self._out_perm is None:
+            return tuple(shape)
+        result = [0] * len(shape)
+        for position, axis in enumerate(self._out_perm):
+            result[axis] = shape[position]
+        return tuple(result)
 
     def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
         self._named()
-        self._scores.prepare(input_shapes[:2], [output_shapes[1]])
-        self._result.prepare([output_shapes[1], input_shapes[2]], [output_shapes[0]])
+        logical = [tuple(self._permuted(i, shape)) for i, shape in enumerate(input_shapes[:3])]
+        result = self._result_shape(tuple(output_shapes[0]))
+        self._scores.prepare(logical[:2], [output_shapes[1]])
+        self._result.prepare([output_shapes[1], logical[2]], [result])
+        self._logical = (logical[0], logical[1], result)
         rank = len(output_shapes[1])
         if self._softmax.mask != 1 << (rank - 1):
             self._softmax = SoftmaxOperator({"scaled": self.scaled, "axes": 1 << (rank - 1)})
             self._named()
         self._softmax.prepare([output_shapes[1]], [output_shapes[1]])
 
+    def bind(self, inputs: Sequence[Binding], outputs: Sequence[Binding], workspace: int) -> None:
+        """As every operator binds; the own kernel's work arrays are made here, at shape change, not in a run."""
+        super().bind(inputs, outputs, workspace)
+        if self._torch_call is None:
+            self._work_arrays(outputs[0].array.dtype, self.xp)
+
+    def _work_arrays(self, dtype: Any, xp: Any) -> tuple[Any, Any, Any]:
+        """Operator-owned arrays (made once per shape and type): ``a`` and ``b`` scaled, where they are, and the
+        result before its transpose, where it has one."""
+        shapes = self._logical
+        wanted = (self._input_scales[0] is not None, self._input_scales[1] is not None, self._out_perm is not None)
+        return tuple(  # type: ignore[return-value]
+            self.scratch(("work", i), shapes[i], dtype, xp) if wanted[i] else None for i in range(3)
+        )
+
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         out, scores = outputs
         pre, mask, post = self._positions
-        self._scores.run(inputs[:2], [scores], xp)
+        work = self._work_arrays(out.dtype, xp)
+        operands = [x if perm is None else x.transpose(perm) for x, perm in zip(inputs[:3], self._perms)]
+        for i, position in enumerate(self._input_scales):
+            if position is not None:  # as the Mul layer did: the (transposed) input times its scale
+                xp.multiply(operands[i], inputs[position], out=work[i])
+                operands[i] = work[i]
+        self._scores.run(operands[:2], [scores], xp)
         if pre is not None:
             (xp.multiply if self.pre == "PROD" else xp.divide)(scores, inputs[pre], out=scores)
         if mask is not None:
@@ -124,7 +193,11 @@ class AttentionOperator(TorchOperator):
         self._softmax.run([scores] if post is None else [scores, inputs[post]], [scores], xp)
         if self.nan_to_zero:
             xp.putmask(scores, xp.isnan(scores), 0)
-        self._result.run([scores, inputs[2]], [out], xp)
+        if self._out_perm is None:
+            self._result.run([scores, operands[2]], [out], xp)
+            return
+        self._result.run([scores, operands[2]], [work[2]], xp)
+        out[...] = work[2].transpose(self._out_perm)
 
     # --- the PyTorch tactic -------------------------------------------------------------------
     def torch_supports(
@@ -133,26 +206,33 @@ class AttentionOperator(TorchOperator):
         """Inputs of one type and rank >= 3 whose batch dimensions agree, without a softmax scale."""
         if self.scaled or len(shapes[0]) < 3 or not super().torch_supports(types, shapes, constant):
             return False
-        return shapes[0][:-2] == shapes[1][:-2] == shapes[2][:-2]
+        a, b, v = (tuple(self._permuted(i, shape)) for i, shape in enumerate(shapes[:3]))
+        return a[:-2] == b[:-2] == v[:-2]
 
     def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
         import torch
 
         pre, mask, _ = self._positions
-        a, b, v = (view(x) for x in inputs[:3])
+        a, b, v = (view(x) if perm is None else view(x).permute(perm) for x, perm in zip(inputs[:3], self._perms))
         if a.shape[:-2] != b.shape[:-2] or a.shape[:-2] != v.shape[:-2]:
             return None
         q = a.transpose(-1, -2) if self.op0 == "TRANSPOSE" else a
         k = b if self.op1 == "TRANSPOSE" else b.transpose(-1, -2)
         values = v.transpose(-1, -2) if self.value_op == "TRANSPOSE" else v
+        host = backend_for(self.xp).to_host  # the scales are read once, at bind
         scale = 1.0
         if pre is not None:
-            factor = float(backend_for(self.xp).to_host(inputs[pre]).reshape(-1)[0])  # once, at bind
+            factor = float(host(inputs[pre]).reshape(-1)[0])
             if factor == 0.0:
                 return None
             scale = factor if self.pre == "PROD" else 1.0 / factor
+        for position in self._input_scales:  # (a s_a) (b s_b)^T = s_a s_b a b^T
+            if position is not None:
+                scale *= float(host(inputs[position]).reshape(-1)[0])
         bias = view(inputs[mask]) if mask is not None else None
         out = view(outputs[0])
+        if self._out_perm is not None:  # the result written through the transpose that follows it
+            out = out.permute([self._out_perm.index(axis) for axis in range(len(self._out_perm))])
         attend = torch.nn.functional.scaled_dot_product_attention
         guard = self.nan_to_zero
 

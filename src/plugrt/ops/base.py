@@ -70,6 +70,9 @@ class Operator(Node):
     is_constant: ClassVar[bool] = False
     #: Standard operators are deterministic: one reading only constants is computed once.
     pure: ClassVar[bool] = True
+    #: False for operators that read only their inputs' shapes: they read a tensor in the type it is
+    #: stored in (no reformat is made for them, e.g. a HALF activation under ``BuilderFlag.FP16``).
+    reads_data: ClassVar[bool] = True
     #: The array module the kernel runs with in a context (NumPy, or CuPy on the GPU).
     xp: Any = np
     #: The kernel the builder chose among :meth:`tactics` (the plan's layer tactic); 0 is the operator's own.

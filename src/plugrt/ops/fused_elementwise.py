@@ -17,8 +17,9 @@ activations computed in FLOAT and rounded once), so results are bit-identical to
 unfused layers. On the CPU the output is cut into blocks of about ``BLOCK`` elements that
 stay in the cache; every step runs over one block before the next block starts, written in
 place in the output, so memory is read and written once instead of once per layer. Large
-outputs split their blocks between two threads (``host_threads.py``). Under CuPy each step
-runs over the whole tensor in place.
+outputs split their blocks between two threads (``host_threads.py``). On a GPU the chain is one
+generated CUDA kernel (``fused_elementwise_cuda.py``), computing in FLOAT (not bit-identical:
+CUDA's transcendental functions, HALF rounded once).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from ..core.types import DataType
 from .activation import activation_kernel
 from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import ARITHMETIC_UFUNCS, FLOAT_TYPES, label
+from .fused_elementwise_cuda import chain_kernel
 from .host_threads import in_two_parts
 from .params import param
 from .unary import UFUNCS, erf
@@ -118,6 +120,8 @@ class FusedElementwiseOperator(Operator):
         self._inputs = 1 + max([0] + [max(s["left"], s["right"]) for s in self.steps if "binary" in s])
         self._blocks: list[tuple[tuple[Any, ...], list[tuple[Any, ...]]]] = []
         self._shapes: tuple[tuple[int, ...], ...] = ()
+        #: on a GPU, the chain's generated kernel per output type (None: a step has no CUDA form)
+        self._kernels: dict[Any, Any] = {}
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
         if len(input_types) != self._inputs:
@@ -152,6 +156,13 @@ class FusedElementwiseOperator(Operator):
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         out = outputs[0]
+        if xp is not np:
+            if out.dtype not in self._kernels:  # made once per type: one generated CUDA kernel for the chain
+                self._kernels[out.dtype] = chain_kernel(xp, self.steps, self._inputs, out.dtype)
+            kernel = self._kernels[out.dtype]
+            if kernel is not None:
+                kernel(*inputs[: self._inputs], out)
+                return
         if xp is not np or out.size <= BLOCK:
             self._evaluate(xp, inputs, out)
             return

@@ -4,7 +4,9 @@
 (unidirectionally) to ``[M, N]``. A constant ``B`` and ``C`` are weights,
 scaled by ``alpha`` and ``beta`` once at build time (:func:`pack_gemm_weights`);
 a transposed ``B`` is multiplied as a transposed view (BLAS takes it without a
-copy). HALF inputs are multiplied in FLOAT and rounded once into the output.
+copy). HALF inputs are multiplied in FLOAT and rounded once into the output. On a GPU, PyTorch's
+``addmm`` over tensors viewed once at bind (the weights converted to the input's type once) is a
+second tactic, timed at build: one cuBLAS call with ``C`` in its epilogue.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ import numpy as np
 from ..core.errors import ShapeError
 from ..core.types import DataType
 from ..shape import constant
-from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .elementwise import label, merge_dim
+from .matrix_multiply import FEW_ROWS
 from .params import param
 from .product_parts import matmul_parts_into
 from .shared_rules import expect_float_inputs
+from .torch_cpu import TORCH_TACTIC, Kernel, TorchOperator, torch_module, view
 
 __all__ = ["GemmOperator", "pack_gemm_weights"]
 
@@ -37,7 +41,7 @@ def pack_gemm_weights(b: np.ndarray | None, c: np.ndarray | None, alpha: float, 
 
 
 @register_operator
-class GemmOperator(Operator):
+class GemmOperator(TorchOperator):
     """params: ``trans_a``, ``trans_b`` (bools), ``alpha``, ``beta`` (floats), ``has_c`` (bool),
     ``uniform_b`` (every element of B is the same value: the output columns are then equal and
     are made bit-identical, which BLAS does not guarantee).
@@ -82,6 +86,38 @@ class GemmOperator(Operator):
         for dim, target in zip(reversed(c), reversed(out)):
             if dim.is_constant() and dim.get_constant_value() != 1 and target.is_constant() and dim != target:
                 raise ShapeError(f"{label(self)}: Gemm input C of dims {c} does not broadcast to [M, N] = {out}")
+
+    def torch_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """On a GPU only (on the CPU the products stay OpenBLAS's), for B without the uniform-columns case."""
+        return self.xp is not np and not self.uniform and super().torch_supports(types, shapes, constant)
+
+    def tactics(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> list[int]:
+        """On a GPU, PyTorch's product alone where it applies, untimed: it is the cuBLAS call the own kernel makes through
+        PyTorch too, with its tensors viewed once instead of at every run (timing the two on the GPU compares one
+        kernel with itself; the host's share decides only at small sizes)."""
+        found = super().tactics(types, shapes, constant)
+        return [TORCH_TACTIC] if self.xp is not np and TORCH_TACTIC in found else found
+
+    def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
+        torch = torch_module()
+        a, out = view(inputs[0]), view(outputs[0])
+        a = a.t() if self.trans_a else a
+        b = self.torch_weight("b", a) if "b" in self.weights else view(inputs[1])  # a weight holds alpha already
+        b = b.t() if self.trans_b else b
+        alpha = 1.0 if "b" in self.weights else self.alpha
+        if not self.has_c:
+            if alpha == 1.0:
+                return lambda: torch.mm(a, b, out=out)  # type: ignore[no-any-return]
+            return lambda: torch.mm(a, b, out=out).mul_(alpha)  # type: ignore[no-any-return]
+        c = self.torch_weight("c", a) if "c" in self.weights else view(inputs[-1])  # a weight holds beta already
+        beta = 1.0 if "c" in self.weights else self.beta
+        if out.shape[0] <= FEW_ROWS and alpha == 1.0:  # few rows: the product, then C (faster than the epilogue)
+            return lambda: torch.mm(a, b, out=out).add_(c, alpha=beta)  # type: ignore[no-any-return]
+        return lambda: torch.addmm(c, a, b, beta=beta, alpha=alpha, out=out)  # type: ignore[no-any-return]
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         out = outputs[0]

@@ -29,5 +29,9 @@ class IdentityOperator(SameShape, Operator):
         value = input_values[0] if input_values else None
         return [None if value is None else list(value)]
 
+    def views_input(self) -> bool:
+        """The copy is its input, element for element."""
+        return True
+
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         outputs[0][...] = inputs[0]

@@ -9,6 +9,7 @@ a vector, vector x vector a scalar per batch element.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,22 +18,28 @@ import numpy as np
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..shape import IDimensionExpr
-from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .elementwise import FLOAT_TYPES, broadcast_dim, expect_inputs, label, merge_dim
 from .product_parts import matmul_parts_into
+from .torch_cpu import TORCH_TACTIC, Kernel, TorchOperator, torch_module, view
 
-__all__ = ["MatrixMultiplyOperator"]
+__all__ = ["FEW_ROWS", "MatrixMultiplyOperator"]
 
 _OPS = ("NONE", "TRANSPOSE", "VECTOR")
+#: up to this many rows an FP32 product then a bias add beats cuBLASLt's bias epilogue (addmm) on an H200, whose
+#: heuristics pick a SIMT kernel for it: 128x768 by 768x768 28.5 against 41.3 us, by 3072x768 38 against 74 us;
+#: from 4096 rows on addmm is as fast or faster (benchmarks/gpu_product_forms.py, docs/benchmarks.md)
+FEW_ROWS = 512
 
 
 @register_operator
-class MatrixMultiplyOperator(Operator):
+class MatrixMultiplyOperator(TorchOperator):
     """``out = op0(a) @ op1(b)``; params: ``op0``, ``op1`` (MatrixOperation names).
 
     With param ``bias`` (set by the builder's fusion of a following ``Add``, see
     :mod:`plugrt.builder.fusion`) a third input of dims ``[1, ..., 1, N]`` is added to
-    every row of the product.
+    every row of the product. On a GPU, PyTorch's product over tensors viewed once at bind is a
+    second tactic (:mod:`plugrt.ops.torch_cpu`): the own kernel views the buffers at every run.
     """
 
     kind = "matrix_multiply"
@@ -94,6 +101,45 @@ class MatrixMultiplyOperator(Operator):
         rows = out[batch] if matrix_a else 1
         cols = out[-1] if matrix_b else 1
         self._out_view = (*out[:batch], rows, cols)
+
+    def torch_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """On a GPU only (on the CPU torch's products measured slower than OpenBLAS's): the same cuBLAS product
+        as the own kernel's, over tensors viewed once at bind instead of at every run."""
+        return self.xp is not np and super().torch_supports(types, shapes, constant)
+
+    def tactics(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> list[int]:
+        """On a GPU, PyTorch's product alone where it applies, untimed: it is the cuBLAS call the own kernel makes through
+        PyTorch too, with its tensors viewed once instead of at every run (timing the two on the GPU compares one
+        kernel with itself; the host's share decides only at small sizes)."""
+        found = super().tactics(types, shapes, constant)
+        return [TORCH_TACTIC] if self.xp is not np and TORCH_TACTIC in found else found
+
+    def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
+        torch = torch_module()
+        self.prepare([x.shape for x in inputs], [o.shape for o in outputs])  # (bind prepares after this)
+        a = _operand(view(inputs[0]), self.ops[0], first=True)
+        b = _operand(view(inputs[1]), self.ops[1], first=False)
+        out = view(outputs[0]).view(self._out_view)
+        if not self.bias:
+            return functools.partial(torch.matmul, a, b, out=out)
+        bias = view(inputs[2]).view(-1)
+        try:  # one matrix and a bias: one addmm, cuBLAS adds the bias in the product's epilogue
+            if any(d != 1 for d in b.shape[:-2]) or out.dim() < 2 or out.numel() // out.shape[-1] <= FEW_ROWS:
+                raise RuntimeError("a batch of matrices, or few rows")
+            rows = functools.partial(torch.addmm, bias, a.view(-1, a.shape[-1]), b.view(b.shape[-2:]))
+            return functools.partial(rows, out=out.view(-1, out.shape[-1]))
+        except RuntimeError:  # views only: a layout that needs a copy takes matmul and an add
+            pass
+
+        def product() -> None:
+            torch.matmul(a, b, out=out)
+            out.add_(bias)
+
+        return product
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         a = _operand(inputs[0], self.ops[0], first=True)

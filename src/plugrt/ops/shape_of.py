@@ -25,6 +25,8 @@ __all__ = ["ShapeOperator", "SizeOperator"]
 class _ShapeInfo(Operator):
     """What shape and size share: one input, an INT64 output whose values are known at build time."""
 
+    reads_data = False
+
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
         expect_inputs(self, len(input_types), 1)
         return [DataType.INT64]

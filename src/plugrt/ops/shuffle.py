@@ -133,6 +133,10 @@ class ShuffleOperator(Operator):
         self._mid = tuple(out[i] for i in inverse)
         self._prepared = (shape, out)
 
+    def views_input(self) -> bool:
+        """A reshape without transposes."""
+        return list(self.first) == sorted(self.first) and list(self.second) == sorted(self.second)
+
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         x, out = inputs[0], outputs[0]
         if self._prepared != (x.shape, out.shape):

@@ -51,6 +51,10 @@ class _AxesReshape(Operator):
         out = self.output_shapes(input_shapes, input_values)[0]
         return [list(value) if value is not None and len(out) <= 1 else None]
 
+    def views_input(self) -> bool:
+        """A reshape: the input's elements in the same order."""
+        return True
+
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         out = outputs[0]
         out[...] = inputs[0].reshape(out.shape)
@@ -111,6 +115,10 @@ class FlattenOperator(Operator):
         if not 0 <= axis <= rank:
             raise ShapeError(f"{label(self)}: flatten axis {self.axis} is out of range for rank {rank}")
         return [[volume(shape[:axis]), volume(shape[axis:])]]
+
+    def views_input(self) -> bool:
+        """A reshape: the input's elements in the same order."""
+        return True
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         out = outputs[0]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.types import TensorFormat
+from .conv_cudnn import fused_conv_relu
 from .torch_cpu import Kernel, hand_over, torch_module, use_threads, view
 
 if TYPE_CHECKING:
@@ -200,6 +201,10 @@ def convolution(
     act = ACTIVATIONS[op.activation] if op.activation else None
     rt = None if residual is None else view(residual)
     affine = _post_affine(torch, op)
+    if op.activation == "RELU" and interior is None and affine is None:  # one cuDNN kernel where it fuses
+        fused = fused_conv_relu(torch, xt, weight, bias_t, rt, ot, strides, pads, dilations, group)
+        if fused is not None:
+            return fused
 
     def run() -> None:
         use_threads(flops)

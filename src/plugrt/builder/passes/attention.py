@@ -3,13 +3,16 @@
 ``MatrixMultiply(a, b)`` → [``ElementWise PROD/DIV`` by a one-element tensor] → [``ElementWise SUM`` with a
 mask] → ``SoftMax`` over the last axis (perhaps already scaled, see ``pairs.py``) → ``MatrixMultiply(p, v)``,
 each intermediate read only by the next: BERT's and ViT's ``QK^T / sqrt(d) (+ mask)``, and the
-``Mul``-scaled form; between the softmax and the second product, ``Where(IsNaN(p), 0, p)`` (the dynamo
+``Mul``-scaled form; the transposes that split the heads off its inputs and merge them in its result, and
+the query's and key's own scales (the exported ``scaled_dot_product_attention``'s), are taken in too; between the softmax and the second product, ``Where(IsNaN(p), 0, p)`` (the dynamo
 exporter's guard for rows the mask removes entirely) is taken in too. The fused layer (:class:`~plugrt.ops.attention.AttentionOperator`) computes the same
 steps in the same order (bit-identical), and keeps the softmax's result as its second output, in the
 engine's activation memory; with PyTorch its scaled-dot-product-attention kernel is a tactic.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 from ...engine.plan import LayerPlan
 from ...ops.softmax import SoftmaxOperator
@@ -18,6 +21,7 @@ from .graph import FLOAT_TYPES, Fusion, LayerGraph
 __all__ = ["attention"]
 
 _OPS = ("NONE", "TRANSPOSE")
+_TRANSPOSES = ("first_transpose", "second_transpose")
 
 
 def _one_element(graph: LayerGraph, tensor: int) -> bool:
@@ -117,7 +121,17 @@ def attention(graph: LayerGraph, step: int) -> Fusion | None:
     chain_steps, pre, first = chain
     steps = [*chain_steps, *steps, *(guard_steps if guard is not None else [])]
     inputs = [*first.inputs, value]
-    extra = [t for t in (pre[1] if pre else None, masked, post) if t is not None]
+    readers = [chain_steps[0], chain_steps[0], step]
+    taken = [_taken_in(graph, t, r, scale=i < 2) if len(set(inputs)) == 3 else _Around(t) for i, (t, r) in
+             enumerate(zip(inputs, readers))]  # fmt: skip
+    inputs = [around.source for around in taken]
+    result, out_perm = second.outputs[0], None
+    following = _pure_transpose(graph, result, step)
+    if following is not None:
+        out_perm, steps = following[1], [*steps, *following[0]]
+        result = graph.layer(following[0][-1]).outputs[0]
+    scales = [around.scale for around in taken[:2] if around.scale is not None]
+    extra = [t for t in (pre[1] if pre else None, masked, post, *scales) if t is not None]
     dtype = graph.tensors[probs].dtype
     if dtype not in FLOAT_TYPES or any(graph.tensors[t].dtype != dtype for t in (*inputs, *extra)):
         return None
@@ -129,7 +143,84 @@ def attention(graph: LayerGraph, step: int) -> Fusion | None:
         "mask": masked is not None,
         "scaled": post is not None,
         "nan_to_zero": guard is not None,
+        "perm_a": taken[0].perm,
+        "perm_b": taken[1].perm,
+        "perm_v": taken[2].perm,
+        "perm_out": out_perm or [],
+        "scale_a": taken[0].scale is not None,
+        "scale_b": taken[1].scale is not None,
     }
-    names = " + ".join(graph.layer(s).name for s in steps)
-    layer = LayerPlan(names, "attention", [*inputs, *extra], [second.outputs[0], probs], params=params)
+    steps = [*steps, *(s for around in taken for s in around.steps)]
+    names = " + ".join(graph.layer(s).name for s in sorted(steps))
+    layer = LayerPlan(names, "attention", [*inputs, *extra], [result, probs], params=params)
     return Fusion(steps, layer)
+
+
+@dataclass
+class _Around:
+    """What an attention input is read through: ``source`` transposed by ``perm`` (``[]``: none), times the
+    one-element ``scale`` (None: none); ``steps`` are the layers that did it."""
+
+    source: int
+    perm: list[int] = field(default_factory=list)
+    scale: int | None = None
+    steps: list[int] = field(default_factory=list)
+
+
+def _taken_in(graph: LayerGraph, tensor: int, reader: int, scale: bool) -> _Around:
+    """The transposes and (where ``scale``) the ``Mul`` by a one-element tensor, in any order, that make
+    ``tensor`` for ``reader`` alone: the exported ``scaled_dot_product_attention`` splits the heads off with
+    a transpose and scales the query and the key each by the square root of its scale."""
+    around = _Around(tensor)
+    for _ in range(3):
+        found = _private_from(graph, around.source, reader)
+        if found is None:
+            break
+        step, layer = found
+        if scale and around.scale is None and layer.kind == "elementwise" and layer.params.get("op") == "PROD":
+            operands = [(x, f) for x, f in (layer.inputs, layer.inputs[::-1]) if _one_element(graph, f)]
+            if not operands or _one_element(graph, operands[0][0]):
+                break
+            around.source, around.scale = operands[0]
+        elif _is_pure_transpose(layer):  # transposes compose: x.T(inner).T(outer) = x.T(inner[outer])
+            inner = _full_perm(layer, len(graph.tensors[layer.inputs[0]].shape))
+            around.source, around.perm = layer.inputs[0], [inner[p] for p in around.perm] if around.perm else inner
+        else:
+            break
+        around.steps.append(step)
+        reader = step
+    return around
+
+
+def _is_pure_transpose(layer: LayerPlan) -> bool:
+    """A shuffle that only transposes (no reshape, no second transpose)."""
+    if layer.kind != "shuffle" or len(layer.inputs) != 1 or layer.params.get("reshape_dims") is not None:
+        return False
+    second = list(layer.params.get("second_transpose") or [])
+    return second == sorted(second) and bool(layer.params.get("first_transpose"))
+
+
+def _full_perm(layer: LayerPlan, rank: int) -> list[int]:
+    perm = [int(p) for p in layer.params["first_transpose"]][:rank]
+    return perm + list(range(len(perm), rank))
+
+
+def _pure_transpose(graph: LayerGraph, tensor: int, producer: int) -> tuple[list[int], list[int]] | None:
+    """(the steps, the permutation) when a pure transpose, perhaps after reshapes that keep the dims (the
+    exporter's ``Reshape`` of the result to its own shape), is ``tensor``'s only reader, else None."""
+    steps: list[int] = []
+    for _ in range(3):
+        reader = graph.only_reader(tensor)
+        if reader is None or not graph.fusable(reader):
+            return None
+        layer = graph.layer(reader)
+        steps.append(reader)
+        if _is_pure_transpose(layer):
+            perm = _full_perm(layer, len(graph.tensors[tensor].shape))
+            return (steps, perm) if perm != sorted(perm) else None
+        if layer.kind != "shuffle" or not graph.shape_equal(layer.inputs[0], layer.outputs[0]):
+            return None
+        if any(list(layer.params.get(k) or []) != sorted(layer.params.get(k) or []) for k in _TRANSPOSES):
+            return None
+        tensor = layer.outputs[0]
+    return None

@@ -3,28 +3,29 @@
 - **scaled softmax** — ``ElementWise PROD(x, s)`` then ``SoftMax``, where ``s`` is a
   one-element tensor of ``x``'s type: ``softmax(x * s)`` (attention's ``QK^T / sqrt(d)``),
   one kernel on the GPU.
-- **matrix bias** — ``MatrixMultiply(a, b)`` then ``ElementWise SUM`` with a FLOAT bias of
+- **matrix bias** — ``MatrixMultiply(a, b)`` then ``ElementWise SUM`` with a bias of its type and
   dims ``[1, ..., 1, N]``: the bias is added in the product's epilogue on the GPU.
-- **convolution residual** — ``Convolution`` (no activation yet) then a FLOAT ``SUM`` with a
+- **convolution residual** — ``Convolution`` (no activation yet) then a ``SUM`` of its type with a
   tensor of its output's shape (ResNet's and MobileNetV2's shortcut): added in place to the
   result (``residual``, the fused layer's last input).
-- **convolution activation** — ``Convolution`` then a FLOAT activation the convolution
+- **convolution activation** — ``Convolution`` then an activation the convolution
   applies in place (``ops/conv.py`` ``FUSED_ACTIVATIONS``: ReLU, ReLU6's Clip, hard-swish,
   hard-sigmoid, sigmoid, tanh, leaky ReLU), one memory pass fewer; with the PyTorch
   tactic the activation is the pass that writes the output.
 
-Results are those of the unfused layers (the same float operations in the same order on
-the CPU). The fused layer is named ``"<producer> + <consumer>"``.
+FLOAT or HALF (under ``BuilderFlag.FP16``). In FLOAT the results are those of the unfused layers
+(the same float operations in the same order on the CPU); in HALF the fused epilogue adds before it
+rounds to half (the convolution's in FLOAT), so results differ from the unfused layers' by half's
+rounding, and are closer to the exact values. The fused layer is named ``"<producer> + <consumer>"``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from ...core.types import DataType
 from ...engine.plan import LayerPlan, TensorPlan
 from ...ops.conv import FUSED_ACTIVATIONS
-from .graph import Fusion, LayerGraph
+from .graph import FLOAT_TYPES, Fusion, LayerGraph
 
 __all__ = ["conv_activation", "conv_residual", "matrix_bias", "scaled_softmax"]
 
@@ -61,7 +62,7 @@ def _matrix_bias(first: LayerPlan, second: LayerPlan, link: int, tensors: list[T
         return None
     out = tensors[link]
     bias_index = second.inputs[1] if second.inputs[0] == link else second.inputs[0]
-    if bias_index == link or out.dtype != DataType.FLOAT or tensors[bias_index].dtype != DataType.FLOAT:
+    if bias_index == link or out.dtype not in FLOAT_TYPES or tensors[bias_index].dtype != out.dtype:
         return None
     bias = tensors[bias_index].shape
     if (
@@ -88,7 +89,7 @@ def _conv_residual(first: LayerPlan, second: LayerPlan, link: int, tensors: list
         return None
     other = second.inputs[1] if second.inputs[0] == link else second.inputs[0]
     out, residual = tensors[link], tensors[other]
-    if other == link or out.dtype != DataType.FLOAT or residual.dtype != DataType.FLOAT:
+    if other == link or out.dtype not in FLOAT_TYPES or residual.dtype != out.dtype:
         return None
     if len(residual.shape) != len(out.shape) or any(not (r == o) for r, o in zip(residual.shape, out.shape)):
         return None
@@ -105,7 +106,7 @@ def _conv_residual(first: LayerPlan, second: LayerPlan, link: int, tensors: list
 def _conv_activation(first: LayerPlan, second: LayerPlan, link: int, tensors: list[TensorPlan]) -> LayerPlan | None:
     if first.kind != "convolution" or first.params.get("activation") or second.kind != "activation":
         return None
-    if second.params.get("type") not in FUSED_ACTIVATIONS or tensors[link].dtype != DataType.FLOAT:
+    if second.params.get("type") not in FUSED_ACTIVATIONS or tensors[link].dtype not in FLOAT_TYPES:
         return None
     return LayerPlan(
         f"{first.name} + {second.name}",

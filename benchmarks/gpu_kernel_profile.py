@@ -1,0 +1,95 @@
+"""Where a GPU engine's time goes, kernel by kernel: PyTorch's profiler over CUDA graph replays of one model.
+
+Exports a model of ``_gpu_models.py`` (random weights, as ``real_models_gpu.py`` does), builds it with plugrt for
+the GPU (optionally with ``BuilderFlag.FP16``), captures a CUDA graph and profiles ``--replays`` replays; prints the
+kernels by total device time (name, count, total, share) and the replay's device time against its wall time.
+
+Usage: python benchmarks/gpu_kernel_profile.py [--model bert] [--batch 1] [--fp16] [--replays 20] [--top 25]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _gpu_models import MODELS, export_onnx, make_inputs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="bert", choices=sorted(MODELS))
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--fp16", action="store_true", help="build with BuilderFlag.FP16")
+    parser.add_argument("--replays", type=int, default=20)
+    parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--cache", default=os.path.expanduser("~/.cache/plugrt-real-models-gpu"))
+    args = parser.parse_args()
+
+    import torch
+
+    import plugrt as trt
+
+    spec = MODELS[args.model]
+    torch.manual_seed(0)
+    module = spec.make(False).eval()
+    inputs = make_inputs(spec, args.batch, False, torch.float32, "cpu")
+    path = export_onnx(module, inputs, os.path.join(args.cache, f"{args.model}_fp32_torchscript.onnx"), "torchscript")
+    logger = trt.Logger(trt.Logger.ERROR)
+    builder = trt.Builder(logger, "cuda")
+    network = builder.create_network(0)
+    parser_ = trt.OnnxParser(network, logger)
+    with open(path, "rb") as handle:
+        assert parser_.parse(handle.read()), "parse failed"
+    config = builder.create_builder_config()
+    if args.fp16:
+        config.set_flag(trt.BuilderFlag.FP16)
+    profile = builder.create_optimization_profile()
+    for name, tensor in inputs.items():
+        shape = tuple(tensor.shape)
+        profile.set_shape(name, (1, *shape[1:]), shape, shape)
+    config.add_optimization_profile(profile)
+    engine = trt.Runtime(logger, device="cuda").deserialize_cuda_engine(builder.build_serialized_network(network, config))
+    context = engine.create_execution_context()
+    context.use_cuda_graph = True
+    device_inputs = {name: tensor.cuda().contiguous() for name, tensor in inputs.items()}
+    outputs = {}
+    for name, tensor in device_inputs.items():
+        context.set_input_shape(name, tuple(tensor.shape))
+        context.set_tensor_address(name, tensor.data_ptr())
+    for i in range(engine.num_io_tensors):
+        name = engine.get_tensor_name(i)
+        if engine.get_tensor_mode(name) == trt.TensorIOMode.OUTPUT:
+            shape = tuple(context.get_tensor_shape(name))
+            outputs[name] = torch.empty(shape, dtype=torch.float32, device="cuda")
+            context.set_tensor_address(name, outputs[name].data_ptr())
+    stream = torch.cuda.Stream()
+    for _ in range(3):  # capture, then replays
+        context.execute_async_v3(stream.cuda_stream)
+    stream.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        start.record(stream)
+        for _ in range(args.replays):
+            context.execute_async_v3(stream.cuda_stream)
+        stop.record(stream)
+        stream.synchronize()
+    wall = start.elapsed_time(stop) / args.replays
+    totals: dict[str, list[float]] = {}
+    for event in prof.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            entry = totals.setdefault(event.name, [0, 0.0])
+            entry[0] += 1
+            entry[1] += event.device_time_total if hasattr(event, "device_time_total") else event.cuda_time_total
+    device = sum(t for _, t in totals.values()) / args.replays / 1e3
+    print(f"{args.model} B={args.batch} {'+FP16' if args.fp16 else 'fp32'}: replay {wall:.3f} ms (events), kernels "
+          f"{device:.3f} ms, {sum(c for c, _ in totals.values()) / args.replays:.0f} kernels a replay")
+    for name, (count, total) in sorted(totals.items(), key=lambda kv: -kv[1][1])[: args.top]:
+        print(f"{total / args.replays / 1e3:8.3f} ms {100 * total / max(device * args.replays * 1e3, 1e-9):5.1f}% "
+              f"{count // args.replays:4d}x  {name[:110]}")
+
+
+if __name__ == "__main__":
+    main()

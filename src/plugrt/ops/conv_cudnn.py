@@ -1,0 +1,80 @@
+"""cuDNN's fused convolution epilogues on a GPU: convolution, bias, [residual add,] ReLU as one kernel.
+
+TensorRT runs a convolution with its bias, the residual ``Add`` and the ``ReLU`` after it as one kernel.
+PyTorch exposes cuDNN's fused forms as ``aten::cudnn_convolution_relu`` and
+``aten::cudnn_convolution_add_relu`` (``relu(conv(x, w) + bias [+ z])``), each with an ``out=`` form that
+writes the engine's output buffer directly: the convolution's result is never stored and read again,
+which the unfused epilogue (``torch_cpu_kernels.convolution``: a convolution into a temporary, then the
+add and the activation into the output) costs per layer. Whether cuDNN fuses these on this GPU, type
+and layout is probed once per (device, type) on a small case checked against the unfused result; where
+it does not, the unfused epilogue runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .torch_cpu import Kernel
+
+__all__ = ["fused_conv_relu"]
+
+_PROBED: dict[tuple[str, Any], bool] = {}
+
+
+def fused_conv_relu(
+    torch: Any,
+    x: Any,
+    weight: Any,
+    bias: Any,
+    residual: Any,
+    out: Any,
+    strides: Sequence[int],
+    pads: Sequence[int],
+    dilations: Sequence[int],
+    groups: int,
+) -> Kernel | None:
+    """``out = relu(conv(x, weight) + bias [+ residual])`` as one cuDNN kernel, or None where it does not apply
+    (not CUDA, not 2-D, or cuDNN's fused form failed its probe for this device and type)."""
+    if not (x.is_cuda and x.dim() == 4 and weight.dim() == 4 and _works(torch, x.device, x.dtype)):
+        return None
+    args = (list(strides), list(pads), list(dilations), groups)
+    if residual is None:
+        relu = torch.ops.aten.cudnn_convolution_relu.out
+
+        def run() -> None:
+            relu(x, weight, bias, *args, out=out)
+
+        return run
+    add_relu = torch.ops.aten.cudnn_convolution_add_relu.out
+
+    def run_add() -> None:
+        add_relu(x, weight, residual, 1.0, bias, *args, out=out)
+
+    return run_add
+
+
+def _works(torch: Any, device: Any, dtype: Any) -> bool:
+    """Whether both fused forms give the unfused result on ``device`` in ``dtype`` (probed once)."""
+    key = (str(device), dtype)
+    if key not in _PROBED:
+        _PROBED[key] = _probe(torch, device, dtype)
+    return _PROBED[key]
+
+
+def _probe(torch: Any, device: Any, dtype: Any) -> bool:
+    try:
+        generator = torch.Generator(device="cpu").manual_seed(0)
+        make = lambda *shape: torch.randn(*shape, generator=generator).to(device=device, dtype=dtype)  # noqa: E731
+        x, w, b, z = make(2, 8, 9, 9), make(16, 4, 3, 3), make(16), make(2, 16, 5, 5)
+        args = ([2, 2], [1, 1], [1, 1], 2)
+        want = torch.nn.functional.conv2d(x, w, b, *args)
+        got, got_add = torch.empty_like(z), torch.empty_like(z)
+        torch.ops.aten.cudnn_convolution_relu.out(x, w, b, *args, out=got)
+        torch.ops.aten.cudnn_convolution_add_relu.out(x, w, z, 1.0, b, *args, out=got_add)
+        tolerance = 2e-2 if dtype == torch.float16 else 1e-3
+        scale = float(want.abs().max()) + 1.0
+        ok = float((got - want.clamp_min(0)).abs().max()) <= tolerance * scale
+        return ok and float((got_add - (want + z).clamp_min(0)).abs().max()) <= tolerance * scale
+    except Exception:  # not built with these kernels, no fused engine for this type: the unfused epilogue
+        return False

@@ -1,0 +1,75 @@
+"""On the GPU: the matrix product's PyTorch tactic (tensors viewed once at bind), reshapes as views, and the
+attention layer with its transposes and scales taken in, eager and captured, FLOAT and FP16, against the CPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import plugrt as trt
+from plugrt.engine.plan import EnginePlan
+
+from export_graphs import onnx_model
+from gpu_helpers import run_plan
+
+pytestmark = pytest.mark.gpu
+LOGGER = trt.Logger(trt.Logger.ERROR)
+n = helper.make_node
+
+
+def _plan(model, device: str, fp16: bool = False) -> bytes:  # type: ignore[no-untyped-def]
+    builder = trt.Builder(LOGGER, device=device)
+    network = builder.create_network(0)
+    assert trt.OnnxParser(network, LOGGER).parse(model.SerializeToString())
+    config = builder.create_builder_config()
+    if fp16:
+        config.set_flag(trt.BuilderFlag.FP16)
+    profile = builder.create_optimization_profile()
+    profile.set_shape("x", (1, 10, 32), (2, 10, 32), (4, 10, 32))
+    config.add_optimization_profile(profile)
+    return bytes(builder.build_serialized_network(network, config))
+
+
+def _products():  # type: ignore[no-untyped-def]
+    """x [B, 10, 32]: a product with a bias (one addmm), a batched product of two activations with a transpose,
+    reshapes between them (views) and a product by a weight."""
+    rng = np.random.default_rng(8)
+    nodes = [
+        n("MatMul", ["x", "w1"], ["a"]),
+        n("Add", ["a", "b1"], ["ab"]),
+        n("Reshape", ["ab", "split"], ["h"]),  # [B, 10, 4, 8]
+        n("Transpose", ["h"], ["ht"], perm=[0, 2, 1, 3]),  # [B, 4, 10, 8]
+        n("Transpose", ["ht"], ["htt"], perm=[0, 1, 3, 2]),  # [B, 4, 8, 10]
+        n("MatMul", ["ht", "htt"], ["s"]),  # [B, 4, 10, 10]
+        n("Relu", ["s"], ["r"]),
+        n("Reshape", ["r", "flat"], ["f"]),  # [B, 10, 40]
+        n("MatMul", ["f", "w2t"], ["y"]),
+    ]
+    inits = {
+        "w1": (0.2 * rng.standard_normal((32, 32))).astype(np.float32),
+        "b1": rng.standard_normal(32).astype(np.float32),
+        "split": np.array([0, 10, 4, 8], np.int64),
+        "flat": np.array([0, 10, 40], np.int64),
+        "w2t": (0.2 * rng.standard_normal((40, 16))).astype(np.float32),
+    }
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", 10, 32])
+    return onnx_model(nodes, [x], ["y"], inits), {"x": rng.standard_normal((3, 10, 32)).astype(np.float32)}
+
+
+@pytest.mark.parametrize("graph", [False, True])
+@pytest.mark.parametrize("fp16", [False, True])
+@pytest.mark.parametrize("tactic", ["0", "always"])
+def test_products_and_views_on_the_gpu(monkeypatch, tactic: str, fp16: bool, graph: bool) -> None:
+    model, feeds = _products()
+    monkeypatch.setenv("PLUGRT_TORCH", "0")
+    want = run_plan(_plan(model, "cpu"), "cpu", feeds)["y"]
+    monkeypatch.setenv("PLUGRT_TORCH", tactic)
+    plan = _plan(model, "cuda", fp16)
+    products = [layer for layer in EnginePlan.from_bytes(plan).layers if layer.kind == "matrix_multiply"]
+    assert len(products) == 3
+    if tactic == "always":
+        assert all(layer.tactic == 1 for layer in products)
+    got = run_plan(plan, "cuda", feeds, graph=graph)["y"]
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, want, rtol=0, atol=(2e-2 if fp16 else 1e-4) * float(np.abs(want).max()))
