@@ -10,12 +10,14 @@ false) or inside the padded input (true; taps past the end padding, possible in
 ceil mode, never count); that divisor is separable and built in ``prepare``.
 MAX can also give the flattened input index of each maximum (the first one in
 window order), row-major or, with ``storage_order`` 1, column-major over the
-spatial axes.
+spatial axes. With PyTorch installed, ``max_pool{1,2,3}d`` / ``avg_pool{1,2,3}d`` (MAX and AVERAGE windows
+without ceil mode that pad both ends of an axis alike, as torch does) and a mean or max over the spatial
+axes (global pooling) are a second tactic, timed per layer at build (:mod:`plugrt.ops.torch_cpu`).
 
-With PyTorch installed, 2-D MAX pooling (no indices) also offers ``torch.max_pool2d`` on
-channels-last tensors (tactic ``torch-nhwc``, :mod:`plugrt.ops.torch_cpu`): 0.27 ms for
-ResNet-18's 3x3 stride-2 pooling of 64 x 112 x 112, against 0.64 ms for the NumPy passes and
-4.8 ms for torch's on NCHW; between channels-last convolutions it keeps their run unbroken.
+2-D MAX pooling (no indices) also offers ``torch.max_pool2d`` on channels-last tensors (tactic
+``torch-nhwc``): 0.27 ms for ResNet-18's 3x3 stride-2 pooling of 64 x 112 x 112, against 0.64 ms
+for the NumPy passes and 4.8 ms for torch's on NCHW; between channels-last convolutions it keeps
+their run unbroken.
 """
 
 from __future__ import annotations
@@ -109,28 +111,19 @@ class PoolingOperator(TorchOperator):
         return [shape] * self.num_outputs
 
     # --- kernel -------------------------------------------------------------------------
-    def torch_supports(
+    def channels_last_supports(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> bool:
-        """2-D FLOAT MAX pooling without indices, as :func:`~plugrt.ops.torch_cpu_kernels.max_pooling` takes it."""
-        if not super().torch_supports(types, shapes, constant) or self.mode != "MAX" or self.with_indices:
-            return False
-        if self.window.rank != 2 or len(shapes[0]) != 4:
+        """2-D MAX pooling of ``[N, C, H, W]`` whose padding torch takes (see :func:`_torch_pads`), on the CPU
+        (the GPU's channels-last runs are convolutions)."""
+        if self.xp is not np or self.mode != "MAX" or self.window.rank != 2 or len(shapes[0]) != 4:
             return False
         _, begins, ends = self.window.resolve(shapes[0][2:])
         return _torch_pads(self.window, begins, ends)
 
-    def channels_last_supports(
-        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
-    ) -> bool:
-        return self.xp is np  # what torch_supports takes, on the CPU (the GPU's channels-last runs are convolutions)
-
     def channels_last_positions(self, inputs: int, outputs: int) -> list[int]:
         """The input and the output."""
         return [0, inputs]
-
-    def torch_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
-        return max_pooling(self, inputs[0], outputs[0], self.formats, self.tactic == CHANNELS_LAST_TACTIC)
 
     def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
         x_shape, out_shape = tuple(input_shapes[0]), tuple(output_shapes[0])
@@ -237,6 +230,45 @@ class PoolingOperator(TorchOperator):
         if source is not out:
             xp.copyto(out, source, casting="unsafe")
 
+    def torch_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """MAX (any dilation) and AVERAGE (none) windows of 1-3 axes, no indices, no ceil mode, on FLOAT (HALF on a
+        GPU) inputs; the padding is checked per shape in :meth:`torch_kernel`."""
+        if self.mode not in ("MAX", "AVERAGE") or self.with_indices:
+            return False
+        if self.window.ceil_mode and not (self.mode == "MAX" and self.window.rank == 2):
+            return False  # 2-D MAX in ceil mode: the channels-last kernel takes it (the NCHW one declines)
+        if self.mode == "AVERAGE" and any(d != 1 for d in self.window.dilations):
+            return False
+        return self.window.rank <= 3 and super().torch_supports(types, shapes, constant)
+
+    def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
+        if self.tactic == CHANNELS_LAST_TACTIC:
+            return max_pooling(self, inputs[0], outputs[0], self.formats, True)
+        if self.window.ceil_mode or any(f != TensorFormat.LINEAR for f in self.formats):
+            return None
+        torch, w = torch_module(), self.window
+        x, out = inputs[0], outputs[0]
+        outs, begins, ends = w.resolve(x.shape[2:])
+        # torch pads both ends alike, by at most half the window (the window's extent, for MAX)
+        if begins != ends or tuple(outs) != tuple(out.shape[2:]) or x.size == 0 or out.size == 0:
+            return None
+        if any(2 * b > (w.extent(a) if self.mode == "MAX" else w.kernel[a]) for a, b in enumerate(begins)):
+            return None
+        xt, ot = view(x), view(out)
+        window = (list(w.kernel), list(w.strides), list(begins))
+        if self.mode == "AVERAGE":
+            include = self.count_include_pad
+            average = getattr(torch._C._nn, f"avg_pool{w.rank}d", None)  # 2-D and 3-D write into out=
+            if average is None:
+                one_axis = torch.nn.functional.avg_pool1d
+                return lambda: ot.copy_(one_axis(xt, *window, False, include))  # type: ignore[no-any-return]
+            return lambda: average(xt, *window, False, include, out=ot)  # type: ignore[no-any-return]
+        pool = getattr(torch.nn.functional, f"max_pool{w.rank}d")
+        dilations = list(w.dilations)
+        return lambda: ot.copy_(pool(xt, *window, dilations))  # type: ignore[no-any-return]
+
     def _run_with_indices(self, x: Any, out: Any, indices: Any, xp: Any) -> None:
         out.fill(_lowest(out.dtype))
         indices.fill(-1)
@@ -299,13 +331,13 @@ class GlobalPoolingOperator(TorchOperator):
     def torch_supports(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> bool:
-        """MAX and AVERAGE over the spatial axes of FLOAT (HALF on a GPU) inputs: a mean or max over one axis."""
+        """MAX and AVERAGE over the spatial axes of FLOAT (HALF on a GPU) inputs."""
         return self.mode in ("MAX", "AVERAGE") and super().torch_supports(types, shapes, constant)
 
     def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
         torch = torch_module()
         x, out = inputs[0], outputs[0]
-        if x.size == 0 or any(f != TensorFormat.LINEAR for f in self.formats):
+        if x.size == 0:
             return None
         flat = view(x).view(x.shape[0], x.shape[1], -1)
         target = view(out).view(x.shape[0], x.shape[1])

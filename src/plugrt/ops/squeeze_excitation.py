@@ -88,7 +88,7 @@ class SqueezeExcitationOperator(SameShape, TorchOperator):
     def channels_last_supports(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> bool:
-        return self.xp is np  # on the CPU (the GPU's channels-last runs are convolutions)  # what torch_supports takes
+        return self.xp is np  # what torch_supports takes, on the CPU (the GPU's channels-last runs are convolutions)
 
     def channels_last_positions(self, inputs: int, outputs: int) -> list[int]:
         """The input and the output."""
