@@ -226,3 +226,30 @@ def test_runtime_if_on_its_bound_branches_matches_the_generic_path(monkeypatch):
         np.testing.assert_allclose(z, x * x + y if x.sum() > 0 else y - x, rtol=1e-6)
     step = next(s for s in context._executor.steps if s.layer.kind == "if")
     assert set(step.node._branches) == {"then", "else"} and all(step.node._branches.values())
+
+
+def test_moving_one_output_of_a_loop_that_stops_on_data():
+    """Scan outputs sized by the data (a loop that may stop early) make the run bind in full: an output that
+    did not move is bound where it is, beside the one that did."""
+    from plugrt.engine.host_run import _Allocator
+
+    compiled = plugrt.compile(loop_model(None, 12.0))
+    engine = compiled.engine
+    context = engine.create_execution_context()
+    rng = np.random.default_rng(6)
+    s0, x = rng.random((2, 3), dtype=np.float32), rng.random((2, 3), dtype=np.float32)
+    s = np.zeros((2, 3), np.float32)
+    for name, array in (("s0", s0), ("x", x), ("s", s)):
+        context.set_tensor_address(name, array.ctypes.data)
+    allocators = {name: _Allocator(engine.backend) for name in ("all_s", "all_i")}
+    for name, allocator in allocators.items():
+        context.set_output_allocator(name, allocator)
+    context.execute_async_v3(0)
+    want = compiled({"s0": s0, "x": x})
+    np.testing.assert_array_equal(s, want["s"])
+    x2 = x * 2  # the input moves, the output stays
+    context.set_tensor_address("x", x2.ctypes.data)
+    context.execute_async_v3(0)
+    want = compiled({"s0": s0, "x": x2})
+    np.testing.assert_array_equal(s, want["s"])
+    np.testing.assert_array_equal(allocators["all_s"].array(np.dtype(np.float32)), want["all_s"])

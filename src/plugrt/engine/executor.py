@@ -78,6 +78,7 @@ class Executor:
         self.pointers: list[int] = [0] * len(self.plan.tensors)
         self.upper_arrays: dict[int, Any] = {}
         self.upper: dict[int, tuple[int, ...]] = {}
+        self.io_bound: set[int] = set()
         self.size_upper = {
             leaf.symbol: leaf.size_bounds[1] for t in self.plan.tensors for d in t.shape for leaf in _size_leaves(d)
         }
@@ -159,6 +160,8 @@ class Executor:
 
     def bind(self, io_arrays: dict[int, Any], io_pointers: dict[int, int]) -> None:
         """Make views and bind every step whose shapes are known."""
+        #: the I/O tensors bound to the caller's memory (the others are placed in the arena or by allocators)
+        self.io_bound = set(io_arrays)
         for index in self.upper:  # data-dependent shapes of the previous run are not known for the next
             self.shapes[index] = None
         for index, tensor in enumerate(self.plan.tensors):
@@ -210,7 +213,12 @@ class Executor:
             if moved.intersection(step.layer.inputs) or moved.intersection(step.layer.outputs)
         ]
         if self.upper or any(step.constant or step.host or step.late for step in touched):
-            self.bind(io_arrays, io_pointers)
+            # a full bind, of the I/O tensors that did not move (as bound last) and of those that did
+            kept = self.io_bound - moved
+            self.bind(
+                {**{i: self.arrays[i] for i in kept}, **io_arrays},
+                {**{i: self.pointers[i] for i in kept}, **io_pointers},
+            )
             return
         for index in moved:
             self.arrays[index] = io_arrays[index]
