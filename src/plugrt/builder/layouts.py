@@ -1,7 +1,8 @@
 """Channels-last runs: the tensors between layers that chose a channels-last kernel are stored ``HWC``.
 
 An operator's :data:`~plugrt.ops.torch_cpu.CHANNELS_LAST_TACTIC` kernel (the convolution's: oneDNN on
-channels-last tensors, its kernel reordered once) is timed on channels-last inputs and outputs
+channels-last tensors, its kernel reordered once; MAX pooling's and the SE block's) is timed on channels-last
+inputs and outputs
 (``builder/tactics.py``). After the tactics are chosen this pass decides which layers take it: a tensor
 that one of them writes and only such layers read (at positions their kernel takes channels-last)
 is stored ``HWC`` (the same bytes as LINEAR, laid out ``[N, H, W, C]``), and is handed over with

@@ -82,8 +82,8 @@ class SqueezeExcitationOperator(SameShape, TorchOperator):
     def torch_supports(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> bool:
-        """FLOAT ``[N, C, H, W]`` inputs."""
-        return super().torch_supports(types, shapes, constant) and len(shapes[0]) == 4
+        """FLOAT ``[N, C, H, W]`` inputs on the CPU (the kernel views the weights as host tensors)."""
+        return self.xp is np and super().torch_supports(types, shapes, constant) and len(shapes[0]) == 4
 
     def channels_last_supports(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
