@@ -55,7 +55,7 @@ from .elementwise import label
 from .products import matmul_into
 from .shared_rules import expect_float_inputs
 from .spatial import Window, kernel_taps
-from .torch_cpu import CHANNELS_LAST_TACTIC, Kernel, TorchOperator
+from .torch_cpu import CHANNELS_LAST_TACTIC, Kernel, TorchOperator, forced_channels_last
 from .torch_cpu_kernels import convolution as torch_convolution
 from .torch_cpu_kernels import convolution_channels_last
 
@@ -183,8 +183,12 @@ class ConvolutionOperator(TorchOperator):
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> bool:
         """2-D convolutions with the kernel (and bias) as weights
-        (see :func:`~plugrt.ops.torch_cpu_kernels.convolution_channels_last`; on a GPU cuDNN's NHWC kernels through
-        :func:`~plugrt.ops.torch_cpu_kernels.convolution` on channels-last views)."""
+        (see :func:`~plugrt.ops.torch_cpu_kernels.convolution_channels_last`). On a GPU (cuDNN's NHWC kernels
+        through :func:`~plugrt.ops.torch_cpu_kernels.convolution` on channels-last views) only with
+        ``PLUGRT_TORCH=nhwc``: it gives the CPU's results there (FLOAT, eager and captured), but its speed and
+        the layout search's build time on a GPU are not measured yet."""
+        if self.xp is not np and not forced_channels_last():
+            return False
         return self.window.rank == 2 and "kernel" in self.weights and self.bias_input is None and not self.uniform
 
     def channels_last_positions(self, inputs: int, outputs: int) -> list[int]:
