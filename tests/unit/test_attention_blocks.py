@@ -109,3 +109,40 @@ def test_the_torch_tactic_runs_the_blocks_with_torch_kernels(
     assert kernel is not None and kernel.__qualname__.startswith("torch_attention_blocks")
     kernel()
     _close(got, want)
+
+
+def test_transposed_inputs_their_scales_and_a_transposed_result_in_blocks(monkeypatch) -> None:
+    # the exported scaled_dot_product_attention as the rule takes it in: [B, S, H, D] inputs read through
+    # transposes, q and k each scaled, the result written back to [B, S, H, D]
+    batch, seq, heads, depth = 2, 150, 3, 16
+    q, k, v = (RNG.standard_normal((batch, seq, heads, depth)).astype(np.float32) for _ in range(3))
+    params = {
+        "perm_a": [0, 2, 1, 3],
+        "perm_b": [0, 2, 3, 1],
+        "perm_v": [0, 2, 1, 3],
+        "perm_out": [0, 2, 1, 3],
+        "scale_a": True,
+        "scale_b": True,
+        "mask": True,
+    }
+    mask = np.where(RNG.random((batch, 1, 1, seq)) < 0.2, -1e4, 0.0).astype(np.float32)
+    inputs = [q, k, v, mask, np.full((1,), 0.5, np.float32), np.full((1,), 0.35, np.float32)]
+    op = AttentionOperator(params)
+    out_shape, scores_shape = (batch, seq, heads, depth), (batch, heads, seq, seq)
+
+    def run(kernel: str) -> np.ndarray:
+        out, scores = np.full(out_shape, np.nan, np.float32), np.empty(scores_shape, np.float32)
+        op.prepare([x.shape for x in inputs], [out_shape, scores_shape])
+        monkeypatch.setattr(attention_blocks, "MIN_BLOCKED_SCORES", 1 << 62 if kernel == "whole" else 1)
+        if kernel == "torch":
+            torch_run = op.torch_kernel(inputs, [out, scores])
+            assert torch_run is not None
+            torch_run()
+        else:
+            op.run(inputs, [out, scores])
+        return out
+
+    want = run("whole")
+    _close(run("blocks"), want)
+    if pytest.importorskip("torch"):
+        _close(run("torch"), want)
