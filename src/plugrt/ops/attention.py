@@ -295,9 +295,15 @@ class AttentionOperator(TorchOperator):
         for position in self._input_scales:
             if position is not None:
                 factor *= float(np.asarray(inputs[position]).reshape(-1)[0])
-        operands = [x if perm is None else x.transpose(perm) for x, perm in zip(inputs[:3], self._perms)]
-        return torch_attention_blocks(
-            *self._products(operands),
+        # oneDNN reads a matrix whose rows are strided (the heads of [B, S, H, D] read as [B, H, S, D]) slowly:
+        # a transposed input is first copied into an operator-owned array in the order the products read it
+        staged = [
+            x if perm is None else self.scratch(("staged", i), tuple(x.shape[p] for p in perm), np.float32, np)
+            for i, (x, perm) in enumerate(zip(inputs[:3], self._perms))
+        ]
+        copies = [(x.transpose(perm), y) for x, y, perm in zip(inputs[:3], staged, self._perms) if perm is not None]
+        blocks = torch_attention_blocks(
+            *self._products(staged),
             outputs[1].shape,
             self._unpermuted(outputs[0]),
             None if factor == 1.0 else ("PROD", factor),
@@ -305,3 +311,12 @@ class AttentionOperator(TorchOperator):
             None if post is None else float(np.asarray(inputs[post]).reshape(-1)[0]),
             self.nan_to_zero,
         )
+        if blocks is None or not copies:
+            return blocks
+
+        def run() -> None:
+            for source, target in copies:
+                np.copyto(target, source)
+            blocks()
+
+        return run
