@@ -338,3 +338,19 @@ def test_the_graph_maps_kept_by_each_rewrite_are_those_of_a_full_index(monkeypat
     assert len(checked) >= 3  # bias pair, GELU, then dead constants
     assert "activation" in _kinds(fused) and len(_kinds(fused)) < len(_kinds(plain))
     np.testing.assert_allclose(got["y"], want["y"], rtol=2e-6, atol=1e-6)
+
+
+def test_a_gelu_after_a_chain_stays_its_own_layer(monkeypatch) -> None:
+    # wav2vec2's group norm affine then GELU: the Mul and Add fuse, the GELU keeps its activation layer (and tactics)
+    nodes = [n("Mul", ["x", "scale"], ["s"]), n("Add", ["s", "shift"], ["t"])]
+    nodes += [
+        n(node.op_type, [{"x": "t"}.get(i, i) for i in node.input], list(node.output))
+        for node in GELU_ERF_SPELLINGS["dynamo"]
+    ]
+    constants = {**GELU_CONSTANTS, "scale": RNG.normal(size=(1, 7, 1)), "shift": RNG.normal(size=(1, 7, 1))}
+    model = _model(nodes, constants, (2, 7, 33))
+    x = RNG.normal(0, 3, (2, 7, 33)).astype(np.float32)
+    fused, _, got, want = _both(model, monkeypatch, x)
+    assert _kinds(fused) == ["fused_elementwise", "activation"]
+    assert "2 layers" in _computing(fused)[0].name and _computing(fused)[1].params["type"] == "GELU_ERF"
+    np.testing.assert_allclose(got["y"], want["y"], rtol=2e-6, atol=1e-6)

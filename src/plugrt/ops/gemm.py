@@ -6,7 +6,10 @@ scaled by ``alpha`` and ``beta`` once at build time (:func:`pack_gemm_weights`);
 a transposed ``B`` is multiplied as a transposed view (BLAS takes it without a
 copy). HALF inputs are multiplied in FLOAT and rounded once into the output. On a GPU, PyTorch's
 ``addmm`` over tensors viewed once at bind (the weights converted to the input's type once) is a
-second tactic, timed at build: one cuBLAS call with ``C`` in its epilogue.
+second tactic, timed at build: one cuBLAS call with ``C`` in its epilogue. On the CPU with
+PyTorch installed, a FLOAT Gemm by a constant ``B`` with no ``C`` or a constant row ``C`` (the
+exports' linear layers, GPT-2's) has oneDNN's kernel as the second tactic, timed per layer at
+build (:mod:`plugrt.ops.torch_cpu_linear`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from .params import param
 from .product_parts import matmul_parts_into
 from .shared_rules import expect_float_inputs
 from .torch_cpu import TORCH_TACTIC, Kernel, TorchOperator, torch_module, view
+from .torch_cpu_linear import linear, linear_available
 
 __all__ = ["GemmOperator", "pack_gemm_weights"]
 
@@ -88,11 +92,28 @@ class GemmOperator(TorchOperator):
             if dim.is_constant() and dim.get_constant_value() != 1 and target.is_constant() and dim != target:
                 raise ShapeError(f"{label(self)}: Gemm input C of dims {c} does not broadcast to [M, N] = {out}")
 
+    def _linear(self) -> bool:
+        """Whether oneDNN's linear computes this Gemm: ``A @ B' + c'`` with the weights packed at build."""
+        c = self.weights.get("c")
+        row = c is None or (
+            c.ndim <= 2 and c.size == c.shape[-1] and c.size == self.weights["b"].shape[-1 - self.trans_b]
+        )
+        return (
+            type(self).run is GemmOperator.run
+            and self.xp is np
+            and "b" in self.weights
+            and not (self.trans_a or self.uniform)
+            and (not self.has_c or (c is not None and row))
+        )
+
     def torch_supports(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> bool:
-        """On a GPU only (on the CPU the products stay OpenBLAS's), for B without the uniform-columns case."""
-        return self.xp is not np and not self.uniform and super().torch_supports(types, shapes, constant)
+        """On a GPU, for B without the uniform-columns case. On the CPU: oneDNN's linear for FLOAT ``A`` (not
+        transposed) times the weight ``B``, plus no ``C`` or a weight row ``C``."""
+        if self.xp is np:
+            return self._linear() and super().torch_supports(types, shapes, constant) and linear_available()
+        return not self.uniform and super().torch_supports(types, shapes, constant)
 
     def tactics(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
@@ -104,6 +125,12 @@ class GemmOperator(TorchOperator):
         return [TORCH_TACTIC] if self.xp is not np and TORCH_TACTIC in found else found
 
     def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
+        if self.xp is np:
+            if not self._linear():
+                return None
+            return linear(
+                inputs[0], self.weight("b"), self.trans_b, self.weight("c") if self.has_c else None, outputs[0]
+            )
         torch = torch_module()
         a, out = view(inputs[0]), view(outputs[0])
         a = a.t() if self.trans_a else a

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["MIN_PARALLEL_ELEMENTS", "in_two_parts", "pulled_by_two"]
+__all__ = ["MIN_PARALLEL_ELEMENTS", "in_two_parts", "on_helper", "pulled_by_two"]
 
 #: kernels over fewer elements than this run on the calling thread only
 MIN_PARALLEL_ELEMENTS = 1 << 18
@@ -68,6 +68,11 @@ def in_two_parts(count: int, elements: int, work: Callable[[int, int, int], None
         work(0, 0, half)
     finally:
         future.result()
+
+
+def on_helper() -> bool:
+    """True on the helper thread while it runs a part or an item."""
+    return bool(getattr(_LOCAL, "helper", False))
 
 
 def _two_threads_allowed() -> bool:

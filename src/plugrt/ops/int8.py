@@ -36,7 +36,7 @@ from .conv import ConvolutionOperator
 from .elementwise import label
 from .gemm import GemmOperator
 from .int8_cuda import Int8Product, epilogue_into, gather_columns, usable
-from .matrix_multiply import MatrixMultiplyOperator, _operand
+from .matrix_multiply import MatrixMultiplyOperator, product_operand
 from .products import matmul_into
 
 __all__ = [
@@ -298,8 +298,8 @@ class Int8MatrixMultiplyOperator(MatrixMultiplyOperator):
         return _output_types(self, input_types, 2, 2)
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
-        a = _operand(inputs[0].astype(np.float32), self.ops[0], first=True)
-        b = _operand(inputs[1].astype(np.float32), self.ops[1], first=False)
+        a = product_operand(inputs[0].astype(np.float32), self.ops[0], first=True)
+        b = product_operand(inputs[1].astype(np.float32), self.ops[1], first=False)
         out = outputs[0]
         if len(self._out_view) != a.ndim:
             self.prepare([a.shape, b.shape], [out.shape])

@@ -26,7 +26,7 @@ from .base import Operator, ShapeExprs, register_operator
 from .conv import ConvolutionOperator
 from .elementwise import FLOAT_TYPES, expect_inputs, label
 from .int8 import exact_product
-from .matrix_multiply import MatrixMultiplyOperator, _operand
+from .matrix_multiply import MatrixMultiplyOperator, product_operand
 
 __all__ = [
     "QUANTIZED_TYPES",
@@ -160,8 +160,8 @@ class IntegerMatrixMultiplyOperator(MatrixMultiplyOperator):
         return super().output_shapes(input_shapes[:2], input_values[:2])
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
-        a = _operand(_shifted(self, xp, "a", inputs[0], inputs[2]), self.ops[0], first=True)
-        b = _operand(_shifted(self, xp, "b", inputs[1], inputs[3]), self.ops[1], first=False)
+        a = product_operand(_shifted(self, xp, "a", inputs[0], inputs[2]), self.ops[0], first=True)
+        b = product_operand(_shifted(self, xp, "b", inputs[1], inputs[3]), self.ops[1], first=False)
         out = outputs[0]
         if len(self._out_view) != a.ndim:
             self.prepare([a.shape, b.shape], [out.shape])

@@ -5,6 +5,10 @@ matrix, VECTOR the last dimension as a vector. The remaining (batch) dimensions
 of the two inputs must be equally many; each pair is equal or one of them 1
 (broadcast). matrix x matrix gives a matrix, matrix x vector and vector x matrix
 a vector, vector x vector a scalar per batch element.
+
+On the CPU with PyTorch installed, a FLOAT product of a matrix by a constant matrix (the
+exports' linear layers, bias fused or not) has oneDNN's kernel as a second tactic, timed per
+layer at build (:mod:`plugrt.ops.torch_cpu_linear`).
 """
 
 from __future__ import annotations
@@ -24,8 +28,9 @@ from .blas_threads import blas_runs_alone
 from .elementwise import FLOAT_TYPES, broadcast_dim, expect_inputs, label, merge_dim
 from .product_parts import matmul_parts_into
 from .torch_cpu import TORCH_TACTIC, Kernel, TorchOperator, torch_module, view
+from .torch_cpu_linear import linear, linear_available
 
-__all__ = ["FEW_ROWS", "MatrixMultiplyOperator"]
+__all__ = ["FEW_ROWS", "MatrixMultiplyOperator", "product_operand"]
 
 _OPS = ("NONE", "TRANSPOSE", "VECTOR")
 #: up to this many rows an FP32 product then a bias add beats cuBLASLt's bias epilogue (addmm) on an H200, whose
@@ -41,7 +46,8 @@ class MatrixMultiplyOperator(TorchOperator):
     With param ``bias`` (set by the builder's fusion of a following ``Add``, see
     :mod:`plugrt.builder.fusion`) a third input of dims ``[1, ..., 1, N]`` is added to
     every row of the product. On a GPU, PyTorch's product over tensors viewed once at bind is a
-    second tactic (:mod:`plugrt.ops.torch_cpu`): the own kernel views the buffers at every run.
+    second tactic (:mod:`plugrt.ops.torch_cpu`): the own kernel views the buffers at every run; on the
+    CPU, oneDNN's linear for products by a constant matrix.
     """
 
     kind = "matrix_multiply"
@@ -107,9 +113,22 @@ class MatrixMultiplyOperator(TorchOperator):
     def torch_supports(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> bool:
-        """On a GPU only (on the CPU torch's products measured slower than OpenBLAS's): the same cuBLAS product
-        as the own kernel's, over tensors viewed once at bind instead of at every run."""
-        return self.xp is not np and super().torch_supports(types, shapes, constant)
+        """On a GPU: the same cuBLAS product as the own kernel's, over tensors viewed once at bind instead of at
+        every run. On the CPU: oneDNN's linear (``torch_cpu_linear.py``; torch's own products measured slower
+        than OpenBLAS's) for FLOAT ``a`` (not transposed) times a constant matrix ``b`` (leading dimensions of
+        one); not for subclasses with kernels of their own (the INT8 products)."""
+        if self.xp is not np:
+            return super().torch_supports(types, shapes, constant)
+        return (
+            type(self).run is MatrixMultiplyOperator.run
+            and self.ops[0] == "NONE"
+            and self.ops[1] != "VECTOR"
+            and constant[1]
+            and len(shapes[0]) >= 2
+            and all(d == 1 for d in shapes[1][:-2])
+            and super().torch_supports(types, shapes, constant)
+            and linear_available()
+        )
 
     def tactics(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
@@ -121,10 +140,17 @@ class MatrixMultiplyOperator(TorchOperator):
         return [TORCH_TACTIC] if self.xp is not np and TORCH_TACTIC in found else found
 
     def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
+        if self.xp is np:
+            b = inputs[1]
+            if type(self).run is not MatrixMultiplyOperator.run or self.ops[0] != "NONE" or self.ops[1] == "VECTOR":
+                return None
+            if any(d != 1 for d in b.shape[:-2]):
+                return None
+            return linear(inputs[0], b, self.ops[1] == "TRANSPOSE", inputs[2] if self.bias else None, outputs[0])
         torch = torch_module()
         self.prepare([x.shape for x in inputs], [o.shape for o in outputs])  # (bind prepares after this)
-        a = _operand(view(inputs[0]), self.ops[0], first=True)
-        b = _operand(view(inputs[1]), self.ops[1], first=False)
+        a = product_operand(view(inputs[0]), self.ops[0], first=True)
+        b = product_operand(view(inputs[1]), self.ops[1], first=False)
         out = view(outputs[0]).view(self._out_view)
         if not self.bias:
             return functools.partial(torch.matmul, a, b, out=out)
@@ -144,8 +170,8 @@ class MatrixMultiplyOperator(TorchOperator):
         return product
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
-        a = _operand(inputs[0], self.ops[0], first=True)
-        b = _operand(inputs[1], self.ops[1], first=False)
+        a = product_operand(inputs[0], self.ops[0], first=True)
+        b = product_operand(inputs[1], self.ops[1], first=False)
         out = outputs[0]
         if len(self._out_view) != a.ndim:
             self.prepare([a.shape, b.shape], [out.shape])
@@ -177,7 +203,8 @@ def _product(a: Any, b: Any, out: Any, bias: Any) -> None:
         np.add(out, bias, out=out)
 
 
-def _operand(x: Any, op: str, first: bool) -> Any:
+def product_operand(x: Any, op: str, first: bool) -> Any:
+    """Input ``x`` of a product under MatrixOperation ``op``: as is, transposed (a view), or a vector as a matrix."""
     if op == "TRANSPOSE":
         return x.swapaxes(-1, -2)
     if op == "VECTOR":

@@ -25,7 +25,7 @@ from .blas_threads import blas_threads_for, one_blas_thread, split_products
 from .host_threads import pulled_by_two
 from .products import matmul_into
 
-__all__ = ["BLOCK_ALIGN", "MAX_BLOCKS", "MIN_BLOCK_FLOPS", "matmul_parts_into", "product_blocks"]
+__all__ = ["BLOCK_ALIGN", "MAX_BLOCKS", "MIN_BLOCK_FLOPS", "as_rows", "matmul_parts_into", "product_blocks"]
 
 #: at most this many blocks per product (enough for the two threads to even out a busy core; more blocks
 #: cost more: on one thread a 128x768 by 768x3072 product took 6.9 ms whole, 7.7 ms as four column blocks)
@@ -70,13 +70,13 @@ def product_blocks(a: Any, b: Any, out: Any, bias: Any, flops: float) -> list[Bl
     if count < 2 or not a.ndim == b.ndim == out.ndim >= 2:
         return None
     if all(d == 1 for d in b.shape[:-2]) and out.shape[:-2] == a.shape[:-2]:
-        rows = _as_rows(a)
+        rows = as_rows(a)
         if rows is not None:  # one matrix product: a's batch folded into its rows
             return _matrix_blocks(rows, b.reshape(b.shape[-2:]), out.reshape(-1, out.shape[-1]), bias, count)
     return _batch_blocks(a, b, out, bias, count)
 
 
-def _as_rows(x: Any) -> Any:
+def as_rows(x: Any) -> Any:
     """``x`` of dims ``[..., M, K]`` as a view of dims ``[rows, K]``, or None where that needs a copy."""
     lead = [(n, s) for n, s in zip(x.shape[:-1], x.strides[:-1]) if n != 1]
     if any(outer != inner * n for (_, outer), (n, inner) in itertools.pairwise(lead)):

@@ -27,7 +27,7 @@ from .reduce import axes_from_mask
 from .torch_cpu import Kernel, TorchOperator
 from .torch_cpu_kernels import softmax as torch_softmax
 
-__all__ = ["SoftmaxOperator"]
+__all__ = ["SoftmaxOperator", "softmax_rows"]
 
 #: elements per block of rows: the five passes of a block run in the L2 cache, not memory
 _BLOCK = 32768
@@ -35,7 +35,7 @@ _BLOCK = 32768
 _SAFE = 60.0
 
 
-def _softmax_rows(x: np.ndarray, out: np.ndarray) -> None:
+def softmax_rows(x: np.ndarray, out: np.ndarray) -> None:
     """Softmax of each row of 2-D ``x`` into ``out`` (may alias), a cache-sized block of rows at a time."""
     rows, width = x.shape
     step = max(1, _BLOCK // max(width, 1))
@@ -128,7 +128,7 @@ class SoftmaxOperator(TorchOperator):
             xp.multiply(x, inputs[1], out=out)
             x = out
         if xp is np and self._axes == (x.ndim - 1,) and x.flags.c_contiguous and out.flags.c_contiguous:
-            _softmax_rows(x.reshape(-1, x.shape[-1]), out.reshape(-1, x.shape[-1]))
+            softmax_rows(x.reshape(-1, x.shape[-1]), out.reshape(-1, x.shape[-1]))
             return
         xp.subtract(x, x.max(axis=self._axes, keepdims=True), out=out)
         xp.exp(out, out=out)

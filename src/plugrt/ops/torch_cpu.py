@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import threading
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
@@ -80,6 +81,7 @@ __all__ = [
     "forced",
     "forced_channels_last",
     "hand_over",
+    "one_thread_here",
     "runs_on",
     "tactic_name",
     "torch_module",
@@ -106,6 +108,7 @@ _GPU_TYPES = frozenset({DataType.FLOAT, DataType.HALF})
 Kernel = Callable[[], None]
 
 _STATE: dict[str, Any] = {"module": None, "tried": False, "threads": 0}
+_LOCAL = threading.local()
 
 
 def enabled() -> bool:
@@ -190,6 +193,15 @@ def use_threads(flops: float) -> None:
     if count != _STATE["threads"]:
         torch_module().set_num_threads(count)
         _STATE["threads"] = count
+
+
+def one_thread_here() -> None:
+    """Make torch's kernels called from this thread (the engine's helper thread) run on it alone: its OpenMP
+    thread count is its own, set once; torch's process-wide count is set again by the next :func:`use_threads`."""
+    if not getattr(_LOCAL, "single", False):
+        torch_module().set_num_threads(1)
+        _LOCAL.single = True
+        _STATE["threads"] = 0
 
 
 def view(array: Any) -> Any:
