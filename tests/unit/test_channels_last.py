@@ -158,7 +158,7 @@ def test_channels_last_kernels_follow_a_new_batch(monkeypatch):
 )
 def test_symmetric_padding_then_a_crop_is_the_asymmetric_convolution(size, kernel, stride, begin, end):
     from plugrt.ops.spatial import Window
-    from plugrt.ops.torch_cpu_kernels import _symmetric_pads
+    from plugrt.ops.torch_channels_last import _symmetric_pads
 
     window = Window.from_params(
         {"kernel_shape": [kernel, kernel], "strides": [stride, stride], "pads": [begin, begin, end, end]}, "test"

@@ -55,9 +55,9 @@ from .elementwise import label
 from .products import matmul_into
 from .shared_rules import expect_float_inputs
 from .spatial import Window, kernel_taps
+from .torch_channels_last import convolution_channels_last
 from .torch_cpu import CHANNELS_LAST_TACTIC, Kernel, TorchOperator, forced_channels_last
 from .torch_cpu_kernels import convolution as torch_convolution
-from .torch_cpu_kernels import convolution_channels_last
 
 __all__ = ["FUSED_ACTIVATIONS", "TAPS_MIN_COLUMN_BYTES", "ConvolutionOperator", "pack_conv_kernel"]
 

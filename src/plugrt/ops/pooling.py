@@ -33,8 +33,8 @@ from ..shape import constant
 from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import FLOAT_TYPES, expect_inputs, label
 from .spatial import Window, kernel_taps, tap_slices
+from .torch_channels_last import max_pooling
 from .torch_cpu import CHANNELS_LAST_TACTIC, Kernel, TorchOperator, torch_module, view
-from .torch_cpu_kernels import max_pooling
 
 __all__ = ["GlobalPoolingOperator", "PoolingOperator"]
 

@@ -30,8 +30,8 @@ from ..core.types import DataType
 from .activation import activation_kernel
 from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .shared_rules import SameShape, expect_float_inputs
+from .torch_channels_last import squeeze_excitation
 from .torch_cpu import Kernel, TorchOperator
-from .torch_cpu_kernels import squeeze_excitation
 
 __all__ = ["SqueezeExcitationOperator"]
 

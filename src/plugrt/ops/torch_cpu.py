@@ -54,7 +54,6 @@ import importlib
 import os
 import threading
 import warnings
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -65,13 +64,13 @@ from ..core.types import DataType, TensorFormat
 from ..nodes.base import Binding
 from .base import Operator
 from .blas_threads import threads_for
+from .hand_over import HandOver, hand_over
 
 __all__ = [
     "CHANNELS_LAST_TACTIC",
     "ENV_SWITCH",
     "NUMPY_TACTIC",
     "TORCH_TACTIC",
-    "HandOver",
     "Kernel",
     "TorchOperator",
     "available",
@@ -80,7 +79,6 @@ __all__ = [
     "enabled",
     "forced",
     "forced_channels_last",
-    "hand_over",
     "one_thread_here",
     "runs_on",
     "tactic_name",
@@ -162,29 +160,6 @@ def runs_on(xp: Any) -> bool:
 def tactic_name(tactic: int) -> str:
     """The name of an operator tactic ('numpy', 'torch'), or 'tactic N' for another value."""
     return _NAMES.get(tactic, f"tactic {tactic}")
-
-
-class HandOver:
-    """The slot of one HWC buffer: the torch tensor its last writer left there instead of the buffer, or None
-    (see the module's note on hand-over)."""
-
-    __slots__ = ("__weakref__", "tensor")
-
-    def __init__(self) -> None:
-        self.tensor: Any = None
-
-
-_SLOTS: weakref.WeakValueDictionary[tuple[int, int], HandOver] = weakref.WeakValueDictionary()
-
-
-def hand_over(array: Any) -> HandOver:
-    """The hand-over slot of the buffer ``array`` occupies (by address and size; kept while a kernel holds it)."""
-    key = (int(array.__array_interface__["data"][0]), int(array.nbytes))
-    slot = _SLOTS.get(key)
-    if slot is None:
-        slot = HandOver()
-        _SLOTS[key] = slot
-    return slot
 
 
 def use_threads(flops: float) -> None:

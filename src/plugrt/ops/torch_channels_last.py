@@ -1,0 +1,261 @@
+"""The PyTorch kernels of channels-last runs on the CPU (tactic ``torch-nhwc``, see :mod:`.torch_cpu` and
+``builder/layouts.py``): the 2-D convolution as oneDNN's on channels-last tensors with its kernel reordered once,
+max pooling and squeeze-and-excitation on channels-last tensors; tensors between such layers are handed over as
+torch's results (:func:`~plugrt.ops.hand_over.hand_over`) instead of being copied into the engine's buffers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..core.types import TensorFormat
+from .hand_over import hand_over
+from .torch_cpu import Kernel, torch_module, use_threads, view
+from .torch_cpu_kernels import ACTIVATIONS, ELEMENT_FLOPS, bias_tensor, logical_view, post_affine
+
+if TYPE_CHECKING:
+    from .conv import ConvolutionOperator
+    from .pooling import PoolingOperator
+
+__all__ = ["POST_OPS", "convolution_channels_last", "max_pooling", "squeeze_excitation"]
+
+#: activations oneDNN's convolution applies itself (a post-op): type -> (alpha, beta) -> its attribute and scalars;
+#: hard-sigmoid is not among them (ONNX's slope and offset are parameters, oneDNN's fixed)
+POST_OPS: dict[str, Callable[[float, float], tuple[str, list[float]]]] = {
+    "RELU": lambda a, b: ("relu", []),
+    "CLIP": lambda a, b: ("hardtanh", [a, b]),
+    "HARD_SWISH": lambda a, b: ("hardswish", []),
+    "SIGMOID": lambda a, b: ("sigmoid", []),
+    "TANH": lambda a, b: ("tanh", []),
+    "LEAKY_RELU": lambda a, b: ("leaky_relu", [a]),
+}
+
+
+def convolution_channels_last(
+    op: ConvolutionOperator,
+    x: np.ndarray,
+    out: np.ndarray,
+    residual: np.ndarray | None,
+    formats: Sequence[TensorFormat],
+) -> Kernel | None:
+    """The 2-D convolution (bias and epilogue included) as oneDNN's on channels-last tensors, its kernel
+    reordered for them once here (``torch.ops.mkldnn._convolution_pointwise``).
+
+    ``formats``: the input's, the residual's (when there is one) and the output's; a LINEAR input is
+    copied into a channels-last buffer first, a LINEAR output written from the channels-last result.
+    The activation is oneDNN's post-op where it has it (:data:`POST_OPS`), a residual its ``add``
+    post-op when both are channels-last (then only ReLU can follow inside), anything else the pass
+    that writes ``out``. Padding that differs between an axis's ends is made the same by
+    :func:`_symmetric_pads`, the result cropped as it is written. None where it does not apply:
+    other ranks, a kernel or bias given as an input, a uniform kernel, empty tensors.
+    """
+    torch = torch_module()
+    w = op.window
+    if w.rank != 2 or op.uniform or "kernel" not in op.weights or op.bias_input is not None:
+        return None
+    x_format, out_format = formats[0], formats[-1]
+    xt, ot = logical_view(x, x_format), logical_view(out, out_format)
+    if xt.numel() == 0 or ot.numel() == 0:
+        return None
+    shape = tuple(xt.shape)
+    sizes, begins, ends = w.resolve(shape[2:])
+    if tuple(sizes) != tuple(ot.shape[2:]):
+        return None
+    pads, skip = _symmetric_pads(w, begins, ends)
+    padded = [(shape[2 + a] + 2 * pads[a] - w.extent(a)) // w.strides[a] + 1 for a in range(2)]
+    exact = not any(skip) and padded == list(sizes)
+    crop = None if exact else (slice(None), slice(None), *(slice(k, k + n) for k, n in zip(skip, sizes)))
+    channels_last = torch.channels_last
+    channels = shape[1] // op.group
+    strides, dilations, group = list(w.strides), list(w.dilations), op.group
+    weight = op.torch_weight("kernel", xt, (op.maps, channels, *w.kernel)).contiguous(memory_format=channels_last)
+    packed = torch.ops.mkldnn._reorder_convolution_weight(weight, pads, strides, dilations, group, list(shape))
+    bias_t = bias_tensor(op, None, xt)
+    source = xt if x_format == TensorFormat.HWC else torch.empty(shape).contiguous(memory_format=channels_last)
+    staged = source is not xt
+    flops = 2.0 * ot.numel() * channels * math.prod(w.kernel)
+    low, high = op.activation_range
+    conv = torch.ops.mkldnn._convolution_pointwise
+    rt = None if residual is None else logical_view(residual, formats[1])
+    post = POST_OPS.get(op.activation)
+    affine = post_affine(torch, op)
+    # tensors between channels-last layers are handed over as torch's results (no copy into the buffers)
+    given = hand_over(x) if x_format == TensorFormat.HWC else None
+    given_residual = hand_over(residual) if residual is not None and formats[1] == TensorFormat.HWC else None
+    handed = hand_over(out) if out_format == TensorFormat.HWC and crop is None else None
+    written = hand_over(out) if out_format == TensorFormat.HWC and crop is not None else None
+
+    def deliver(result: Any, act: Any) -> None:
+        """Apply what is left of the epilogue to ``result`` and hand it over, or write it into ``out``."""
+        if handed is not None:
+            if act is not None:
+                act(torch, result, result, low, high)
+            if affine is not None:
+                affine(result, result)
+            handed.tensor = result
+            return
+        if written is not None:
+            written.tensor = None
+        if act is not None:
+            if affine is None:
+                act(torch, result, ot, low, high)
+                return
+            act(torch, result, result, low, high)
+        if affine is not None:
+            affine(result, ot)
+        else:
+            ot.copy_(result)
+
+    def start() -> Any:
+        use_threads(flops)
+        if given is not None and given.tensor is not None:
+            return given.tensor
+        if staged:
+            source.copy_(xt)
+        return source
+
+    if rt is None:
+        attr, scalars = post(low, high) if post is not None else ("none", [])
+        after = ACTIVATIONS[op.activation] if op.activation and post is None else None
+
+        def run() -> None:
+            result = conv(start(), packed, bias_t, pads, strides, dilations, group, attr, scalars, "")
+            deliver(result if crop is None else result[crop], after)
+
+        return run
+    # oneDNN adds a channels-last residual as a post-op (only ReLU may follow there) unless the output is cropped
+    inside = crop is None and rt.is_contiguous(memory_format=channels_last)
+    relu = inside and op.activation == "RELU"
+    act = ACTIVATIONS[op.activation] if op.activation and not relu else None
+
+    def run_residual() -> None:
+        x_now = start()
+        r_now = given_residual.tensor if given_residual is not None and given_residual.tensor is not None else rt
+        if inside:
+            unary = "relu" if relu else None
+            result = conv.binary(
+                x_now, r_now, packed, bias_t, pads, strides, dilations, group, "add", None, unary, [], ""
+            )
+            deliver(result, act)
+            return
+        result = conv(x_now, packed, bias_t, pads, strides, dilations, group, "none", [], "")
+        if crop is not None:
+            result = result[crop]
+        if handed is not None:
+            result.add_(r_now)
+            deliver(result, act)
+            return
+        if written is not None:
+            written.tensor = None
+        torch.add(result, r_now, out=ot)
+        if act is not None:
+            act(torch, ot, ot, low, high)
+        if affine is not None:
+            affine(ot, ot)
+
+    return run_residual
+
+
+def _symmetric_pads(w: Any, begins: Sequence[int], ends: Sequence[int]) -> tuple[list[int], list[int]]:
+    """Padding that is the same at both ends of each axis (oneDNN's convolution through torch takes no other),
+    and the outputs to skip at the start of each: where an axis's ends differ (TensorFlow's "same" at
+    stride 2), the begin padding grows by whole strides until it covers the end's (or the end's grows to
+    the begin's), and the output computed with it holds the wanted one from ``skip`` on (outputs past
+    the wanted ones read only padding beyond the end's, and are cropped)."""
+    pads, skip = [], []
+    for axis, (begin, end) in enumerate(zip(begins, ends)):
+        steps = 0 if end <= begin else -(-(end - begin) // w.strides[axis])
+        pads.append(begin + steps * w.strides[axis])
+        skip.append(steps)
+    return pads, skip
+
+
+def max_pooling(
+    op: PoolingOperator, x: np.ndarray, out: np.ndarray, formats: Sequence[TensorFormat], channels_last: bool
+) -> Kernel | None:
+    """2-D MAX pooling with ``torch.max_pool2d``: on channels-last tensors (``channels_last``; a LINEAR input
+    copied into a channels-last buffer first), else on NCHW ones. None where torch pads otherwise than the
+    window (see ``PoolingOperator.torch_supports``) or for empty tensors."""
+    torch = torch_module()
+    w = op.window
+    xt, ot = logical_view(x, formats[0]), logical_view(out, formats[-1])
+    if w.rank != 2 or xt.numel() == 0 or ot.numel() == 0:
+        return None
+    shape = tuple(xt.shape)
+    sizes, begins, ends = w.resolve(shape[2:])
+    if list(begins) != list(ends) or any(2 * b > k for b, k in zip(begins, w.kernel)):
+        return None
+    if tuple(
+        torch.nn.functional.max_pool2d(
+            torch.empty((1, 1, *shape[2:])),
+            list(w.kernel),
+            list(w.strides),
+            list(begins),
+            list(w.dilations),
+            w.ceil_mode,
+        ).shape[2:]
+    ) != tuple(sizes):
+        return None  # ceil mode's last window: torch drops one that starts in the end padding
+    source = xt
+    if channels_last and formats[0] != TensorFormat.HWC:
+        source = torch.empty(shape).contiguous(memory_format=torch.channels_last)
+    staged = source is not xt
+    kernel, strides, pads, dilations = list(w.kernel), list(w.strides), list(begins), list(w.dilations)
+    ceil = w.ceil_mode
+    flops = float(ot.numel() * math.prod(w.kernel))
+    given = hand_over(x) if formats[0] == TensorFormat.HWC else None
+    handed = hand_over(out) if formats[-1] == TensorFormat.HWC else None
+
+    def run() -> None:
+        use_threads(flops)
+        pooled = given.tensor if given is not None and given.tensor is not None else source
+        if staged and pooled is source:
+            source.copy_(xt)
+        result = torch.max_pool2d(pooled, kernel, strides, pads, dilations, ceil)
+        if handed is not None:
+            handed.tensor = result
+        else:
+            ot.copy_(result)
+
+    return run
+
+
+def squeeze_excitation(
+    acts: Sequence[tuple[str, float, float]],
+    weights: tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray | None],
+    x: np.ndarray,
+    out: np.ndarray,
+    formats: Sequence[TensorFormat],
+) -> Kernel | None:
+    """The squeeze-and-excitation block (``ops/squeeze_excitation.py``) on ``[N, C, H, W]`` tensors, NCHW or
+    channels-last (``formats``: the input's and the output's): the mean, two small products with their
+    activations, the broadcast product; a channels-last output is handed over."""
+    torch = torch_module()
+    xt, ot = logical_view(x, formats[0]), logical_view(out, formats[-1])
+    if xt.dim() != 4 or xt.numel() == 0:
+        return None
+    w1, b1, w2, b2 = (None if w is None else view(w) for w in weights)
+    steps = [(w1, b1, acts[0]), (w2, b2, acts[1])]
+    given = hand_over(x) if formats[0] == TensorFormat.HWC else None
+    handed = hand_over(out) if formats[-1] == TensorFormat.HWC else None
+    flops = float(ELEMENT_FLOPS * xt.numel())
+
+    def run() -> None:
+        use_threads(flops)
+        source = given.tensor if given is not None and given.tensor is not None else xt
+        scale = source.mean((2, 3))
+        for weight, bias, (name, alpha, beta) in steps:
+            scale = torch.mm(scale, weight) if bias is None else torch.addmm(bias, scale, weight)
+            if name:
+                ACTIVATIONS[name](torch, scale, scale, alpha, beta)
+        scale = scale[:, :, None, None]
+        if handed is not None:
+            handed.tensor = source * scale
+        else:
+            torch.mul(source, scale, out=ot)
+
+    return run
