@@ -350,6 +350,8 @@ class IExecutionContext(DeprecatedContextManager):
         self._ready = not self._allocators  # output allocators are asked at every run
 
     def _deliver_data_dependent_outputs(self, stream: int) -> None:
+        if not self._allocators:
+            return
         plan = self.engine.plan
         for index in self._outputs:
             name = plan.tensors[index].name
