@@ -8,12 +8,17 @@ floor is ``execute_async_v3`` on an execution context whose shapes and addresses
 set once. Times are the fastest of ``--repeats`` blocks of ``--calls`` calls, on the
 calling thread's CPU clock (``time.thread_time``: steady on a loaded machine).
 
-Usage: python benchmarks/compile_call_overhead.py [--calls 5000] [--repeats 7] [--size 64]
+``--silero`` times the packaged silero-vad model instead (``pip install --no-deps
+silero-vad``) at batch 1: the same inputs at every call, and its state fed back (the
+last call's ``stateN`` as the next ``state``, as a stream is processed).
+
+Usage: python benchmarks/compile_call_overhead.py [--calls 5000] [--repeats 7] [--size 64] [--silero]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import platform
 import time
@@ -45,12 +50,45 @@ def _per_call_us(call: Callable[[], object], calls: int, repeats: int) -> float:
     return best
 
 
+def _silero(calls: int, repeats: int) -> list[tuple[str, float]]:
+    spec = importlib.util.find_spec("silero_vad")
+    if spec is None or spec.origin is None:
+        raise SystemExit("pip install --no-deps silero-vad")
+    path = os.path.join(os.path.dirname(spec.origin), "data", "silero_vad.onnx")
+    shapes = {"input": ((1, 512), (1, 512), (8, 512)), "state": ((2, 1, 128), (2, 1, 128), (2, 8, 128))}
+    compiled = plugrt.compile(path, shapes=shapes)
+    rng = np.random.default_rng(1)
+    feeds = {
+        "input": rng.standard_normal((1, 512)).astype(np.float32) * 0.1,
+        "state": np.zeros((2, 1, 128), np.float32),
+        "sr": np.array(16000, np.int64),
+    }
+    compiled(feeds)
+    fed = dict(feeds)
+
+    def stream() -> None:
+        fed["state"] = compiled(fed)["stateN"]
+
+    return [
+        (
+            "execute_async_v3, nothing set (the floor)",
+            _per_call_us(lambda: compiled.context.execute_async_v3(0), calls, repeats),
+        ),
+        ("compiled(feeds), the same arrays each call", _per_call_us(lambda: compiled(feeds), calls, repeats)),
+        ("compiled(feeds), the state fed back", _per_call_us(stream, calls, repeats)),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=5000, help="calls per timed block")
     parser.add_argument("--repeats", type=int, default=7, help="timed blocks (the fastest is reported)")
     parser.add_argument("--size", type=int, default=64, help="elements per row of the input")
+    parser.add_argument("--silero", action="store_true", help="time the packaged silero-vad model instead")
     args = parser.parse_args()
+    if args.silero:
+        _report(_silero(args.calls, args.repeats), "silero-vad at batch 1")
+        return
 
     compiled = plugrt.compile(_relu(args.size), shapes={"x": ((1, args.size), (1, args.size), (4, args.size))})
     rng = np.random.default_rng(0)
@@ -87,8 +125,13 @@ def main() -> None:
         ("x.copy() alone (to subtract from the row above)", _per_call_us(lambda: x1.copy(), args.calls, args.repeats)),
         ("compiled(x=...), shapes (1, n) and (2, n) alternating", _per_call_us(alternate, args.calls, args.repeats)),
     ]
+    _report(rows, f"one Relu over (n, {args.size}) float32")
+
+
+def _report(rows: list[tuple[str, float]], what: str) -> None:
+    floor = rows[0][1]
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy {np.__version__}")
-    print(f"# load average {os.getloadavg()[0]:.2f}; one Relu over (n, {args.size}) float32; thread CPU time")
+    print(f"# load average {os.getloadavg()[0]:.2f}; {what}; thread CPU time")
     width = max(len(name) for name, _ in rows)
     for name, us in rows:
         extra = (

@@ -16,7 +16,8 @@ output shapes) and redoes it only when a call brings other shapes:
   copied out.
 
 Every call returns new output arrays: the arrays of an earlier call stay the
-caller's, never written again.
+caller's, never written again. Between calls, nothing else sets the context's
+shapes or addresses (it is the caller's own context).
 
 >>> call = HostCall(HostRun(engine))             # doctest: +SKIP
 >>> y, = call([x])                               # doctest: +SKIP

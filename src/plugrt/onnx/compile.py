@@ -13,10 +13,12 @@ array([0., 2.], dtype=float32)
 Underneath: ``Builder``, ``OnnxParser``, one optimization profile (from
 ``shapes={name: (min, opt, max)}``, else from the first call's shapes),
 ``Runtime`` and a :class:`~plugrt.engine.host_run.HostRun` (one execution
-context, the call's arrays bound in place, new output arrays sized from the
-context, an ``IOutputAllocator`` for outputs whose shape depends on data). Arrays are converted at the boundary between the types
-the model declares and the ones plugrt computes in (DOUBLE inputs arrive as
-float64 and leave as float64, computed as FLOAT in between).
+context; on the CPU driven by a :class:`~plugrt.engine.host_call.HostCall`,
+which sets shapes and binds buffers only when a call's shapes differ from the
+last call's, and returns new output arrays at every call). Arrays are
+converted at the boundary between the types the model declares and the ones
+plugrt computes in (DOUBLE inputs arrive as float64 and leave as float64,
+computed as FLOAT in between).
 """
 
 from __future__ import annotations
@@ -273,14 +275,9 @@ class CompiledModel:
 
     def _call(self, values: list[Any], stream: int) -> dict[str, np.ndarray]:
         with self._lock:
-            if self.engine is None:
-                self._build(
-                    {
-                        name: (a.shape, a.shape, a.shape)
-                        for name, a in zip(self.input_names, values)
-                        if -1 in self._declared[name]
-                    }
-                )
+            if self.engine is None:  # built for this call's shapes
+                given = zip(self.input_names, values)
+                self._build({name: (a.shape,) * 3 for name, a in given if -1 in self._declared[name]})
             return self._run(values, stream)
 
     def _given(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
