@@ -87,6 +87,8 @@ class IExecutionContext(DeprecatedContextManager):
         self._addresses: dict[str, int] = {}
         self._allocators: dict[str, IOutputAllocator] = {}
         self._dirty = True
+        #: the executor's shapes are those of the shapes set now (inferred since the last change)
+        self._inferred = False
         self._bound_addresses: dict[str, int] | None = None
         #: the last run's shapes and addresses hold (nothing set since): a run skips the checks of _prepare
         self._ready = False
@@ -132,7 +134,7 @@ class IExecutionContext(DeprecatedContextManager):
             return False
         if self._input_shapes.get(name) != dims:
             self._input_shapes[name] = dims
-            self._dirty = True
+            self._dirty, self._inferred = True, False
         return True
 
     @_exclusive
@@ -150,13 +152,15 @@ class IExecutionContext(DeprecatedContextManager):
     def _refresh_shapes(self) -> bool:
         if self.infer_shapes():
             return False
-        if self._dirty:
+        if not self._inferred:
             self._infer()
         return True
 
     def _infer(self) -> None:
+        self._inferred = False  # until the checks passed
         self._executor.infer(self._input_shapes)
         check_at_points(self.engine.shape_checks, [("the input", self._executor.env)], ShapeError)
+        self._inferred = True
 
     def infer_shapes(self) -> list[str]:
         """Names of inputs whose shape is still missing (empty when all are set)."""
@@ -230,7 +234,7 @@ class IExecutionContext(DeprecatedContextManager):
             self._input_shapes = {
                 k: v for k, v in self._input_shapes.items() if self.engine.plan.io_shapes[k].is_static()
             }
-            self._dirty = True
+            self._dirty, self._inferred = True, False
         return True
 
     # --- running -------------------------------------------------------------------------
@@ -296,7 +300,7 @@ class IExecutionContext(DeprecatedContextManager):
         missing = self.infer_shapes()
         if missing:
             raise ExecutionError(f"input shape(s) of {missing} are not set; call set_input_shape first")
-        if self._dirty:
+        if not self._inferred:
             self._infer()
         plan = self.engine.plan
         executor = self._executor
@@ -346,6 +350,8 @@ class IExecutionContext(DeprecatedContextManager):
         self._ready = not self._allocators  # output allocators are asked at every run
 
     def _deliver_data_dependent_outputs(self, stream: int) -> None:
+        if not self._allocators:
+            return
         plan = self.engine.plan
         for index in self._outputs:
             name = plan.tensors[index].name

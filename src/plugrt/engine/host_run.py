@@ -96,11 +96,13 @@ class HostRun:
     """One execution context of ``engine`` and the buffers bound to its IO tensors.
 
     ``buffers`` makes the buffers :meth:`allocate` binds (default: arrays of the
-    engine's backend, :class:`ArrayBuffer`).
+    engine's backend, :class:`ArrayBuffer`); ``profile_hint`` ends the message of
+    a shape outside the profile (what the caller can do about it).
     """
 
-    def __init__(self, engine: Any, buffers: BufferFactory | None = None) -> None:
+    def __init__(self, engine: Any, buffers: BufferFactory | None = None, profile_hint: str = "") -> None:
         self.engine = engine
+        self.profile_hint = profile_hint
         self.backend = engine.backend
         self.context = engine.create_execution_context()
         names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
@@ -132,6 +134,7 @@ class HostRun:
                 low, _, high = self.engine.get_tensor_profile_shape(name, self.context.active_optimization_profile)
                 raise ShapeError(
                     f"input {name!r} has shape {shape}, outside the engine's profile (min {tuple(low)}, max {tuple(high)})"
+                    + (f"; {self.profile_hint}" if self.profile_hint else "")
                 )
 
     def bind(self, name: str, buffer: IOBuffer) -> IOBuffer:
@@ -164,6 +167,14 @@ class HostRun:
                 made = self._make(shape, dtype) if self._make else ArrayBuffer.empty(self.backend, shape, dtype)
                 self.bind(name, made)
 
+    def has_allocator(self, name: str) -> bool:
+        """Whether output ``name`` is placed by an :class:`IOutputAllocator` (its shape depended on data)."""
+        return name in self._allocators
+
+    def allocated_output(self, name: str) -> Any:
+        """A copy of what the last run wrote to output ``name`` through its allocator (a backend array)."""
+        return self._allocators[name].array(self.dtype(name))
+
     def upload(self, arrays: Mapping[str, np.ndarray], stream: int = 0) -> None:
         """Copy host arrays into the inputs' buffers, ordered on ``stream``."""
         for name, array in arrays.items():
@@ -193,7 +204,7 @@ class HostRun:
         out: dict[str, Any] = {}
         for name in self.output_names:
             if name in self._allocators:
-                out[name] = self._allocators[name].array(self.dtype(name))
+                out[name] = self.allocated_output(name)
             else:
                 buffer = self.buffers.get(name)
                 if not isinstance(buffer, ArrayBuffer):

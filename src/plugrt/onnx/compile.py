@@ -13,10 +13,12 @@ array([0., 2.], dtype=float32)
 Underneath: ``Builder``, ``OnnxParser``, one optimization profile (from
 ``shapes={name: (min, opt, max)}``, else from the first call's shapes),
 ``Runtime`` and a :class:`~plugrt.engine.host_run.HostRun` (one execution
-context, the call's arrays bound in place, new output arrays sized from the
-context, an ``IOutputAllocator`` for outputs whose shape depends on data). Arrays are converted at the boundary between the types
-the model declares and the ones plugrt computes in (DOUBLE inputs arrive as
-float64 and leave as float64, computed as FLOAT in between).
+context; on the CPU driven by a :class:`~plugrt.engine.host_call.HostCall`,
+which sets shapes and binds buffers only when a call's shapes differ from the
+last call's, and returns new output arrays at every call). Arrays are
+converted at the boundary between the types the model declares and the ones
+plugrt computes in (DOUBLE inputs arrive as float64 and leave as float64,
+computed as FLOAT in between).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import onnx
 from ..backends.registry import DEFAULT_DEVICE, check_device
 from ..core.errors import ExecutionError, ShapeError, TypeMismatchError
 from ..core.logger import ILogger, RaisedErrorsLogger, Severity
+from ..engine.host_call import HostCall
 from ..engine.host_run import HostRun
 from .fixed_dims import FixedDims, fixed_dims, graph_inputs, graph_of, with_fixed_dims
 from .importers.base import OnnxImportError
@@ -41,6 +44,7 @@ from .types import onnx_numpy_dtype
 __all__ = ["CompiledModel", "compile"]
 
 ShapeRange = tuple[Sequence[int], Sequence[int], Sequence[int]]
+_WIDEN_PROFILE = "pass shapes={name: (min, opt, max)} to plugrt.compile to cover it"
 
 
 def compile(  # noqa: A001 - the public name mirrors torch.compile
@@ -87,6 +91,7 @@ class CompiledModel:
         self._external_data_dir = None if external_data_dir is None else os.fspath(external_data_dir)
         self._lock = threading.Lock()
         self.engine: Any = None
+        self._host_call: HostCall | None = None
         self.context: Any = None
         #: the model, while its import waits for the first call's shapes (see :meth:`_import_at_first_call`)
         self._deferred: Any = None
@@ -175,6 +180,8 @@ class CompiledModel:
             for t in (self.network.get_input(i) for i in range(self.network.num_inputs))
         }
         self._output_dtypes = {name: self._numpy_type(name, self._parser.output_types) for name in self.output_names}
+        #: per input, the (type, shape) of the last array accepted as it is: the next one like it skips the checks
+        self._accepted: list[tuple[np.dtype, tuple[int, ...]] | None] = [None] * len(self.input_names)
         if shapes is not None:
             self._build(self._check_ranges(shapes))
         elif all(-1 not in dims for dims in self._declared.values()):
@@ -239,8 +246,9 @@ class CompiledModel:
             config.add_optimization_profile(profile)
         # in memory: the engine shares the network's weight arrays instead of copying them through plan bytes
         self.engine = self._runtime.engine_from_plan(self._builder.build_plan(self.network, config))
-        self._host_run = HostRun(self.engine)
+        self._host_run = HostRun(self.engine, profile_hint=_WIDEN_PROFILE)
         self.context = self._host_run.context
+        self._host_call = None if self._runtime.backend.gpu else HostCall(self._host_run)
 
     def serialize(self) -> bytes:
         """The engine's plan bytes (build first: call once, or pass ``shapes``)."""
@@ -255,7 +263,7 @@ class CompiledModel:
         """Run on ``{name: array}`` (or keyword arrays, or arrays in input order); returns ``{name: array}``."""
         if self._deferred is not None:
             self._import_at_first_call(args, kwargs)
-        return self._call(self._gather(args, kwargs), 0)
+        return self._call(self._inputs(self._given(args, kwargs)), 0)
 
     run = __call__
 
@@ -263,39 +271,56 @@ class CompiledModel:
         """Run on ``{name: array}`` with the engine's work queued on ``stream`` (a CUDA stream handle on the GPU)."""
         if self._deferred is not None:
             self._import_at_first_call((arrays,), {})
-        return self._call(self._gather((arrays,), {}), stream)
+        return self._call(self._inputs(self._given((arrays,), {})), stream)
 
-    def _call(self, arrays: dict[str, np.ndarray], stream: int) -> dict[str, np.ndarray]:
+    def _call(self, values: list[Any], stream: int) -> dict[str, np.ndarray]:
         with self._lock:
-            if self.engine is None:
-                self._build(
-                    {name: (a.shape, a.shape, a.shape) for name, a in arrays.items() if -1 in self._declared[name]}
-                )
-            return self._run(arrays, stream)
+            if self.engine is None:  # built for this call's shapes
+                given = zip(self.input_names, values)
+                self._build({name: (a.shape,) * 3 for name, a in given if -1 in self._declared[name]})
+            return self._run(values, stream)
 
-    def _gather(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, np.ndarray]:
+    def _given(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+        """The call's values in input order; wrong or missing names raise, naming the model's inputs."""
+        names = self.input_names
         if len(args) == 1 and isinstance(args[0], Mapping) and not kwargs:
-            given = dict(args[0])
+            given = args[0]
         elif args and not kwargs:
-            if len(args) != len(self.input_names):
-                raise TypeMismatchError(
-                    f"the model takes {len(self.input_names)} inputs {self.input_names}, got {len(args)} arrays"
-                )
-            given = dict(zip(self.input_names, args))
+            if len(args) != len(names):
+                raise TypeMismatchError(f"the model takes {len(names)} inputs {names}, got {len(args)} arrays")
+            return list(args)
         elif not args:
-            given = dict(kwargs)
+            given = kwargs
         else:
             raise TypeMismatchError("pass the inputs as one dict, as keywords, or positionally; not mixed")
-        unknown = sorted(set(given) - set(self.input_names))
-        missing = [name for name in self.input_names if name not in given]
-        if unknown or missing:
-            parts = []
-            if unknown:
-                parts.append(f"unknown input name(s) {unknown}")
-            if missing:
-                parts.append(f"missing input(s) {missing}")
-            raise TypeMismatchError(f"{'; '.join(parts)}; the model's inputs are {self.input_names}")
-        return {name: self._convert(name, given[name]) for name in self.input_names}
+        if len(given) == len(names):
+            try:
+                return [given[name] for name in names]
+            except KeyError:
+                pass  # a name not given: said below
+        unknown = sorted(set(given) - set(names))
+        missing = [name for name in names if name not in given]
+        parts = []
+        if unknown:
+            parts.append(f"unknown input name(s) {unknown}")
+        if missing:
+            parts.append(f"missing input(s) {missing}")
+        raise TypeMismatchError(f"{'; '.join(parts)}; the model's inputs are {names}")
+
+    def _inputs(self, values: list[Any]) -> list[Any]:
+        """Each value checked and converted (:meth:`_convert`), except a contiguous array of the type the engine
+        computes in and of the shape its input last accepted: the checks would pass again."""
+        accepted = self._accepted
+        out = []
+        for k, (name, value) in enumerate(zip(self.input_names, values)):
+            if type(value) is np.ndarray and value.flags.c_contiguous and accepted[k] == (value.dtype, value.shape):
+                out.append(value)
+                continue
+            converted = self._convert(name, value)
+            if converted is value and type(value) is np.ndarray:
+                accepted[k] = (value.dtype, value.shape)
+            out.append(converted)
+        return out
 
     def _convert(self, name: str, value: Any) -> np.ndarray:
         declared = self._input_dtypes[name]
@@ -338,13 +363,14 @@ class CompiledModel:
             raise ShapeError(f"input {name!r} must have shape {shown} ('?' is dynamic), got {array.shape}")
         return cp.ascontiguousarray(array.astype(engine_type, copy=False))
 
-    def _run(self, arrays: dict[str, Any], stream: int = 0) -> dict[str, Any]:
+    def _run(self, values: list[Any], stream: int = 0) -> dict[str, Any]:
+        if self._host_call is not None:  # the CPU: what the shapes decide is kept from call to call
+            results = self._host_call(values, stream)
+            return {name: self._deliver(name, array) for name, array in zip(self.output_names, results)}
         run = self._host_run
+        arrays = dict(zip(self.input_names, values))
         host_out = all(isinstance(a, np.ndarray) for a in arrays.values())  # host in, host out
-        try:
-            run.bind_arrays(arrays)  # host arrays are uploaded to a device; device arrays are used in place
-        except ShapeError as exc:
-            raise ShapeError(f"{exc}; pass shapes={{name: (min, opt, max)}} to plugrt.compile to cover it") from None
+        run.bind_arrays(arrays)  # host arrays are uploaded to a device; device arrays are used in place
         run.allocate(run.output_names)  # new arrays each call: they are handed to the caller
         run.execute(stream)
         outputs = run.output_arrays()
