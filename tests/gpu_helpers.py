@@ -47,18 +47,25 @@ def same_on_both(plan: bytes, inputs: dict[str, np.ndarray], atol: float = 0.0, 
     return gpu
 
 
-def attention_plan(model: Any, device: str, fp16: bool = False) -> bytes:
-    """The plan of ``export_graphs.masked_attention()``-shaped ``model`` (inputs x [B, 16, 64], mask [B, 16]) for
-    ``device``, batch profile 1..4 (opt 2), with ``BuilderFlag.FP16`` when ``fp16``."""
+def onnx_plan(model: Any, device: str, shapes: dict[str, tuple[tuple[int, ...], ...]], fp16: bool = False) -> bytes:
+    """The plan of ONNX ``model`` (a ModelProto or its bytes) for ``device``, one profile of ``shapes``
+    (input name -> (min, opt, max)), with ``BuilderFlag.FP16`` when ``fp16``."""
     builder = trt.Builder(LOGGER, device=device)
     network = builder.create_network(0)
     parser = trt.OnnxParser(network, LOGGER)
-    assert parser.parse(model.SerializeToString())
+    assert parser.parse(model if isinstance(model, bytes) else model.SerializeToString())
     config = builder.create_builder_config()
     if fp16:
         config.set_flag(trt.BuilderFlag.FP16)
     profile = builder.create_optimization_profile()
-    profile.set_shape("x", (1, 16, 64), (2, 16, 64), (4, 16, 64))
-    profile.set_shape("mask", (1, 16), (2, 16), (4, 16))
+    for name, (low, opt, high) in shapes.items():
+        profile.set_shape(name, low, opt, high)
     config.add_optimization_profile(profile)
     return bytes(builder.build_serialized_network(network, config))
+
+
+def attention_plan(model: Any, device: str, fp16: bool = False) -> bytes:
+    """The plan of ``export_graphs.masked_attention()``-shaped ``model`` (inputs x [B, 16, 64], mask [B, 16]) for
+    ``device``, batch profile 1..4 (opt 2), with ``BuilderFlag.FP16`` when ``fp16``."""
+    shapes = {"x": ((1, 16, 64), (2, 16, 64), (4, 16, 64)), "mask": ((1, 16), (2, 16), (4, 16))}
+    return onnx_plan(model, device, shapes, fp16)

@@ -11,7 +11,7 @@ import plugrt as trt
 from plugrt.engine.plan import EnginePlan
 
 from export_graphs import onnx_model
-from gpu_helpers import run_plan
+from gpu_helpers import onnx_plan, run_plan
 
 pytestmark = pytest.mark.gpu
 LOGGER = trt.Logger(trt.Logger.ERROR)
@@ -49,17 +49,7 @@ def _model(name: str):  # type: ignore[no-untyped-def]
 
 
 def _plan(model, names: list[str], device: str, fp16: bool) -> bytes:  # type: ignore[no-untyped-def]
-    builder = trt.Builder(LOGGER, device=device)
-    network = builder.create_network(0)
-    assert trt.OnnxParser(network, LOGGER).parse(model.SerializeToString())
-    config = builder.create_builder_config()
-    if fp16:
-        config.set_flag(trt.BuilderFlag.FP16)
-    profile = builder.create_optimization_profile()
-    for name in names:
-        profile.set_shape(name, (1, 8, 33), (3, 8, 33), (4, 8, 33))
-    config.add_optimization_profile(profile)
-    return bytes(builder.build_serialized_network(network, config))
+    return onnx_plan(model, device, {name: ((1, 8, 33), (3, 8, 33), (4, 8, 33)) for name in names}, fp16)
 
 
 @pytest.mark.parametrize("graph", [False, True])

@@ -12,7 +12,7 @@ import plugrt as trt
 from plugrt.core.types import TensorFormat
 from plugrt.engine.plan import EnginePlan
 
-from gpu_helpers import run_plan
+from gpu_helpers import onnx_plan, run_plan
 
 pytestmark = pytest.mark.gpu
 LOGGER = trt.Logger(trt.Logger.ERROR)
@@ -47,16 +47,7 @@ def _model() -> bytes:
 
 
 def _plan(device: str, fp16: bool) -> bytes:
-    builder = trt.Builder(LOGGER, device=device)
-    network = builder.create_network(0)
-    assert trt.OnnxParser(network, LOGGER).parse(_model())
-    config = builder.create_builder_config()
-    if fp16:
-        config.set_flag(trt.BuilderFlag.FP16)
-    profile = builder.create_optimization_profile()
-    profile.set_shape("x", (1, 16, 14, 14), (4, 16, 14, 14), (4, 16, 14, 14))
-    config.add_optimization_profile(profile)
-    return bytes(builder.build_serialized_network(network, config))
+    return onnx_plan(_model(), device, {"x": ((1, 16, 14, 14), (4, 16, 14, 14), (4, 16, 14, 14))}, fp16)
 
 
 @pytest.mark.parametrize("graph", [False, True])

@@ -11,7 +11,7 @@ import plugrt as trt
 from plugrt.engine.plan import EnginePlan
 
 from export_graphs import onnx_model
-from gpu_helpers import run_plan
+from gpu_helpers import onnx_plan, run_plan
 
 pytestmark = pytest.mark.gpu
 LOGGER = trt.Logger(trt.Logger.ERROR)
@@ -19,16 +19,7 @@ n = helper.make_node
 
 
 def _plan(model, device: str, fp16: bool = False) -> bytes:  # type: ignore[no-untyped-def]
-    builder = trt.Builder(LOGGER, device=device)
-    network = builder.create_network(0)
-    assert trt.OnnxParser(network, LOGGER).parse(model.SerializeToString())
-    config = builder.create_builder_config()
-    if fp16:
-        config.set_flag(trt.BuilderFlag.FP16)
-    profile = builder.create_optimization_profile()
-    profile.set_shape("x", (1, 10, 32), (2, 10, 32), (4, 10, 32))
-    config.add_optimization_profile(profile)
-    return bytes(builder.build_serialized_network(network, config))
+    return onnx_plan(model, device, {"x": ((1, 10, 32), (2, 10, 32), (4, 10, 32))}, fp16)
 
 
 def _products():  # type: ignore[no-untyped-def]

@@ -293,11 +293,8 @@ class CompiledModel:
             given = kwargs
         else:
             raise TypeMismatchError("pass the inputs as one dict, as keywords, or positionally; not mixed")
-        if len(given) == len(names):
-            try:
-                return [given[name] for name in names]
-            except KeyError:
-                pass  # a name not given: said below
+        if len(given) == len(names) and all(name in given for name in names):
+            return [given[name] for name in names]
         unknown = sorted(set(given) - set(names))
         missing = [name for name in names if name not in given]
         parts = []

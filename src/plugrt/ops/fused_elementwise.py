@@ -158,9 +158,7 @@ class FusedElementwiseOperator(Operator):
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         out = outputs[0]
         if xp is not np:
-            if out.dtype not in self._kernels:  # made once per type: one generated CUDA kernel for the chain
-                self._kernels[out.dtype] = chain_kernel(xp, self.steps, self._inputs, out.dtype)
-            kernel = self._kernels[out.dtype]
+            kernel = self._chain_kernel(xp, out.dtype)
             if kernel is not None:
                 kernel(*inputs[: self._inputs], out)
                 return
@@ -196,11 +194,21 @@ class FusedElementwiseOperator(Operator):
                     value = value.astype(np.float32)
                 activation_kernel(kind)(xp, value, out, step["alpha"], step["beta"])
 
+    def _chain_kernel(self, xp: Any, dtype: Any) -> Any:
+        """On a GPU, the chain's generated kernel for ``dtype`` (made once per type), or None."""
+        if dtype not in self._kernels:
+            self._kernels[dtype] = chain_kernel(xp, self.steps, self._inputs, dtype)
+        return self._kernels[dtype]
+
     def direct_launch(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any) -> Any:
-        """A chain whose output is one block, on NumPy: every step resolved at bind to its function and the
-        bound arrays it reads and writes (what :meth:`_evaluate` looks up per step at every run)."""
+        """On a GPU, the generated kernel with the bound arrays; a chain whose output is one block, on NumPy:
+        every step resolved at bind to its function and the bound arrays it reads and writes (what
+        :meth:`_evaluate` looks up per step at every run)."""
         out = outputs[0]
-        if xp is not np or out.size > BLOCK or out.dtype == np.float16:
+        if xp is not np:
+            kernel = self._chain_kernel(xp, out.dtype)
+            return None if kernel is None else (kernel, (*inputs[: self._inputs], out))
+        if out.size > BLOCK or out.dtype == np.float16:
             return None
         calls: list[tuple[Any, tuple[Any, ...]]] = []
         for number, step in enumerate(self.steps):

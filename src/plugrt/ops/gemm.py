@@ -29,7 +29,7 @@ from .matrix_multiply import FEW_ROWS
 from .params import param
 from .product_parts import matmul_parts_into
 from .shared_rules import expect_float_inputs
-from .torch_cpu import TORCH_TACTIC, Kernel, TorchOperator, torch_module, view
+from .torch_cpu import Kernel, TorchOperator, torch_module, view
 from .torch_cpu_linear import linear, linear_available
 
 __all__ = ["GemmOperator", "pack_gemm_weights"]
@@ -56,6 +56,7 @@ class GemmOperator(TorchOperator):
     """
 
     kind = "gemm"
+    same_kernel_on_gpu = True
     trans_a: bool = param(bool, default=False)
     trans_b: bool = param(bool, default=False)
     alpha: float = param(float, default=1.0)
@@ -114,15 +115,6 @@ class GemmOperator(TorchOperator):
         if self.xp is np:
             return self._linear() and super().torch_supports(types, shapes, constant) and linear_available()
         return not self.uniform and super().torch_supports(types, shapes, constant)
-
-    def tactics(
-        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
-    ) -> list[int]:
-        """On a GPU, PyTorch's product alone where it applies, untimed: it is the cuBLAS call the own kernel makes through
-        PyTorch too, with its tensors viewed once instead of at every run (timing the two on the GPU compares one
-        kernel with itself; the host's share decides only at small sizes)."""
-        found = super().tactics(types, shapes, constant)
-        return [TORCH_TACTIC] if self.xp is not np and TORCH_TACTIC in found else found
 
     def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
         if self.xp is np:

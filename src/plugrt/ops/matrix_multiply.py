@@ -27,7 +27,7 @@ from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .blas_threads import blas_runs_alone
 from .elementwise import FLOAT_TYPES, broadcast_dim, expect_inputs, label, merge_dim
 from .product_parts import matmul_parts_into
-from .torch_cpu import TORCH_TACTIC, Kernel, TorchOperator, torch_module, view
+from .torch_cpu import Kernel, TorchOperator, torch_module, view
 from .torch_cpu_linear import linear, linear_available
 
 __all__ = ["FEW_ROWS", "MatrixMultiplyOperator", "product_operand"]
@@ -51,6 +51,7 @@ class MatrixMultiplyOperator(TorchOperator):
     """
 
     kind = "matrix_multiply"
+    same_kernel_on_gpu = True
 
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
@@ -130,15 +131,6 @@ class MatrixMultiplyOperator(TorchOperator):
             and linear_available()
         )
 
-    def tactics(
-        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
-    ) -> list[int]:
-        """On a GPU, PyTorch's product alone where it applies, untimed: it is the cuBLAS call the own kernel makes through
-        PyTorch too, with its tensors viewed once instead of at every run (timing the two on the GPU compares one
-        kernel with itself; the host's share decides only at small sizes)."""
-        found = super().tactics(types, shapes, constant)
-        return [TORCH_TACTIC] if self.xp is not np and TORCH_TACTIC in found else found
-
     def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
         if self.xp is np:
             b = inputs[1]
@@ -148,7 +140,6 @@ class MatrixMultiplyOperator(TorchOperator):
                 return None
             return linear(inputs[0], b, self.ops[1] == "TRANSPOSE", inputs[2] if self.bias else None, outputs[0])
         torch = torch_module()
-        self.prepare([x.shape for x in inputs], [o.shape for o in outputs])  # (bind prepares after this)
         a = product_operand(view(inputs[0]), self.ops[0], first=True)
         b = product_operand(view(inputs[1]), self.ops[1], first=False)
         out = view(outputs[0]).view(self._out_view)

@@ -204,6 +204,10 @@ class TorchOperator(Operator):
 
     #: True for an operator with a :data:`CHANNELS_LAST_TACTIC` kernel
     channels_last: bool = False
+    #: True where the own kernel on a GPU calls the same vendor kernel through PyTorch (the products: cuBLAS),
+    #: only with more work per run: there the PyTorch kernel is taken untimed (timing one kernel against itself
+    #: decides nothing)
+    same_kernel_on_gpu: bool = False
 
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
@@ -218,11 +222,11 @@ class TorchOperator(Operator):
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> list[int]:
         """The own kernel, and PyTorch's where it runs on this device and :meth:`torch_supports` these inputs
-        (PyTorch alone with ``PLUGRT_TORCH=always``), and the channels-last one where
-        :meth:`channels_last_supports` them."""
+        (PyTorch alone with ``PLUGRT_TORCH=always``, or on a GPU for :attr:`same_kernel_on_gpu` operators), and the
+        channels-last one where :meth:`channels_last_supports` them."""
         if runs_on(self.xp) and self.torch_supports(types, shapes, constant):
             nhwc = self.channels_last and self.channels_last_supports(types, shapes, constant)
-            if forced():
+            if forced() or (self.same_kernel_on_gpu and self.xp is not np and not nhwc):
                 return [CHANNELS_LAST_TACTIC if nhwc and forced_channels_last() else TORCH_TACTIC]
             return [NUMPY_TACTIC, TORCH_TACTIC, *([CHANNELS_LAST_TACTIC] if nhwc else [])]
         return [NUMPY_TACTIC]
@@ -280,13 +284,13 @@ class TorchOperator(Operator):
         self._torch_call = None
         self._relaid = None
         self.formats = [b.format for b in (*inputs, *outputs)]
+        super().bind(inputs, outputs, workspace)  # prepared for these shapes before a kernel is made
         if self.tactic in (TORCH_TACTIC, CHANNELS_LAST_TACTIC) and runs_on(self.xp):
             arrays = [b.array for b in inputs], [b.array for b in outputs]
             kinds = {np.dtype(np.float32)} if self.xp is np else {np.dtype(np.float32), np.dtype(np.float16)}
             module = np.ndarray if self.xp is np else self.xp.ndarray
             if all(isinstance(a, module) and a.dtype in kinds for a in (*arrays[0], *arrays[1])):
                 self._torch_call = self.torch_kernel(*arrays)
-        super().bind(inputs, outputs, workspace)
         if self._torch_call is None and any(f != TensorFormat.LINEAR for f in self.formats):
             self._relaid = self._linear_copies(inputs, outputs)
 

@@ -79,12 +79,20 @@ def _key(graph: LayerGraph, name: str) -> str:
     return key
 
 
-def conv_affine(graph: LayerGraph, step: int) -> Fusion | None:
-    """The elementwise layer at ``step`` folded into the convolution before it (see the module's table)."""
+def _foldable(graph: LayerGraph, step: int) -> LayerPlan | None:
+    """The layer at ``step`` when it is a FLOAT two-input elementwise layer a convolution may take in, else None."""
     layer = graph.layer(step)
     if layer.kind != "elementwise" or layer.params.get("op") not in _FOLDABLE or len(layer.inputs) != 2:
         return None
     if not graph.fusable(step) or layer.weights or graph.tensors[layer.outputs[0]].dtype != DataType.FLOAT:
+        return None
+    return layer
+
+
+def conv_affine(graph: LayerGraph, step: int) -> Fusion | None:
+    """The elementwise layer at ``step`` folded into the convolution before it (see the module's table)."""
+    layer = _foldable(graph, step)
+    if layer is None:
         return None
     op = layer.params["op"]
     for position, link in enumerate(layer.inputs):
@@ -134,10 +142,8 @@ def conv_affine(graph: LayerGraph, step: int) -> Fusion | None:
 def conv_scale_shift(graph: LayerGraph, step: int) -> Fusion | None:
     """The elementwise layer at ``step`` by a one-element constant, folded into the epilogue of the convolution
     before it when that applies an activation (see the module's note)."""
-    layer = graph.layer(step)
-    if layer.kind != "elementwise" or layer.params.get("op") not in _FOLDABLE or len(layer.inputs) != 2:
-        return None
-    if not graph.fusable(step) or layer.weights or graph.tensors[layer.outputs[0]].dtype != DataType.FLOAT:
+    layer = _foldable(graph, step)
+    if layer is None:
         return None
     op = layer.params["op"]
     for position, link in enumerate(layer.inputs):
