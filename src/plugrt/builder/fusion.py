@@ -21,11 +21,12 @@ rule                   what                                                     
 ``squeeze_excitation`` GlobalAveragePool → 1x1 Conv → 1x1 Conv → Mul(x, ·) → one layer      few ulp
 ``layer_norm``         ReduceMean/Sub/square/ReduceMean/eps/Sqrt/Div (gamma, beta)          ~1e-6 relative
 ``elementwise_chain``  runs of elementwise layers → ``fused_elementwise``                    bit-identical
+``duplicate_layers``   a layer repeating an earlier one's kind, params, weights and inputs     bit-identical
 ``dead_layers``        layers nobody reads after fusion (then their weights)                 –
 =====================  ==================================================================  ==================
 
 (``builder/passes/``: ``pairs.py``, ``attention.py``, ``conv_fold.py``, ``gelu.py``, ``squeeze.py``, ``layer_norm.py``,
-``chains.py``, ``dead.py``.) ``hard_swish`` is bit-identical to PaddlePaddle's spelling, a few ulp from others;
+``chains.py``, ``duplicates.py``, ``dead.py``.) ``hard_swish`` is bit-identical to PaddlePaddle's spelling, a few ulp from others;
 ``conv_activation`` applies the activation layer's kernel (NumPy's, or torch's under the
 PyTorch tactic, whose results may differ from NumPy's by a few ulp where the unfused
 layers chose otherwise).
@@ -50,6 +51,7 @@ from .passes.attention import attention
 from .passes.chains import elementwise_chain
 from .passes.conv_fold import conv_affine, conv_scale_shift
 from .passes.dead import remove_dead_layers
+from .passes.duplicates import merge_duplicates
 from .passes.gelu import gelu, hard_swish
 from .passes.graph import Fusion, LayerGraph
 from .passes.layer_norm import layer_norm
@@ -84,8 +86,8 @@ RULES: tuple[Rule, ...] = (
     Rule("layer_norm", layer_norm),
     Rule("elementwise_chain", elementwise_chain),
 )
-#: every pass a build runs, in order (the rules, then dead-layer removal)
-PASS_NAMES: tuple[str, ...] = (*(rule.name for rule in RULES), "dead_layers")
+#: every pass a build runs, in order (the rules, then merging duplicate layers, then dead-layer removal)
+PASS_NAMES: tuple[str, ...] = (*(rule.name for rule in RULES), "duplicate_layers", "dead_layers")
 
 
 def disabled_passes(text: str | None = None) -> frozenset[str]:
@@ -125,7 +127,8 @@ def fuse_layers(
             fusion = rule.match(graph, step)
             if fusion is not None and graph.apply(fusion):
                 fused.append(fusion.layer.name)
-    if not fused and "dead_layers" in skip:
+    merged = merge_duplicates(graph) if "duplicate_layers" not in skip else []
+    if not fused and not merged and "dead_layers" in skip:
         return layers, tensors, io, []
     if "dead_layers" not in skip:
         remove_dead_layers(graph)

@@ -160,6 +160,14 @@ class LayerGraph:
         self._leave(step)
         self.layers[step] = None
 
+    def redirect(self, old: int, new: int) -> None:
+        """Make every layer that reads tensor ``old`` read ``new`` instead (same type, format and shape)."""
+        for step in self.readers.pop(old, []):
+            layer = self.layer(step)
+            layer.inputs = [new if i == old else i for i in layer.inputs]
+            layer.shape_inputs = [new if i == old else i for i in layer.shape_inputs]
+            self.readers.setdefault(new, []).append(step)
+
     def compact(self) -> tuple[list[LayerPlan], list[TensorPlan], list[int]]:
         """The layers left, the tensors they and the engine I/O use (renumbered), and the I/O."""
         layers = [layer for layer in self.layers if layer is not None]
