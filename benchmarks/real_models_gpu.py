@@ -6,14 +6,16 @@ batch profile 1..32: the fp32 model without and with ``BuilderFlag.FP16``, and t
 process, interleaved, the script times plugrt eager, plugrt graph replay (``context.use_cuda_graph``),
 PyTorch eager and ``torch.compile(mode="reduce-overhead")`` (dynamo reset per batch: a static graph
 each). Every timed call starts on an idle device and is timed by CUDA events; the table has medians.
-plugrt's outputs are checked against PyTorch eager in true FP32 (TF32 off; the timed torch runs keep
-torch's defaults): max |diff| / max |reference| within 1e-3 (fp32) or 2e-2 (FP16 builds, fp16 model),
+Both engines compute FLOAT products and convolutions in strict FP32 (``BuilderFlag.TF32`` cleared, PyTorch's
+cuBLAS and cuDNN TF32 switches off), or with ``--tf32`` both may use TF32 (the flag kept, as a TensorRT
+builder config has it, the switches on; the precisions then read ``tf32``). plugrt's outputs are checked
+against PyTorch eager in true FP32 (TF32 off): max |diff| / max |reference| within 1e-3 (fp32) or 2e-2 (FP16 builds, fp16 model),
 NaN named. A failing step (export, build, bind, capture, run) puts its exception in its cell.
 ``--device cpu`` (plugrt's CPU backend, torch on the CPU, wall clock, torch.compile only with
 ``--compile on``) with ``--small`` (2 layers, narrow) checks the script on any machine.
 
 Usage: python benchmarks/real_models_gpu.py [--models block,bert] [--batches 1,32] [--precisions fp32,fp16flag,fp16]
-       [--repeats 50] [--warmup 10] [--profile] [--json out.json] [--device cuda|cpu] [--small]
+       [--tf32] [--repeats 50] [--warmup 10] [--profile] [--json out.json] [--device cuda|cpu] [--small]
 """
 
 from __future__ import annotations
@@ -54,6 +56,10 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     add("--torch-only", action="store_true", help=argparse.SUPPRESS)  # the child of --compile child
     add("--exporter", choices=("torchscript", "dynamo"), default="torchscript", help="torch.onnx.export's dynamo=")
     add("--cache", default=os.path.expanduser("~/.cache/plugrt-real-models-gpu"), help="where exports are kept")
+    add("--tf32", action="store_true",
+        help="FLOAT products and convolutions may use TF32 in both engines (BuilderFlag.TF32 kept, as TensorRT's "
+             "default; PyTorch's cuBLAS and cuDNN switches on); default: strict FP32 in both (the flag cleared, "
+             "the switches off)")  # fmt: skip
     add("--small", action="store_true", help="shrunk configs (2 layers, narrow, 64x64 images) for quick checks")
     add("--profile", action="store_true", help="print the 15 slowest layers of each plugrt eager engine (IProfiler)")
     add("--threads", type=int, default=2, help="CPU threads of NumPy and torch with --device cpu (default 2)")
@@ -114,6 +120,11 @@ class Bench:
         self.meta: dict[str, Any] = {}
         self.profiles: list[dict[str, Any]] = []
 
+    def label(self, variant: str) -> str:
+        """A precision's name in the table: ``fp32`` reads ``tf32`` where ``--tf32`` lets both engines use it."""
+        name = PRECISIONS[variant][0]
+        return name.replace("fp32", "tf32") if self.args.tf32 else name
+
     def build(self, path: str, spec: ModelSpec, fp16: bool) -> tuple[Any, str]:
         """The engine of the ONNX file (batch profile 1..32, opt at the largest batch asked) and a note."""
         trt, started = self.trt, time.perf_counter()
@@ -125,6 +136,8 @@ class Bench:
         config = builder.create_builder_config()
         if fp16:
             config.set_flag(trt.BuilderFlag.FP16)
+        if not self.args.tf32:
+            config.clear_flag(trt.BuilderFlag.TF32)
         profile = builder.create_optimization_profile()
         top = max(self.args.batches)
         shapes = [{n: s for n, s, _ in spec.inputs(b, self.args.small)} for b in (1, top, max(32, top))]
@@ -274,7 +287,7 @@ class Bench:
                 self._profile(spec, variant, batch, runners[0])
 
     def _row(self, spec: ModelSpec, variant: str, batch: int, runners: list[Runner], reference: Any, note: str) -> None:
-        label, _, _, tolerance = PRECISIONS[variant]
+        label, tolerance = self.label(variant), PRECISIONS[variant][3]
         cells = {r.key: r.result() for r in runners}
         notes = [note] if not note.startswith(("export:", "build:")) else []
         worst: float | None = None
@@ -336,11 +349,11 @@ class Bench:
             context.profiler = None
         layers = sorted(times.to_json(), key=lambda r: -r["timeMs"])
         total = sum(r["timeMs"] for r in layers) / runs
-        print(f"\nplugrt eager {spec.name} {PRECISIONS[variant][0]} B={batch}: {len(layers)} layers, "
+        print(f"\nplugrt eager {spec.name} {self.label(variant)} B={batch}: {len(layers)} layers, "
               f"{total:.3f} ms per run in layers (synchronised per layer); the 15 slowest:")  # fmt: skip
         for r in layers[:15]:
             print(f"  {r['averageMs'] * 1e3:10.1f} us {r['percentage']:5.1f}%  {r['name']}")
-        self.profiles.append({"model": spec.name, "precision": PRECISIONS[variant][0], "batch": batch,
+        self.profiles.append({"model": spec.name, "precision": self.label(variant), "batch": batch,
                               "ms_per_run": total, "layers": layers})  # fmt: skip
 
 
@@ -393,11 +406,13 @@ def main(argv: list[str] | None = None) -> int:
     torch = bench.torch
     if args.device == "cpu":
         torch.set_num_threads(args.threads)
+    else:  # PyTorch's FLOAT kernels at the precision plugrt's builds get (see --tf32)
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = args.tf32
     where = torch.cuda.get_device_name() if bench.cuda else f"CPU ({platform.processor() or platform.machine()})"
     meta = bench.meta
     meta.update(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), device=where, torch=torch.__version__,
                 plugrt=bench.trt.__version__, load=os.getloadavg(), command=" ".join(sys.argv), repeats=args.repeats,
-                warmup=args.warmup, exporter=args.exporter, small=args.small)  # fmt: skip
+                warmup=args.warmup, exporter=args.exporter, small=args.small, tf32=args.tf32)  # fmt: skip
     print(f"{meta['date']}, {where}, torch {meta['torch']}, plugrt {meta['plugrt']}, load {meta['load'][0]:.2f}; "
           f"medians of {args.repeats} interleaved calls after {args.warmup} warm-up")  # fmt: skip
     started = time.perf_counter()

@@ -47,9 +47,12 @@ def same_on_both(plan: bytes, inputs: dict[str, np.ndarray], atol: float = 0.0, 
     return gpu
 
 
-def onnx_plan(model: Any, device: str, shapes: dict[str, tuple[tuple[int, ...], ...]], fp16: bool = False) -> bytes:
+def onnx_plan(
+    model: Any, device: str, shapes: dict[str, tuple[tuple[int, ...], ...]], fp16: bool = False, tf32: bool = True
+) -> bytes:
     """The plan of ONNX ``model`` (a ModelProto or its bytes) for ``device``, one profile of ``shapes``
-    (input name -> (min, opt, max)), with ``BuilderFlag.FP16`` when ``fp16``."""
+    (input name -> (min, opt, max)), with ``BuilderFlag.FP16`` when ``fp16``, ``BuilderFlag.TF32`` cleared unless
+    ``tf32``."""
     builder = trt.Builder(LOGGER, device=device)
     network = builder.create_network(0)
     parser = trt.OnnxParser(network, LOGGER)
@@ -57,6 +60,8 @@ def onnx_plan(model: Any, device: str, shapes: dict[str, tuple[tuple[int, ...], 
     config = builder.create_builder_config()
     if fp16:
         config.set_flag(trt.BuilderFlag.FP16)
+    if not tf32:
+        config.clear_flag(trt.BuilderFlag.TF32)
     profile = builder.create_optimization_profile()
     for name, (low, opt, high) in shapes.items():
         profile.set_shape(name, low, opt, high)

@@ -135,6 +135,11 @@ class Backend(ABC):
     def stream_scope(self, stream: int) -> contextlib.AbstractContextManager[None]:
         """Make the array module launch on ``stream`` inside the block."""
 
+    def math_scope(self, tf32: bool) -> contextlib.AbstractContextManager[None]:
+        """Inside the block FLOAT products and convolutions may use TF32 exactly when ``tf32`` (``BuilderFlag.TF32``;
+        a device without TF32 changes nothing: the default)."""
+        return contextlib.nullcontext()
+
     @abstractmethod
     def synchronize(self, stream: int) -> None:
         """Wait for the work queued on ``stream``."""

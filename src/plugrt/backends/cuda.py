@@ -20,6 +20,7 @@ from ..core.errors import ExecutionError, MissingBackendError
 from ..core.types import DataType
 from .base import Backend
 from .cuda_matmul import matmul_into, torch_for_graphs, torch_stream
+from .tf32 import tf32_scope
 
 __all__ = ["CudaBackend", "CudaGraph", "CudaModule", "cupy_stream", "import_cupy", "load_ptx_kernel"]
 
@@ -205,6 +206,10 @@ class CudaBackend(Backend):
             return
         with cupy_stream(stream), torch.cuda.stream(torch_stream(torch, stream)):
             yield
+
+    def math_scope(self, tf32: bool) -> contextlib.AbstractContextManager[None]:
+        """PyTorch's cuBLAS and cuDNN kernels may use TF32 inside the block exactly when ``tf32`` (``backends/tf32.py``)."""
+        return tf32_scope(torch_for_graphs(), tf32)
 
     def synchronize(self, stream: int) -> None:
         """Wait for the work queued on ``stream``."""

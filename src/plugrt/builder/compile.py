@@ -22,7 +22,7 @@ from ..engine.plan import EnginePlan
 from ..engine.plan_format import PluginRecord
 from ..network.definition import INetworkDefinition
 from ..shape.builder import constant, symbol
-from .config import IBuilderConfig
+from .config import BuilderFlag, IBuilderConfig
 from .control_flow import LoweredLayer, lower_control_flow
 from .fusion import fuse_layers
 from .graph import topological_layers
@@ -100,7 +100,16 @@ def build_plan(
         for i in io
     }
     return EnginePlan(
-        network.name, state.tensors, io, state.layers, memory_plans(state), symbols, state.weights, plugins, io_shapes
+        network.name,
+        state.tensors,
+        io,
+        state.layers,
+        memory_plans(state),
+        symbols,
+        state.weights,
+        plugins,
+        io_shapes,
+        config.get_flag(BuilderFlag.TF32),
     )
 
 

@@ -125,7 +125,7 @@ class IBuilderConfig(DeprecatedContextManager):
     """How to build: flags, memory limits, optimization profiles, progress monitor."""
 
     def __init__(self) -> None:
-        self.flags = 0
+        self.flags = 1 << int(BuilderFlag.TF32)  # as in TensorRT: TF32 allowed until cleared (``backends/tf32.py``)
         self._pool_limits: dict[MemoryPoolType, int] = {MemoryPoolType.WORKSPACE: 1 << 40}
         self._profiles: list[IOptimizationProfile] = []
         self.progress_monitor: IProgressMonitor | None = None

@@ -41,6 +41,7 @@ from ..engine.plan import LayerPlan
 from ..nodes.base import Binding
 from ..ops.base import Operator, create_operator, registered_operators
 from ..ops.blas_threads import machine_busy
+from .config import BuilderFlag
 from .state import BuildState
 
 __all__ = ["MARGIN", "choose_tactics", "pick", "time_layer"]
@@ -152,7 +153,7 @@ def _time_variants(
     ins = len(specs[0])
     bound: dict[tuple[TensorFormat, ...], tuple[list[Binding], list[Binding]]] = {}
     stream = 0 if backend.host_memory else backend.current_stream()
-    with backend.stream_scope(stream):
+    with backend.stream_scope(stream), backend.math_scope(state.config.get_flag(BuilderFlag.TF32)):
         calls = []
         for tactic, formats in variants:
             key = tuple(formats) if formats is not None else ()

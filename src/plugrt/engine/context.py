@@ -252,7 +252,12 @@ class IExecutionContext(DeprecatedContextManager):
             )
         try:
             backend = self.engine.backend
-            with using_backend(backend), backend.stream_scope(int(stream_handle)), quiet(backend.xp):
+            with (
+                using_backend(backend),
+                backend.stream_scope(int(stream_handle)),
+                backend.math_scope(self.engine.plan.tf32),
+                quiet(backend.xp),
+            ):
                 self._prepare(int(stream_handle))
                 if self.use_cuda_graph and backend.gpu:
                     self._executor.run_graph(int(stream_handle))

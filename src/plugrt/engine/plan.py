@@ -116,6 +116,8 @@ class EnginePlan:
     weights: dict[str, np.ndarray] = field(default_factory=dict)
     plugins: list[PluginRecord] = field(default_factory=list)
     io_shapes: dict[str, Dims] = field(default_factory=dict)
+    #: FLOAT products and convolutions may use TF32 on a GPU (``BuilderFlag.TF32`` at build, ``backends/tf32.py``)
+    tf32: bool = False
 
     def to_bytes(self) -> bytes:
         """The plan file."""
@@ -166,6 +168,7 @@ class EnginePlan:
                 for p in self.profiles
             ],
             "symbols": {k: [v[0], v[1]] for k, v in self.symbols.items()},
+            "tf32": self.tf32,
         }
         return PlanContents(header, weights, list(self.plugins))
 
@@ -350,6 +353,9 @@ def _decode(contents: PlanContents) -> EnginePlan:
     symbols = {str(k): (str(v[0]), int(v[1])) for k, v in dict(h["symbols"]).items()}
     io = [_index(i, n, "io tensor index") for i in h["io"]]
     io_shapes = {str(k): Dims(v) for k, v in dict(h["io_shapes"]).items()}
+    tf32 = h.get("tf32", False)  # absent in plans written before the flag was recorded: strict FP32, as they ran
+    if not isinstance(tf32, bool):
+        raise PlanFormatError(f"plan header's tf32 must be true or false, got {tf32!r}")
     return EnginePlan(
         str(h["name"]),
         tensors,
@@ -360,6 +366,7 @@ def _decode(contents: PlanContents) -> EnginePlan:
         dict(contents.weights),
         list(contents.plugins),
         io_shapes,
+        tf32,
     )
 
 
