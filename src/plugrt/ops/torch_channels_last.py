@@ -317,13 +317,18 @@ def squeeze_excitation(
 ) -> Kernel | None:
     """The squeeze-and-excitation block (``ops/squeeze_excitation.py``) on ``[N, C, H, W]`` tensors, NCHW or
     channels-last (``formats``: the input's and the output's): the mean, two small products with their
-    activations, the broadcast product; a channels-last output is handed over."""
+    activations, the broadcast product into the output's buffer (a channels-last output's hand-over slot emptied).
+    Every intermediate is a tensor made here, written with ``out=`` (each allocation cost ~1 us a call)."""
     torch = torch_module()
     xt, ot = logical_view(x, formats[0]), logical_view(out, formats[-1])
     if xt.dim() != 4 or xt.numel() == 0:
         return None
     w1, b1, w2, b2 = (None if w is None else view(w) for w in weights)
-    steps = [(w1, b1, acts[0]), (w2, b2, acts[1])]
+    n, channels = int(xt.shape[0]), int(xt.shape[1])
+    pooled, scale = torch.empty(n, channels), torch.empty(n, channels)
+    hidden = torch.empty(n, int(w1.shape[1]))
+    steps = [(pooled, w1, b1, acts[0], hidden), (hidden, w2, b2, acts[1], scale)]
+    broadcast = scale[:, :, None, None]
     given = hand_over(x) if formats[0] == TensorFormat.HWC else None
     handed = hand_over(out) if formats[-1] == TensorFormat.HWC else None
     flops = float(ELEMENT_FLOPS * xt.numel())
@@ -331,15 +336,16 @@ def squeeze_excitation(
     def run() -> None:
         use_threads(flops)
         source = given.tensor if given is not None and given.tensor is not None else xt
-        scale = source.mean((2, 3))
-        for weight, bias, (name, alpha, beta) in steps:
-            scale = torch.mm(scale, weight) if bias is None else torch.addmm(bias, scale, weight)
+        torch.mean(source, (2, 3), out=pooled)
+        for rows, weight, bias, (name, alpha, beta), target in steps:
+            if bias is None:
+                torch.mm(rows, weight, out=target)
+            else:
+                torch.addmm(bias, rows, weight, out=target)
             if name:
-                ACTIVATIONS[name](torch, scale, scale, alpha, beta)
-        scale = scale[:, :, None, None]
+                ACTIVATIONS[name](torch, target, target, alpha, beta)
+        torch.mul(source, broadcast, out=ot)
         if handed is not None:
-            handed.tensor = source * scale
-        else:
-            torch.mul(source, scale, out=ot)
+            handed.tensor = None  # the buffer holds it
 
     return run
