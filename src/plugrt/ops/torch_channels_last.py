@@ -326,7 +326,7 @@ def squeeze_excitation(
     w1, b1, w2, b2 = (None if w is None else view(w) for w in weights)
     n, channels = int(xt.shape[0]), int(xt.shape[1])
     pooled, scale = torch.empty(n, channels), torch.empty(n, channels)
-    hidden = torch.empty(n, int(w1.shape[1]))
+    hidden = torch.empty(n, int(weights[0].shape[1]))
     steps = [(pooled, w1, b1, acts[0], hidden), (hidden, w2, b2, acts[1], scale)]
     broadcast = scale[:, :, None, None]
     given = hand_over(x) if formats[0] == TensorFormat.HWC else None
