@@ -103,3 +103,37 @@ def test_larger_or_other_1x1_convolutions_stay_onednn_s(monkeypatch: pytest.Monk
     assert run is not None and not run.__qualname__.startswith("_small_product")
     run()
     np.testing.assert_allclose(linear_out, want, rtol=1e-5, atol=1e-6)
+
+
+@needs_torch
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize("bias", [False, True])
+def test_a_uniform_kernel_runs_channels_last_with_bit_identical_maps(residual: bool, bias: bool) -> None:
+    """A kernel of one value (the ONNX light models' weights): oneDNN's convolution alone, its maps of each group
+    made bit-identical, then the bias, residual and activation, as the NumPy kernel computes them."""
+    rng = np.random.default_rng(7)
+    kernel = np.full((8, 2, 3, 3), 0.125, np.float32)
+    params = {"num_output_maps": 8, "kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "group": 2, "uniform_kernel": True}
+    params.update(residual=residual, activation="RELU")
+    weights = {"kernel": pack_conv_kernel(kernel, 2)}
+    if bias:
+        weights["bias"] = rng.standard_normal(8).astype(np.float32)
+    op = ConvolutionOperator(params, weights)
+    inputs = [rng.standard_normal((2, 4, 6, 5)).astype(np.float32)]
+    if residual:
+        inputs.append(rng.standard_normal((2, 8, 6, 5)).astype(np.float32))
+    want = np.empty((2, 8, 6, 5), np.float32)
+    op.prepare([a.shape for a in inputs], [want.shape])
+    op.run(inputs, [want])
+    out = np.empty((2, 6, 5, 8), np.float32)
+    slot = hand_over(out)
+    run = torch_channels_last.convolution_channels_last(
+        op, _hwc(inputs[0]), out, _hwc(inputs[1]) if residual else None, [HWC] * (3 if residual else 2)
+    )
+    assert run is not None
+    run()
+    got = out.transpose(0, 3, 1, 2) if slot.tensor is None else slot.tensor.numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    if not (bias or residual):  # the maps of a group are one map, bit for bit
+        split = got.reshape(2, 2, 4, -1)
+        assert (split == split[:, :, :1]).all()

@@ -1,5 +1,6 @@
 """The PyTorch kernels of channels-last runs on the CPU (tactic ``torch-nhwc``, see :mod:`.torch_cpu` and
-``builder/layouts.py``): the 2-D convolution as oneDNN's on channels-last tensors with its kernel reordered once,
+``builder/layouts.py``): the 2-D convolution as oneDNN's on channels-last tensors with its kernel reordered once
+(a small 1x1 one as NumPy's product of the rows with torch's epilogue, :data:`SMALL_PRODUCT_FLOPS`),
 max pooling and squeeze-and-excitation on channels-last tensors; tensors between such layers are handed over as
 torch's results (:func:`~plugrt.ops.hand_over.hand_over`) instead of being copied into the engine's buffers.
 """
@@ -16,7 +17,7 @@ from ..core.types import TensorFormat
 from .blas_threads import blas_threads_for
 from .hand_over import HandOver, hand_over
 from .torch_cpu import Kernel, torch_module, use_threads, view
-from .torch_cpu_kernels import ACTIVATIONS, ELEMENT_FLOPS, bias_tensor, logical_view, post_affine
+from .torch_cpu_kernels import ACTIVATIONS, ELEMENT_FLOPS, bias_tensor, logical_view, post_affine, same_maps
 
 if TYPE_CHECKING:
     from .conv import ConvolutionOperator
@@ -59,12 +60,14 @@ def convolution_channels_last(
     The activation is oneDNN's post-op where it has it (:data:`POST_OPS`), a residual its ``add``
     post-op when both are channels-last (then only ReLU can follow inside), anything else the pass
     that writes ``out``. Padding that differs between an axis's ends is made the same by
-    :func:`_symmetric_pads`, the result cropped as it is written. None where it does not apply:
-    other ranks, a kernel or bias given as an input, a uniform kernel, empty tensors.
+    :func:`_symmetric_pads`, the result cropped as it is written. A uniform kernel's convolution runs alone,
+    then its maps are made bit-identical and the bias added (:func:`~.torch_cpu_kernels.same_maps`) before the
+    rest of the epilogue. None where it does not apply: other ranks, a kernel or bias given as an input, empty
+    tensors.
     """
     torch = torch_module()
     w = op.window
-    if w.rank != 2 or op.uniform or "kernel" not in op.weights or op.bias_input is not None:
+    if w.rank != 2 or "kernel" not in op.weights or op.bias_input is not None:
         return None
     x_format, out_format = formats[0], formats[-1]
     xt, ot = logical_view(x, x_format), logical_view(out, out_format)
@@ -84,13 +87,17 @@ def convolution_channels_last(
     weight = op.torch_weight("kernel", xt, (op.maps, channels, *w.kernel)).contiguous(memory_format=channels_last)
     packed = torch.ops.mkldnn._reorder_convolution_weight(weight, pads, strides, dilations, group, list(shape))
     bias_t = bias_tensor(op, None, xt)
+    # a uniform kernel: the convolution alone, its maps made bit-identical, then the bias and the epilogue
+    uniform = None if not op.uniform else (op.group, None if bias_t is None else bias_t.reshape(-1, 1, 1))
+    if uniform is not None:
+        bias_t = None
     source = xt if x_format == TensorFormat.HWC else torch.empty(shape).contiguous(memory_format=channels_last)
     staged = source is not xt
     flops = 2.0 * ot.numel() * channels * math.prod(w.kernel)
     low, high = op.activation_range
     conv = torch.ops.mkldnn._convolution_pointwise
     rt = None if residual is None else logical_view(residual, formats[1])
-    post = POST_OPS.get(op.activation)
+    post = POST_OPS.get(op.activation) if uniform is None else None
     affine = post_affine(torch, op)
     small = _small_product(op, x, out, residual, formats, crop is None and not any(pads), flops)
     if small is not None:
@@ -136,11 +143,14 @@ def convolution_channels_last(
 
         def run() -> None:
             result = conv(start(), packed, bias_t, pads, strides, dilations, group, attr, scalars, "")
-            deliver(result if crop is None else result[crop], after)
+            result = result if crop is None else result[crop]
+            if uniform is not None:
+                same_maps(result, *uniform)
+            deliver(result, after)
 
         return run
     # oneDNN adds a channels-last residual as a post-op (only ReLU may follow there) unless the output is cropped
-    inside = crop is None and rt.is_contiguous(memory_format=channels_last)
+    inside = crop is None and uniform is None and rt.is_contiguous(memory_format=channels_last)
     relu = inside and op.activation == "RELU"
     act = ACTIVATIONS[op.activation] if op.activation and not relu else None
 
@@ -157,6 +167,8 @@ def convolution_channels_last(
         result = conv(x_now, packed, bias_t, pads, strides, dilations, group, "none", [], "")
         if crop is not None:
             result = result[crop]
+        if uniform is not None:
+            same_maps(result, *uniform)
         if handed is not None:
             result.add_(r_now)
             deliver(result, act)
@@ -188,7 +200,7 @@ def _small_product(
     any other layer or larger products."""
     torch = torch_module()
     w = op.window
-    if flops >= SMALL_PRODUCT_FLOPS or not unpadded or op.group != 1 or any(k != 1 for k in w.kernel):
+    if flops >= SMALL_PRODUCT_FLOPS or not unpadded or op.group != 1 or op.uniform or any(k != 1 for k in w.kernel):
         return None
     if any(s != 1 for s in w.strides) or formats[0] != TensorFormat.HWC or formats[-1] != TensorFormat.HWC:
         return None
