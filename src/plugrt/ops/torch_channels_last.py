@@ -27,10 +27,10 @@ __all__ = ["POST_OPS", "SMALL_PRODUCT_FLOPS", "convolution_channels_last", "max_
 
 #: a 1x1 convolution between two channels-last tensors with fewer operations than this runs as NumPy's product of
 #: the rows ``[N*H*W, C] @ [C, M]`` with torch's epilogue in place, not as oneDNN's convolution: oneDNN's call
-#: through torch costs ~20 us whatever its size (its primitive descriptor is made at every call), NumPy's product
-#: ~2 us, and NumPy's BLAS (AVX2 here) loses on rate only from several MFLOP (measured on PP-OCR cls's and
-#: MobileNetV2's 1x1 layers: 32 -> 200 at 2 x 96 17.8 against 31-43 us, 104 -> 32 9.5 against 36 us; 384 -> 64 at
-#: 14 x 14, 9.6 MFLOP, 87 against 67 us)
+#: through torch costs ~20 us above its kernel whatever its size (setup redone at every call), NumPy's product
+#: ~3 us, and NumPy's BLAS (AVX2 here) loses on rate from several MFLOP (each alone, one thread: PP-OCR cls's
+#: 104 -> 32 at 2 x 96 16.7 against 30.1 us, 32 -> 200 with hard-swish 35.9 against 46.9 us; MobileNetV2's 1x1
+#: layers of 9-22 MFLOP 1.4-2.2x slower; docs/benchmarks.md)
 SMALL_PRODUCT_FLOPS = 4e6
 
 #: activations oneDNN's convolution applies itself (a post-op): type -> (alpha, beta) -> its attribute and scalars;
