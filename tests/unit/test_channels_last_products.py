@@ -34,17 +34,24 @@ def _hwc(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a.transpose(0, 2, 3, 1))
 
 
+def _reference(
+    op: ConvolutionOperator, x_shape: tuple[int, ...], out_shape: tuple[int, ...], seed: int
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """Random NCHW inputs (x, and the residual where ``op`` has one) and the NumPy kernel's NCHW result."""
+    rng = np.random.default_rng(seed)
+    inputs = [rng.standard_normal(x_shape).astype(np.float32)]
+    if op.residual:
+        inputs.append(rng.standard_normal(out_shape).astype(np.float32))
+    want = np.empty(out_shape, np.float32)
+    op.prepare([a.shape for a in inputs], [want.shape])
+    op.run(inputs, [want])
+    return inputs, want
+
+
 def _case(residual: bool, activation: str = "HARD_SWISH") -> tuple[ConvolutionOperator, list[np.ndarray], np.ndarray]:
     """The operator, its NCHW inputs (x, and the residual) and the NumPy kernel's NCHW result."""
     op = _op(residual, activation)
-    rng = np.random.default_rng(6)
-    inputs = [rng.standard_normal((2, 8, 5, 7)).astype(np.float32)]
-    if residual:
-        inputs.append(rng.standard_normal((2, 12, 5, 7)).astype(np.float32))
-    want = np.empty((2, 12, 5, 7), np.float32)
-    op.prepare([a.shape for a in inputs], [want.shape])
-    op.run(inputs, [want])
-    return op, inputs, want
+    return op, *_reference(op, (2, 8, 5, 7), (2, 12, 5, 7), 6)
 
 
 @needs_torch
@@ -119,12 +126,7 @@ def test_a_uniform_kernel_runs_channels_last_with_bit_identical_maps(residual: b
     if bias:
         weights["bias"] = rng.standard_normal(8).astype(np.float32)
     op = ConvolutionOperator(params, weights)
-    inputs = [rng.standard_normal((2, 4, 6, 5)).astype(np.float32)]
-    if residual:
-        inputs.append(rng.standard_normal((2, 8, 6, 5)).astype(np.float32))
-    want = np.empty((2, 8, 6, 5), np.float32)
-    op.prepare([a.shape for a in inputs], [want.shape])
-    op.run(inputs, [want])
+    inputs, want = _reference(op, (2, 4, 6, 5), (2, 8, 6, 5), 8)
     out = np.empty((2, 6, 5, 8), np.float32)
     slot = hand_over(out)
     run = torch_channels_last.convolution_channels_last(
