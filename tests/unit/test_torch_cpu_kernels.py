@@ -97,12 +97,23 @@ def test_convolution_with_asymmetric_padding(monkeypatch, pads, strides):
     assert_close(ours, theirs)
 
 
-def test_uniform_kernel_convolution_stays_on_numpy(monkeypatch):
-    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[2, 2])]
-    model = _model(nodes, {"x": (1, 2, 5, 5)}, {"w": np.full((3, 2, 2, 2), 0.25)}, ["y"])
-    ours, theirs, tactics = both(monkeypatch, model, {"x": RNG.standard_normal((1, 2, 5, 5)).astype(np.float32)})
-    assert ("convolution", 0) in tactics
+@pytest.mark.parametrize("group, bias, activation", [(1, False, None), (2, True, "Relu"), (1, True, None)])
+def test_a_uniform_kernel_convolution_on_torch_keeps_its_maps_bit_identical(monkeypatch, group, bias, activation):
+    """A kernel whose elements are all one value (the ONNX light models' ConstantOfShape weights) takes the torch
+    tactic: the maps of each group are made bit-identical before the bias, as the NumPy kernel makes them."""
+    nodes = [helper.make_node("Conv", ["x", "w", *(["b"] if bias else [])], ["c"], kernel_shape=[2, 2], group=group)]
+    out = "c"
+    if activation:
+        nodes.append(helper.make_node(activation, ["c"], ["y"]))
+        out = "y"
+    inits = {"w": np.full((6, 4 // group, 2, 2), 0.25), **({"b": np.arange(6.0) * 0.1} if bias else {})}
+    model = _model(nodes, {"x": (2, 4, 5, 5)}, inits, [out])
+    ours, theirs, tactics = both(monkeypatch, model, {"x": RNG.standard_normal((2, 4, 5, 5)).astype(np.float32)})
+    assert ("convolution", TORCH_TACTIC) in tactics
     assert_close(ours, theirs)
+    if not bias:  # without a bias the maps of a group are one map, bit for bit
+        split = np.asarray(theirs[out]).reshape(2, group, 6 // group, -1)
+        assert (split == split[:, :, :1]).all()
 
 
 def test_convolution_kernel_given_as_input(monkeypatch):

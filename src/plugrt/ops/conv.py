@@ -29,8 +29,9 @@ With PyTorch installed the builder also times ``torch.nn.functional.conv{1,2,3}d
 (oneDNN) per layer, epilogue included, and keeps the faster
 (:mod:`plugrt.ops.torch_cpu`); there the epilogue is the pass that writes the output. A 2-D
 convolution also offers oneDNN's convolution over channels-last tensors with its kernel
-reordered once (tactic ``torch-nhwc``): where consecutive convolutions take it, the builder
-stores the tensors between them channels-last (``builder/layouts.py``). Bound to such a tensor
+reordered once (tactic ``torch-nhwc``; a small 1x1 one between channels-last tensors is NumPy's product of
+the rows, see :data:`~plugrt.ops.torch_channels_last.SMALL_PRODUCT_FLOPS`): where consecutive convolutions take
+it, the builder stores the tensors between them channels-last (``builder/layouts.py``). Bound to such a tensor
 without that kernel (torch absent at run), the NumPy kernel reads and writes through linear
 copies.
 """
@@ -176,8 +177,9 @@ class ConvolutionOperator(TorchOperator):
     def torch_supports(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> bool:
-        """FLOAT 1-, 2- and 3-D convolutions without a uniform kernel."""
-        return super().torch_supports(types, shapes, constant) and self.window.rank <= 3 and not self.uniform
+        """FLOAT 1-, 2- and 3-D convolutions (a uniform kernel's maps made bit-identical after the library's
+        convolution, see :func:`~plugrt.ops.torch_cpu_kernels.convolution`)."""
+        return super().torch_supports(types, shapes, constant) and self.window.rank <= 3
 
     def channels_last_supports(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
@@ -189,7 +191,7 @@ class ConvolutionOperator(TorchOperator):
         the layout search's build time on a GPU are not measured yet."""
         if self.xp is not np and not forced_channels_last():
             return False
-        return self.window.rank == 2 and "kernel" in self.weights and self.bias_input is None and not self.uniform
+        return self.window.rank == 2 and "kernel" in self.weights and self.bias_input is None
 
     def channels_last_positions(self, inputs: int, outputs: int) -> list[int]:
         """The input, the residual and the output."""

@@ -1,5 +1,6 @@
 """The PyTorch kernels of channels-last runs on the CPU (tactic ``torch-nhwc``, see :mod:`.torch_cpu` and
-``builder/layouts.py``): the 2-D convolution as oneDNN's on channels-last tensors with its kernel reordered once,
+``builder/layouts.py``): the 2-D convolution as oneDNN's on channels-last tensors with its kernel reordered once
+(a small 1x1 one as NumPy's product of the rows with torch's epilogue, :data:`SMALL_PRODUCT_FLOPS`),
 max pooling and squeeze-and-excitation on channels-last tensors; tensors between such layers are handed over as
 torch's results (:func:`~plugrt.ops.hand_over.hand_over`) instead of being copied into the engine's buffers.
 """
@@ -13,15 +14,24 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.types import TensorFormat
-from .hand_over import hand_over
+from .blas_threads import blas_threads_for
+from .hand_over import HandOver, hand_over
 from .torch_cpu import Kernel, torch_module, use_threads, view
-from .torch_cpu_kernels import ACTIVATIONS, ELEMENT_FLOPS, bias_tensor, logical_view, post_affine
+from .torch_cpu_kernels import ACTIVATIONS, ELEMENT_FLOPS, bias_tensor, logical_view, post_affine, same_maps
 
 if TYPE_CHECKING:
     from .conv import ConvolutionOperator
     from .pooling import PoolingOperator
 
-__all__ = ["POST_OPS", "convolution_channels_last", "max_pooling", "squeeze_excitation"]
+__all__ = ["POST_OPS", "SMALL_PRODUCT_FLOPS", "convolution_channels_last", "max_pooling", "squeeze_excitation"]
+
+#: a 1x1 convolution between two channels-last tensors with fewer operations than this runs as NumPy's product of
+#: the rows ``[N*H*W, C] @ [C, M]`` with torch's epilogue in place, not as oneDNN's convolution: oneDNN's call
+#: through torch costs ~20 us above its kernel whatever its size (setup redone at every call), NumPy's product
+#: ~3 us, and NumPy's BLAS (AVX2 here) loses on rate from several MFLOP (each alone, one thread: PP-OCR cls's
+#: 104 -> 32 at 2 x 96 16.7 against 30.1 us, 32 -> 200 with hard-swish 35.9 against 46.9 us; MobileNetV2's 1x1
+#: layers of 9-22 MFLOP 1.4-2.2x slower; docs/benchmarks.md)
+SMALL_PRODUCT_FLOPS = 4e6
 
 #: activations oneDNN's convolution applies itself (a post-op): type -> (alpha, beta) -> its attribute and scalars;
 #: hard-sigmoid is not among them (ONNX's slope and offset are parameters, oneDNN's fixed)
@@ -50,12 +60,14 @@ def convolution_channels_last(
     The activation is oneDNN's post-op where it has it (:data:`POST_OPS`), a residual its ``add``
     post-op when both are channels-last (then only ReLU can follow inside), anything else the pass
     that writes ``out``. Padding that differs between an axis's ends is made the same by
-    :func:`_symmetric_pads`, the result cropped as it is written. None where it does not apply:
-    other ranks, a kernel or bias given as an input, a uniform kernel, empty tensors.
+    :func:`_symmetric_pads`, the result cropped as it is written. A uniform kernel's convolution runs alone,
+    then its maps are made bit-identical and the bias added (:func:`~.torch_cpu_kernels.same_maps`) before the
+    rest of the epilogue. None where it does not apply: other ranks, a kernel or bias given as an input, empty
+    tensors.
     """
     torch = torch_module()
     w = op.window
-    if w.rank != 2 or op.uniform or "kernel" not in op.weights or op.bias_input is not None:
+    if w.rank != 2 or "kernel" not in op.weights or op.bias_input is not None:
         return None
     x_format, out_format = formats[0], formats[-1]
     xt, ot = logical_view(x, x_format), logical_view(out, out_format)
@@ -75,14 +87,21 @@ def convolution_channels_last(
     weight = op.torch_weight("kernel", xt, (op.maps, channels, *w.kernel)).contiguous(memory_format=channels_last)
     packed = torch.ops.mkldnn._reorder_convolution_weight(weight, pads, strides, dilations, group, list(shape))
     bias_t = bias_tensor(op, None, xt)
+    # a uniform kernel: the convolution alone, its maps made bit-identical, then the bias and the epilogue
+    uniform = None if not op.uniform else (op.group, None if bias_t is None else bias_t.reshape(-1, 1, 1))
+    if uniform is not None:
+        bias_t = None
     source = xt if x_format == TensorFormat.HWC else torch.empty(shape).contiguous(memory_format=channels_last)
     staged = source is not xt
     flops = 2.0 * ot.numel() * channels * math.prod(w.kernel)
     low, high = op.activation_range
     conv = torch.ops.mkldnn._convolution_pointwise
     rt = None if residual is None else logical_view(residual, formats[1])
-    post = POST_OPS.get(op.activation)
+    post = POST_OPS.get(op.activation) if uniform is None else None
     affine = post_affine(torch, op)
+    small = _small_product(op, x, out, residual, formats, crop is None and not any(pads), flops)
+    if small is not None:
+        return small
     # tensors between channels-last layers are handed over as torch's results (no copy into the buffers)
     given = hand_over(x) if x_format == TensorFormat.HWC else None
     given_residual = hand_over(residual) if residual is not None and formats[1] == TensorFormat.HWC else None
@@ -124,11 +143,14 @@ def convolution_channels_last(
 
         def run() -> None:
             result = conv(start(), packed, bias_t, pads, strides, dilations, group, attr, scalars, "")
-            deliver(result if crop is None else result[crop], after)
+            result = result if crop is None else result[crop]
+            if uniform is not None:
+                same_maps(result, *uniform)
+            deliver(result, after)
 
         return run
     # oneDNN adds a channels-last residual as a post-op (only ReLU may follow there) unless the output is cropped
-    inside = crop is None and rt.is_contiguous(memory_format=channels_last)
+    inside = crop is None and uniform is None and rt.is_contiguous(memory_format=channels_last)
     relu = inside and op.activation == "RELU"
     act = ACTIVATIONS[op.activation] if op.activation and not relu else None
 
@@ -145,6 +167,8 @@ def convolution_channels_last(
         result = conv(x_now, packed, bias_t, pads, strides, dilations, group, "none", [], "")
         if crop is not None:
             result = result[crop]
+        if uniform is not None:
+            same_maps(result, *uniform)
         if handed is not None:
             result.add_(r_now)
             deliver(result, act)
@@ -158,6 +182,78 @@ def convolution_channels_last(
             affine(ot, ot)
 
     return run_residual
+
+
+def _small_product(
+    op: ConvolutionOperator,
+    x: np.ndarray,
+    out: np.ndarray,
+    residual: np.ndarray | None,
+    formats: Sequence[TensorFormat],
+    unpadded: bool,
+    flops: float,
+) -> Kernel | None:
+    """A small 1x1 convolution (one group, unit strides, no padding) from an HWC tensor into an HWC tensor as
+    NumPy's product of the rows (see :data:`SMALL_PRODUCT_FLOPS`), written into the output's buffer, then the
+    bias, the residual, the activation and the affine map in place with torch's kernels (the NumPy epilogue's
+    order; torch's elementwise kernels are several times faster than NumPy's on these small tensors). None for
+    any other layer or larger products."""
+    torch = torch_module()
+    w = op.window
+    if flops >= SMALL_PRODUCT_FLOPS or not unpadded or op.group != 1 or op.uniform or any(k != 1 for k in w.kernel):
+        return None
+    if any(s != 1 for s in w.strides) or formats[0] != TensorFormat.HWC or formats[-1] != TensorFormat.HWC:
+        return None
+    kernel = np.asarray(op.weights["kernel"])
+    if kernel.dtype != np.float32 or x.dtype != np.float32 or out.dtype != np.float32:
+        return None
+    channels, maps = x.shape[-1], op.maps
+    if kernel.size != channels * maps or out.shape[-1] != maps or x.shape[:-1] != out.shape[:-1]:
+        return None
+    columns = np.ascontiguousarray(kernel.reshape(maps, channels).T)  # [C, M], made once per bind
+    rows_in, rows_out = x.reshape(-1, channels), out.reshape(-1, maps)
+    ot = logical_view(out, TensorFormat.HWC)
+    bias_t = bias_tensor(op, None, ot)
+    bias_rows = None if bias_t is None else bias_t.reshape(1, maps)
+    out_rows_t = view(rows_out)
+    rt = None if residual is None else logical_view(residual, formats[1])
+    given = hand_over(x)
+    handed = hand_over(out)
+    given_residual = hand_over(residual) if residual is not None and formats[1] == TensorFormat.HWC else None
+    act = ACTIVATIONS[op.activation] if op.activation else None
+    low, high = op.activation_range
+    affine = post_affine(torch, op)
+    guard = blas_threads_for(flops)
+
+    def run() -> None:
+        use_threads(flops)
+        source = _rows(given, channels, rows_in)
+        with guard:
+            np.matmul(source, columns, out=rows_out)
+        handed.tensor = None  # the buffer holds the result
+        if bias_rows is not None:
+            out_rows_t.add_(bias_rows)
+        if rt is not None:
+            ot.add_(given_residual.tensor if given_residual is not None and given_residual.tensor is not None else rt)
+        if act is not None:
+            act(torch, ot, ot, low, high)
+        if affine is not None:
+            affine(ot, ot)
+
+    return run
+
+
+def _rows(given: HandOver, channels: int, rows: np.ndarray) -> np.ndarray:
+    """An HWC tensor's ``[N*H*W, C]`` rows: the handed-over tensor's (copied where it is not channels-last
+    contiguous), else the buffer's."""
+    tensor = given.tensor
+    if tensor is None:
+        return rows
+    stored = tensor.permute(0, 2, 3, 1)
+    if not stored.is_contiguous():
+        stored = stored.contiguous()
+    result: np.ndarray = stored.reshape(-1, channels).numpy()
+    return result
 
 
 def _symmetric_pads(w: Any, begins: Sequence[int], ends: Sequence[int]) -> tuple[list[int], list[int]]:
@@ -233,13 +329,18 @@ def squeeze_excitation(
 ) -> Kernel | None:
     """The squeeze-and-excitation block (``ops/squeeze_excitation.py``) on ``[N, C, H, W]`` tensors, NCHW or
     channels-last (``formats``: the input's and the output's): the mean, two small products with their
-    activations, the broadcast product; a channels-last output is handed over."""
+    activations, the broadcast product into the output's buffer (a channels-last output's hand-over slot emptied).
+    Every intermediate is a tensor made here, written with ``out=`` (each allocation cost ~1 us a call)."""
     torch = torch_module()
     xt, ot = logical_view(x, formats[0]), logical_view(out, formats[-1])
     if xt.dim() != 4 or xt.numel() == 0:
         return None
     w1, b1, w2, b2 = (None if w is None else view(w) for w in weights)
-    steps = [(w1, b1, acts[0]), (w2, b2, acts[1])]
+    n, channels = int(xt.shape[0]), int(xt.shape[1])
+    pooled, scale = torch.empty(n, channels), torch.empty(n, channels)
+    hidden = torch.empty(n, int(weights[0].shape[1]))
+    steps = [(pooled, w1, b1, acts[0], hidden), (hidden, w2, b2, acts[1], scale)]
+    broadcast = scale[:, :, None, None]
     given = hand_over(x) if formats[0] == TensorFormat.HWC else None
     handed = hand_over(out) if formats[-1] == TensorFormat.HWC else None
     flops = float(ELEMENT_FLOPS * xt.numel())
@@ -247,15 +348,16 @@ def squeeze_excitation(
     def run() -> None:
         use_threads(flops)
         source = given.tensor if given is not None and given.tensor is not None else xt
-        scale = source.mean((2, 3))
-        for weight, bias, (name, alpha, beta) in steps:
-            scale = torch.mm(scale, weight) if bias is None else torch.addmm(bias, scale, weight)
+        torch.mean(source, (2, 3), out=pooled)
+        for rows, weight, bias, (name, alpha, beta), target in steps:
+            if bias is None:
+                torch.mm(rows, weight, out=target)
+            else:
+                torch.addmm(bias, rows, weight, out=target)
             if name:
-                ACTIVATIONS[name](torch, scale, scale, alpha, beta)
-        scale = scale[:, :, None, None]
+                ACTIVATIONS[name](torch, target, target, alpha, beta)
+        torch.mul(source, broadcast, out=ot)
         if handed is not None:
-            handed.tensor = source * scale
-        else:
-            torch.mul(source, scale, out=ot)
+            handed.tensor = None  # the buffer holds it
 
     return run

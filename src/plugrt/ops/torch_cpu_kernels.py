@@ -35,6 +35,7 @@ __all__ = [
     "logical_view",
     "normalization",
     "post_affine",
+    "same_maps",
     "softmax",
     "unary",
 ]
@@ -158,15 +159,17 @@ def convolution(
     weights; ``residual``: the tensor added before the activation, or None. The epilogue is the pass
     that writes ``out`` from torch's result (the residual's sum, else the activation, else a copy). Padding that differs between an axis's two ends (TensorFlow's "same" at stride 2) copies
     the input into a zero-bordered buffer made here first. None for what torch does not do as the
-    operator: other ranks, a uniform kernel (bit-identical maps), empty tensors. ``formats`` (the input's, the
+    operator: other ranks, empty tensors. ``formats`` (the input's, the
     residual's when there is one, the output's; on a GPU): ``HWC`` tensors are read and written as channels-last
-    views, and the kernel is made channels-last, so cuDNN runs its NHWC kernels without reordering.
+    views, and the kernel is made channels-last, so cuDNN runs its NHWC kernels without reordering. A uniform
+    kernel (``uniform_kernel``) runs without the bias, then its maps are made bit-identical and the bias added, as
+    the NumPy kernel does.
     """
     torch = torch_module()
     w = op.window
     formats = list(formats) if formats is not None else [TensorFormat.LINEAR] * (3 if residual is not None else 2)
     xt, ot = logical_view(x, formats[0]), logical_view(out, formats[-1])
-    if w.rank not in (1, 2, 3) or op.uniform or xt.numel() == 0 or ot.numel() == 0:
+    if w.rank not in (1, 2, 3) or xt.numel() == 0 or ot.numel() == 0:
         return None
     shape = tuple(xt.shape)
     _, begins, ends = w.resolve(shape[2:])
@@ -183,6 +186,10 @@ def convolution(
     if relaid:
         weight = weight.contiguous(memory_format=torch.channels_last)
     bias_t = bias_tensor(op, bias, xt)
+    # a uniform kernel: the convolution without its bias, its maps made equal, then the bias (see same_maps)
+    uniform = None if not op.uniform else (op.group, None if bias_t is None else bias_t.reshape(-1, *[1] * w.rank))
+    if uniform is not None:
+        bias_t = None
     function = (torch.nn.functional.conv1d, torch.nn.functional.conv2d, torch.nn.functional.conv3d)[w.rank - 1]
     strides, pads, dilations, group = list(w.strides), list(begins), list(w.dilations), op.group
     source, interior = xt, None
@@ -197,7 +204,7 @@ def convolution(
     act = ACTIVATIONS[op.activation] if op.activation else None
     rt = None if residual is None else logical_view(residual, formats[1])
     affine = post_affine(torch, op)
-    if op.activation == "RELU" and interior is None and affine is None and not relaid:  # one cuDNN kernel
+    if op.activation == "RELU" and interior is None and affine is None and not relaid and uniform is None:  # cuDNN
         fused = fused_conv_relu(torch, xt, weight, bias_t, rt, ot, strides, pads, dilations, group)
         if fused is not None:
             return fused
@@ -207,6 +214,8 @@ def convolution(
         if interior is not None:
             interior.copy_(xt)
         result = function(source, weight, bias_t, strides, pads, dilations, group)
+        if uniform is not None:
+            same_maps(result, *uniform)
         if rt is not None:
             torch.add(result, rt, out=ot)
             if act is not None:
@@ -225,6 +234,15 @@ def convolution(
             ot.copy_(result)
 
     return run
+
+
+def same_maps(result: Any, group: int, bias: Any) -> None:
+    """A uniform kernel's result: every map of a group made bit-identical to the group's first (the maps are equal;
+    the library's need not be to the bit, the NumPy kernel's are), then the bias (``[M, 1, ...]`` or None) added."""
+    split = result.unflatten(1, (group, -1))
+    split[:, :, 1:].copy_(split[:, :, :1].expand_as(split[:, :, 1:]))
+    if bias is not None:
+        result.add_(bias)
 
 
 def post_affine(torch: Any, op: ConvolutionOperator) -> Callable[[Any, Any], None] | None:

@@ -1,0 +1,141 @@
+"""Small 1x1 convolutions between channels-last tensors: NumPy's product of the rows with torch's epilogue in place
+(``ops/torch_channels_last.py`` ``SMALL_PRODUCT_FLOPS``), against the NumPy kernel on NCHW tensors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plugrt.core.types import TensorFormat
+from plugrt.ops import torch_channels_last
+from plugrt.ops.conv import ConvolutionOperator, pack_conv_kernel
+from plugrt.ops.hand_over import hand_over
+
+try:
+    import torch
+except ImportError:  # the tests that need it skip
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="needs torch (pip install 'plugrt[torch]')")
+
+HWC = TensorFormat.HWC
+
+
+def _op(residual: bool, activation: str = "HARD_SWISH", maps: int = 12, channels: int = 8) -> ConvolutionOperator:
+    rng = np.random.default_rng(5)
+    kernel = (rng.standard_normal((maps, channels, 1, 1)) * 0.3).astype(np.float32)
+    params = {"num_output_maps": maps, "kernel_shape": [1, 1], "residual": residual, "activation": activation}
+    params.update(post_scale=1.3, post_shift=-0.2)
+    weights = {"kernel": pack_conv_kernel(kernel, 1), "bias": rng.standard_normal(maps).astype(np.float32)}
+    return ConvolutionOperator(params, weights)
+
+
+def _hwc(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1))
+
+
+def _reference(
+    op: ConvolutionOperator, x_shape: tuple[int, ...], out_shape: tuple[int, ...], seed: int
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """Random NCHW inputs (x, and the residual where ``op`` has one) and the NumPy kernel's NCHW result."""
+    rng = np.random.default_rng(seed)
+    inputs = [rng.standard_normal(x_shape).astype(np.float32)]
+    if op.residual:
+        inputs.append(rng.standard_normal(out_shape).astype(np.float32))
+    want = np.empty(out_shape, np.float32)
+    op.prepare([a.shape for a in inputs], [want.shape])
+    op.run(inputs, [want])
+    return inputs, want
+
+
+def _case(residual: bool, activation: str = "HARD_SWISH") -> tuple[ConvolutionOperator, list[np.ndarray], np.ndarray]:
+    """The operator, its NCHW inputs (x, and the residual) and the NumPy kernel's NCHW result."""
+    op = _op(residual, activation)
+    return op, *_reference(op, (2, 8, 5, 7), (2, 12, 5, 7), 6)
+
+
+@needs_torch
+@pytest.mark.parametrize("activation", ["HARD_SWISH", "RELU", "HARD_SIGMOID", ""])
+@pytest.mark.parametrize("residual", [False, True])
+def test_a_small_1x1_convolution_between_hwc_tensors_is_numpy_s_product(residual: bool, activation: str) -> None:
+    """The kernel writes the output's buffer (emptying its hand-over slot) with the NumPy kernel's results: product,
+    bias, residual, activation, then the scalar affine map."""
+    op, inputs, want = _case(residual, activation)
+    x, out = _hwc(inputs[0]), np.full((2, 5, 7, 12), np.nan, np.float32)
+    extra = _hwc(inputs[1]) if residual else None
+    stale = hand_over(out)
+    stale.tensor = torch.zeros(2, 12, 5, 7)  # a stale result must not survive the run
+    run = torch_channels_last.convolution_channels_last(op, x, out, extra, [HWC] * (3 if residual else 2))
+    assert run is not None and run.__qualname__.startswith("_small_product")
+    run()
+    assert stale.tensor is None
+    np.testing.assert_allclose(out.transpose(0, 3, 1, 2), want, rtol=1e-5, atol=1e-6)
+
+
+@needs_torch
+@pytest.mark.parametrize("layout", ["channels_last", "contiguous"])
+def test_the_small_product_reads_handed_over_tensors(layout: str) -> None:
+    """A handed-over input and residual (torch's results, the buffers left stale) are what the product and the
+    epilogue read, also a handed-over tensor that is not channels-last in memory."""
+    op, inputs, want = _case(True)
+    x, extra = np.full((2, 5, 7, 8), np.nan, np.float32), np.full((2, 5, 7, 12), np.nan, np.float32)
+    out = np.empty((2, 5, 7, 12), np.float32)
+    memory = torch.channels_last if layout == "channels_last" else torch.contiguous_format
+    slots = hand_over(x), hand_over(extra)  # held: a slot lives while someone holds it
+    for slot, value in zip(slots, inputs):
+        slot.tensor = torch.from_numpy(value).contiguous(memory_format=memory)
+    run = torch_channels_last.convolution_channels_last(op, x, out, extra, [HWC] * 3)
+    assert run is not None and run.__qualname__.startswith("_small_product")
+    run()
+    np.testing.assert_allclose(out.transpose(0, 3, 1, 2), want, rtol=1e-5, atol=1e-6)
+
+
+@needs_torch
+def test_larger_or_other_1x1_convolutions_stay_onednn_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From :data:`SMALL_PRODUCT_FLOPS` on, with a LINEAR end, strides or padding, the kernel is oneDNN's
+    convolution, with the same results."""
+    op, inputs, want = _case(False)
+    x = _hwc(inputs[0])
+    monkeypatch.setattr(torch_channels_last, "SMALL_PRODUCT_FLOPS", 0.0)
+    out = np.empty((2, 5, 7, 12), np.float32)
+    run = torch_channels_last.convolution_channels_last(op, x, out, None, [HWC, HWC])
+    assert run is not None and not run.__qualname__.startswith("_small_product")
+    run()
+    result = hand_over(out).tensor
+    got = out.transpose(0, 3, 1, 2) if result is None else result.numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    monkeypatch.undo()
+    linear_out = np.empty((2, 12, 5, 7), np.float32)
+    run = torch_channels_last.convolution_channels_last(op, x, linear_out, None, [HWC, TensorFormat.LINEAR])
+    assert run is not None and not run.__qualname__.startswith("_small_product")
+    run()
+    np.testing.assert_allclose(linear_out, want, rtol=1e-5, atol=1e-6)
+
+
+@needs_torch
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize("bias", [False, True])
+def test_a_uniform_kernel_runs_channels_last_with_bit_identical_maps(residual: bool, bias: bool) -> None:
+    """A kernel of one value (the ONNX light models' weights): oneDNN's convolution alone, its maps of each group
+    made bit-identical, then the bias, residual and activation, as the NumPy kernel computes them."""
+    rng = np.random.default_rng(7)
+    kernel = np.full((8, 2, 3, 3), 0.125, np.float32)
+    params = {"num_output_maps": 8, "kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "group": 2, "uniform_kernel": True}
+    params.update(residual=residual, activation="RELU")
+    weights = {"kernel": pack_conv_kernel(kernel, 2)}
+    if bias:
+        weights["bias"] = rng.standard_normal(8).astype(np.float32)
+    op = ConvolutionOperator(params, weights)
+    inputs, want = _reference(op, (2, 4, 6, 5), (2, 8, 6, 5), 8)
+    out = np.empty((2, 6, 5, 8), np.float32)
+    slot = hand_over(out)
+    run = torch_channels_last.convolution_channels_last(
+        op, _hwc(inputs[0]), out, _hwc(inputs[1]) if residual else None, [HWC] * (3 if residual else 2)
+    )
+    assert run is not None
+    run()
+    got = out.transpose(0, 3, 1, 2) if slot.tensor is None else slot.tensor.numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    if not (bias or residual):  # the maps of a group are one map, bit for bit
+        split = got.reshape(2, 2, 4, -1)
+        assert (split == split[:, :, :1]).all()
