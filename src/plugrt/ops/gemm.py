@@ -30,7 +30,7 @@ from .params import param
 from .product_parts import matmul_parts_into
 from .shared_rules import expect_float_inputs
 from .torch_cpu import Kernel, TorchOperator, torch_module, view
-from .torch_cpu_linear import linear, linear_available
+from .torch_cpu_linear import linear, linear_available, packed_matrix, unpacked
 
 __all__ = ["GemmOperator", "pack_gemm_weights"]
 
@@ -147,7 +147,7 @@ class GemmOperator(TorchOperator):
         if self.trans_a:
             a = a.T
         scaled = "b" in self.weights
-        b = self.weight("b", xp) if scaled else inputs[1]
+        b = unpacked(self.weight("b", xp), keep=True) if scaled else inputs[1]  # a packed weight's own values
         if b.dtype != np.float32:
             b = b.astype(np.float32)
         if self.trans_b:
@@ -177,6 +177,8 @@ class GemmOperator(TorchOperator):
         if xp is not np or type(self).run is not GemmOperator.run:  # not the INT8 product
             return None
         if "b" not in self.weights or self.uniform or a.dtype != np.float32 or out.dtype != np.float32:
+            return None
+        if packed_matrix(self.weights["b"]) is not None:  # oneDNN runs it (run() unpacks it where not)
             return None
         if self.has_c and "c" not in self.weights:
             return None
