@@ -135,7 +135,7 @@ def test_unpacked_gives_the_original_array_before_and_after_packing() -> None:
     matrix = packed_matrix(place)
     assert matrix is not None and matrix.cols == N
     assert np.shares_memory(unpacked(place), weight)  # not packed yet: the plain array itself
-    matrix.tensor  # noqa: B018 - packs it
+    matrix.tensor
     again = unpacked(place)
     assert not np.shares_memory(again, weight)
     np.testing.assert_array_equal(again, weight)
