@@ -14,7 +14,8 @@ from onnx import TensorProto, helper, numpy_helper
 import plugrt
 import plugrt.engine.engine as engine_module
 from plugrt.core.errors import TypeMismatchError
-from plugrt.ops.torch_cpu_linear import PackedWeight, linear, packed_matrix, stored_weights, unpacked
+from plugrt.ops.linear_weights import PackedMatrix, PackedWeight, packed_matrix, placeholder, stored_weights, unpacked
+from plugrt.ops.torch_cpu_linear import linear
 
 torch = pytest.importorskip("torch")
 
@@ -135,7 +136,7 @@ def test_unpacked_gives_the_original_array_before_and_after_packing() -> None:
     matrix = packed_matrix(place)
     assert matrix is not None and matrix.cols == N
     assert np.shares_memory(unpacked(place), weight)  # not packed yet: the plain array itself
-    matrix.tensor
+    assert len(matrix.parts) == 1  # packs it (80 columns: one block)
     again = unpacked(place)
     assert not np.shares_memory(again, weight)
     np.testing.assert_array_equal(again, weight)
@@ -152,8 +153,31 @@ def test_network_input_type_after_the_network_is_released(monkeypatch) -> None:
 
 
 def _place(weight: np.ndarray, transposed: bool = False) -> PackedWeight:
-    from plugrt.ops.torch_cpu_linear import PackedMatrix, _placeholder
-
-    place = _placeholder(PackedMatrix(weight, transposed))
+    place = placeholder(PackedMatrix(weight, transposed))
     gc.collect()
     return place
+
+
+@pytest.mark.parametrize("split", [True, False])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_a_wide_weight_is_packed_in_blocks_of_columns(monkeypatch, split: bool, transposed: bool) -> None:
+    import plugrt.ops.torch_cpu_linear as module
+
+    monkeypatch.setattr(module, "split_products", lambda flops: split)  # the two threads, or one after another
+    wide = 2 * 300
+    weight = RNG.standard_normal((wide, K) if transposed else (K, wide)).astype(np.float32)
+    bias = RNG.standard_normal(wide).astype(np.float32)
+    place = _place(weight, transposed)
+    matrix = packed_matrix(place)
+    assert matrix is not None
+    assert [(start, stop) for start, stop, _ in matrix.parts] == [(0, 300), (300, wide)]
+    np.testing.assert_array_equal(unpacked(place), weight)  # the blocks give the original bytes back
+    x = RNG.standard_normal((2, 50, K)).astype(np.float32)
+    exact = x.astype(np.float64) @ (weight.T if transposed else weight).astype(np.float64) + bias
+    for given in (x, x.transpose(1, 0, 2)):  # one strided matrix, and not (staged)
+        out = np.empty((*given.shape[:-1], wide), np.float32)
+        kernel = linear(given, place, transposed, bias, out)
+        assert kernel is not None
+        kernel()
+        want = exact if given is x else exact.transpose(1, 0, 2)
+        np.testing.assert_allclose(out, want, rtol=0, atol=2e-6 * float(np.abs(want).max()))

@@ -22,8 +22,8 @@ from ..nodes.base import Node
 from ..nodes.ports import ProfileDims
 from ..nodes.shape_checks import ShapeCheck, plugin_output_checks
 from ..ops.base import create_operator
+from ..ops.linear_weights import pack_product_weights
 from ..ops.torch_cpu import check_tactics
-from ..ops.torch_cpu_linear import pack_product_weights
 from .host_memory import IHostMemory
 from .plan import EnginePlan, profile_envs
 from .validate import check_revived_plugin, validate_plan

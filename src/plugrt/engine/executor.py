@@ -21,7 +21,7 @@ from ..core.layouts import storage_shape
 from ..core.types import TensorFormat
 from ..interfaces.v3 import IPluginResourceContext
 from ..nodes.base import Binding, Node
-from ..ops.torch_cpu_linear import packed_matrix
+from ..ops.linear_weights import packed_matrix
 from .plan import EnginePlan, LayerPlan, host_computed
 
 __all__ = ["Executor", "Step"]

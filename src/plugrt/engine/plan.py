@@ -121,7 +121,7 @@ class EnginePlan:
 
     def to_bytes(self) -> bytes:
         """The plan file (weights an engine packed are written as they were given)."""
-        from ..ops.torch_cpu_linear import stored_weights
+        from ..ops.linear_weights import stored_weights
 
         return encode_plan(self._contents(stored_weights(self.weights)))
 
@@ -129,7 +129,7 @@ class EnginePlan:
         """This plan as loading its file gives it back (the header through JSON, with every check a load makes),
         except that the weights are not copied: the result holds read-only views of this plan's arrays (those
         that are not C-contiguous and native-endian, as a load makes them, are converted)."""
-        from ..ops.torch_cpu_linear import packed_matrix
+        from ..ops.linear_weights import packed_matrix
 
         weights: dict[str, np.ndarray] = {}
         for name, array in self.weights.items():

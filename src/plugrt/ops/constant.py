@@ -12,7 +12,7 @@ from ..core.types import DataType, from_nptype
 from ..shape import constant
 from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import expect_inputs, label
-from .torch_cpu_linear import packed_matrix
+from .linear_weights import packed_matrix
 
 __all__ = ["ConstantOperator"]
 

@@ -25,12 +25,13 @@ from ..shape import constant
 from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .blas_threads import blas_runs_alone
 from .elementwise import label, merge_dim
+from .linear_weights import packed_matrix, unpacked
 from .matrix_multiply import FEW_ROWS
 from .params import param
 from .product_parts import matmul_parts_into
 from .shared_rules import expect_float_inputs
 from .torch_cpu import Kernel, TorchOperator, torch_module, view
-from .torch_cpu_linear import linear, linear_available, packed_matrix, unpacked
+from .torch_cpu_linear import linear, linear_available
 
 __all__ = ["GemmOperator", "pack_gemm_weights"]
 

@@ -26,9 +26,10 @@ from ..shape import IDimensionExpr
 from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .blas_threads import blas_runs_alone
 from .elementwise import FLOAT_TYPES, broadcast_dim, expect_inputs, label, merge_dim
+from .linear_weights import packed_matrix, unpacked
 from .product_parts import matmul_parts_into
 from .torch_cpu import Kernel, TorchOperator, torch_module, view
-from .torch_cpu_linear import linear, linear_available, packed_matrix, unpacked
+from .torch_cpu_linear import linear, linear_available
 
 __all__ = ["FEW_ROWS", "MatrixMultiplyOperator", "product_operand"]
 
