@@ -3,14 +3,15 @@
 ``out = a @ w (+ bias)`` where ``w`` is an engine constant ``[K, N]`` (or ``[N, K]`` used
 transposed) and ``a`` any ``[..., M, K]`` whose rows are one strided matrix: one call of
 ``torch.ops.mkldnn._linear_pointwise`` (oneDNN's matrix product, picking its kernels for the
-CPU it runs on, AVX-512 where there is one), then the result is copied into the output. The
-weight is passed as a transposed view of the plan's array (no copy, nothing packed ahead:
-weights stay held once). A large product (:func:`~plugrt.ops.blas_threads.split_products`) is
-split into blocks of rows (up to ``MAX_BLOCKS``, ``MIN_BLOCK_ROWS`` rows or more) that this thread
-and the engine's helper thread take in turn (:func:`~plugrt.ops.host_threads.pulled_by_two`),
-each a one-thread oneDNN call, as NumPy's products are (``product_parts.py``); in CPU time a
-row block costs 2-5% more than the whole product. Never column blocks: oneDNN reorders a weight
-whose columns are a strided slice on every call (thousands of times slower).
+CPU it runs on, AVX-512 where there is one), then the result is copied into the output. A weight
+the engine did not pack (``linear_weights.py``) is passed as a transposed view of the plan's array
+(oneDNN then reorders it at every call). A large product
+(:func:`~plugrt.ops.blas_threads.split_products`) is split into blocks that this thread and the
+engine's helper thread take in turn (:func:`~plugrt.ops.host_threads.pulled_by_two`), each a
+one-thread oneDNN call, as NumPy's products are (``product_parts.py``): for a plain weight blocks of
+rows (up to ``MAX_BLOCKS``, ``MIN_BLOCK_ROWS`` rows or more; each reads all of the weight: in CPU time
+11-22% more than one call at 128-256 rows, measured with no free core), never column slices of it
+(oneDNN reorders a weight whose columns are a strided slice on every call: thousands of times slower).
 
 Packed weights (``linear_weights.py``): where the engine holds the weight packed in oneDNN's layout
 (a :class:`~plugrt.ops.linear_weights.PackedWeight`), the product runs on the packed blocks of
