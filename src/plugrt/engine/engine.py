@@ -22,6 +22,7 @@ from ..nodes.base import Node
 from ..nodes.ports import ProfileDims
 from ..nodes.shape_checks import ShapeCheck, plugin_output_checks
 from ..ops.base import create_operator
+from ..ops.linear_weights import pack_product_weights
 from ..ops.torch_cpu import check_tactics
 from .host_memory import IHostMemory
 from .plan import EnginePlan, profile_envs
@@ -57,6 +58,8 @@ class ICudaEngine(DeprecatedContextManager):
         #: context at shape change
         self.shape_checks: list[ShapeCheck] = list(validate_plan(plan))
         check_tactics(plan.layers, logger, backend.xp)
+        #: how many constant matrices the products hold packed in oneDNN's layout (on the CPU, torch tactic)
+        self.packed_weights = pack_product_weights(plan) if backend.host_memory and not backend.gpu else 0
         try:
             for index, layer in enumerate(plan.layers):
                 if not layer.is_plugin:

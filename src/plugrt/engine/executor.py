@@ -21,6 +21,7 @@ from ..core.layouts import storage_shape
 from ..core.types import TensorFormat
 from ..interfaces.v3 import IPluginResourceContext
 from ..nodes.base import Binding, Node
+from ..ops.linear_weights import packed_matrix
 from .plan import EnginePlan, LayerPlan, host_computed
 
 __all__ = ["Executor", "Step"]
@@ -88,8 +89,8 @@ class Executor:
     def _weight_views(self) -> dict[int, Any]:
         """Constant layers' outputs that are the plan's weight arrays themselves (read-only) rather than copies in
         the arena: on a backend whose arrays are host memory, for linear tensors of the weight's type that only
-        operators read (a plugin is given pointers, which the arena aligns). Their arena space is never written,
-        so the weights are in memory once."""
+        operators read (a plugin is given pointers, which the arena aligns), and the places of the weights that
+        products hold packed. Their arena space is never written, so the weights are in memory once."""
         if not self.backend.host_memory:
             return {}
         plugin_inputs = {i for layer in self.plan.layers if layer.is_plugin for i in layer.inputs}
@@ -101,7 +102,10 @@ class Executor:
                 continue
             index = layer.outputs[0]
             tensor = self.plan.tensors[index]
-            if index in plugin_inputs or tensor.format != TensorFormat.LINEAR or not value.flags.c_contiguous:
+            packed = packed_matrix(value) is not None  # held by the products that read it (ops/torch_cpu_linear.py)
+            if index in plugin_inputs or tensor.format != TensorFormat.LINEAR:
+                continue
+            if not (value.flags.c_contiguous or packed):
                 continue
             if value.dtype != np.dtype(tensor.dtype.nptype()):
                 continue

@@ -120,15 +120,22 @@ class EnginePlan:
     tf32: bool = False
 
     def to_bytes(self) -> bytes:
-        """The plan file."""
-        return encode_plan(self._contents(dict(self.weights)))
+        """The plan file (weights an engine packed are written as they were given)."""
+        from ..ops.linear_weights import stored_weights
+
+        return encode_plan(self._contents(stored_weights(self.weights)))
 
     def reloaded(self) -> EnginePlan:
         """This plan as loading its file gives it back (the header through JSON, with every check a load makes),
         except that the weights are not copied: the result holds read-only views of this plan's arrays (those
         that are not C-contiguous and native-endian, as a load makes them, are converted)."""
+        from ..ops.linear_weights import packed_matrix
+
         weights: dict[str, np.ndarray] = {}
         for name, array in self.weights.items():
+            if packed_matrix(array) is not None:  # held packed (read-only, no elements of its own)
+                weights[name] = array
+                continue
             if not isinstance(array, np.ndarray) or array.dtype.name not in WEIGHT_DTYPES:
                 encode_plan(self._contents({name: array}))  # raises the error a file would
             view = np.ascontiguousarray(array, array.dtype.newbyteorder("="))

@@ -23,6 +23,7 @@ computed as FLOAT in between).
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -60,7 +61,9 @@ def compile(  # noqa: A001 - the public name mirrors torch.compile
     engine is built at the first call for that call's shapes. Parse errors
     raise :class:`~plugrt.onnx.importers.base.OnnxImportError` listing every problem.
     External weights are read from the model file's folder; a model given as
-    bytes or a ``ModelProto`` reads them only from ``external_data_dir``.
+    bytes or a ``ModelProto`` reads them only from ``external_data_dir``. The weights are held once: the
+    engine shares the network's arrays, except where its products on the CPU hold a weight packed in
+    oneDNN's layout; the result's ``network`` is then released (None) once the engine is built.
     """
     return CompiledModel(model, device=device, shapes=shapes, logger=logger, external_data_dir=external_data_dir)
 
@@ -84,8 +87,9 @@ class CompiledModel:
         self.device = device
         self._builder = Builder(self.logger, device)
         self._runtime = Runtime(self.logger, device)
-        self.network = self._builder.create_network(0)
-        self._parser = OnnxParser(self.network, self.logger)
+        #: the imported network; None once an engine that holds weights packed is built (they are held once)
+        self.network: Any = self._builder.create_network(0)
+        self._parser: Any = OnnxParser(self.network, self.logger)
         if external_data_dir is not None and not os.path.isdir(external_data_dir):
             raise OnnxImportError(f"compile: external_data_dir must be a folder, got {os.fspath(external_data_dir)!r}")
         self._external_data_dir = None if external_data_dir is None else os.fspath(external_data_dir)
@@ -180,6 +184,8 @@ class CompiledModel:
             for t in (self.network.get_input(i) for i in range(self.network.num_inputs))
         }
         self._output_dtypes = {name: self._numpy_type(name, self._parser.output_types) for name in self.output_names}
+        #: the outputs whose type the model declares (the others are given as the engine computed them)
+        self._typed_outputs = frozenset(self._parser.output_types)
         #: per input, the (type, shape) of the last array accepted as it is: the next one like it skips the checks
         self._accepted: list[tuple[np.dtype, tuple[int, ...]] | None] = [None] * len(self.input_names)
         if shapes is not None:
@@ -249,6 +255,12 @@ class CompiledModel:
         self._host_run = HostRun(self.engine, profile_hint=_WIDEN_PROFILE)
         self.context = self._host_run.context
         self._host_call = None if self._runtime.backend.gpu else HostCall(self._host_run)
+        if self.engine.packed_weights:
+            # the engine holds those weights packed in oneDNN's layout instead of the network's arrays: the network
+            # (and the parser, which refers to it) would keep a second copy of them alive
+            self.network = None
+            self._parser = None
+            gc.collect()  # the network's layers refer to each other: freed by the collector, not by reference counts
 
     def serialize(self) -> bytes:
         """The engine's plan bytes (build first: call once, or pass ``shapes``)."""
@@ -342,6 +354,10 @@ class CompiledModel:
 
     def network_input_type(self, name: str) -> type[np.generic]:
         """The NumPy type plugrt computes input ``name`` in."""
+        if self.network is None:  # released after the build (see _build)
+            if name in self._engine_types:
+                return self._engine_types[name].type  # type: ignore[no-any-return]
+            raise TypeMismatchError(f"{name!r} is not an input; inputs: {self.input_names}")
         for i in range(self.network.num_inputs):
             tensor = self.network.get_input(i)
             if tensor.name == name:
@@ -376,7 +392,7 @@ class CompiledModel:
         return {name: self._deliver(name, outputs[name]) for name in self.output_names}
 
     def _deliver(self, name: str, array: np.ndarray) -> np.ndarray:
-        if name not in self._parser.output_types:  # the model declares no type: give what the engine computed
+        if name not in self._typed_outputs:  # the model declares no type: give what the engine computed
             return array
         wanted = self._output_dtypes[name]
         return array if array.dtype == wanted else array.astype(wanted)

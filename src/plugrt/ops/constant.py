@@ -12,6 +12,7 @@ from ..core.types import DataType, from_nptype
 from ..shape import constant
 from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import expect_inputs, label
+from .linear_weights import packed_matrix
 
 __all__ = ["ConstantOperator"]
 
@@ -37,6 +38,8 @@ class ConstantOperator(Operator):
     def _shaped(self, value: np.ndarray) -> np.ndarray:
         if value.size != int(np.prod(self.shape, dtype=np.int64)):
             raise ShapeError(f"{label(self)}: shape {list(self.shape)} does not match {value.size} weight values")
+        if packed_matrix(value) is not None:  # a weight products hold packed: its place, not its values
+            return value.reshape(self.shape)
         return np.ascontiguousarray(value).reshape(self.shape)
 
     def value(self) -> np.ndarray:

@@ -25,6 +25,7 @@ from ..shape import constant
 from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .blas_threads import blas_runs_alone
 from .elementwise import label, merge_dim
+from .linear_weights import packed_matrix, unpacked
 from .matrix_multiply import FEW_ROWS
 from .params import param
 from .product_parts import matmul_parts_into
@@ -147,7 +148,7 @@ class GemmOperator(TorchOperator):
         if self.trans_a:
             a = a.T
         scaled = "b" in self.weights
-        b = self.weight("b", xp) if scaled else inputs[1]
+        b = unpacked(self.weight("b", xp), keep=True) if scaled else inputs[1]  # a packed weight's own values
         if b.dtype != np.float32:
             b = b.astype(np.float32)
         if self.trans_b:
@@ -177,6 +178,8 @@ class GemmOperator(TorchOperator):
         if xp is not np or type(self).run is not GemmOperator.run:  # not the INT8 product
             return None
         if "b" not in self.weights or self.uniform or a.dtype != np.float32 or out.dtype != np.float32:
+            return None
+        if packed_matrix(self.weights["b"]) is not None:  # oneDNN runs it (run() unpacks it where not)
             return None
         if self.has_c and "c" not in self.weights:
             return None

@@ -26,6 +26,7 @@ from ..shape import IDimensionExpr
 from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .blas_threads import blas_runs_alone
 from .elementwise import FLOAT_TYPES, broadcast_dim, expect_inputs, label, merge_dim
+from .linear_weights import packed_matrix, unpacked
 from .product_parts import matmul_parts_into
 from .torch_cpu import Kernel, TorchOperator, torch_module, view
 from .torch_cpu_linear import linear, linear_available
@@ -162,7 +163,7 @@ class MatrixMultiplyOperator(TorchOperator):
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         a = product_operand(inputs[0], self.ops[0], first=True)
-        b = product_operand(inputs[1], self.ops[1], first=False)
+        b = product_operand(unpacked(inputs[1], keep=True), self.ops[1], first=False)  # a packed weight's own values
         out = outputs[0]
         if len(self._out_view) != a.ndim:
             self.prepare([a.shape, b.shape], [out.shape])
@@ -173,6 +174,8 @@ class MatrixMultiplyOperator(TorchOperator):
         """A small FLOAT product on NumPy where the BLAS runs it on one thread anyway (:func:`blas_runs_alone`):
         the same ``np.matmul`` (and bias ``np.add``) on the operand views :meth:`run` makes, made at bind."""
         if xp is not np or type(self).run is not MatrixMultiplyOperator.run:  # not the INT8 products
+            return None
+        if packed_matrix(inputs[1]) is not None:  # oneDNN runs it (run() unpacks it where not)
             return None
         x, y, out = inputs[0], inputs[1], outputs[0]
         if x.dtype != np.float32 or y.dtype != np.float32 or out.dtype != np.float32 or not out.flags.c_contiguous:
