@@ -19,13 +19,13 @@ Gate orders follow ONNX: LSTM ``i o f c``, GRU ``z r h``; peepholes ``i o f``.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .rnn_activations import Activation
 
-__all__ = ["CellSpec", "reverse_each", "run_cells"]
+__all__ = ["CellSpec", "bound_cells", "reverse_each", "run_cells"]
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 
@@ -98,19 +98,11 @@ def run_cells(
     """
     steps, batch = x.shape[0], x.shape[1]
     dirs, hidden = r.shape[0], r.shape[2]
-    gates = GATES[spec.cell]
-    size = gates * hidden
-    folded = None
-    if bias is not None:  # the recurrent bias joins the input bias except GRU's h gate before reset
-        folded = bias[:, :size] + bias[:, size:]
-        if spec.cell == "GRU" and spec.linear_before_reset:
-            folded[:, 2 * hidden :] = bias[:, 2 * hidden : size]
+    size = GATES[spec.cell] * hidden
+    folded = None if bias is None else xp.empty((dirs, size), dtype=x.dtype)
     projected = xp.empty((dirs, steps, batch, size), dtype=x.dtype)
-    for d in range(dirs):
-        sequence = reverse_each(xp, x, lengths) if spec.reverse[d] else x
-        xp.matmul(sequence, w[d].T, out=projected[d])
-        if folded is not None:
-            xp.add(projected[d], folded[d], out=projected[d])
+    sequences = [reverse_each(xp, x, lengths) if spec.reverse[d] else x for d in range(dirs)]
+    _project(spec, sequences, w, bias, folded, projected, xp)
     y = xp.empty((steps, dirs, batch, hidden), dtype=x.dtype)
     step = _STEPS[spec.cell](spec, r, bias, peepholes, batch, xp)
     active = None if lengths is None else lengths.reshape(1, batch, 1)
@@ -131,6 +123,58 @@ def run_cells(
         if spec.reverse[d]:
             y[:, d] = reverse_each(xp, y[:, d], lengths).copy()
     return y, finals
+
+
+def bound_cells(
+    spec: CellSpec, x: Any, w: Any, r: Any, bias: Any, states: Sequence[Any], peepholes: Any, y: Any,
+    finals: Sequence[Any], xp: Any,
+) -> Callable[[], None]:
+    """:func:`run_cells` without sequence lengths as a call without arguments over these arrays, every buffer
+    and view made now (a run then costs the kernels alone: one time step of a small cell is a few
+    microseconds of them). ``states`` are the initial states (read only), ``y`` the ``Y`` output
+    ``[steps, D, batch, H]`` and ``finals`` the final-state outputs ``[D, batch, H]``, written at each call; the
+    call computes exactly what :func:`run_cells` does (the same operations in the same order)."""
+    steps, batch = x.shape[0], x.shape[1]
+    dirs, hidden = r.shape[0], r.shape[2]
+    size = GATES[spec.cell] * hidden
+    folded = None if bias is None else xp.empty((dirs, size), dtype=x.dtype)
+    projected = xp.empty((dirs, steps, batch, size), dtype=x.dtype)
+    sequences = [x[::-1] if spec.reverse[d] else x for d in range(dirs)]
+    step = _STEPS[spec.cell](spec, r, bias, peepholes, batch, xp)
+    carried = [states[0], *finals[1:]]  # the cell state (LSTM) is stepped in its output
+    initial = list(zip(finals[1:], states[1:]))
+    steps_in = [(projected[:, t], y[t]) for t in range(steps)]
+    reversed_dirs = [d for d in range(dirs) if spec.reverse[d]]
+
+    def run() -> None:
+        _project(spec, sequences, w, bias, folded, projected, xp)
+        for state, value in initial:
+            xp.copyto(state, value)
+        h = states[0]
+        for gates_in, out in steps_in:
+            step(gates_in, h, carried, out)
+            h = out
+        xp.copyto(finals[0], h)
+        for d in reversed_dirs:
+            y[:, d] = y[::-1, d].copy()
+
+    return run
+
+
+def _project(spec: CellSpec, sequences: Sequence[Any], w: Any, bias: Any, folded: Any, projected: Any, xp: Any) -> None:
+    """Every step's input projection per direction into ``projected``, with the biases outside a product
+    (``folded``: their sum, written here; the recurrent bias joins the input bias except GRU's h gate
+    before reset)."""
+    if bias is not None:
+        size = folded.shape[1]
+        xp.add(bias[:, :size], bias[:, size:], out=folded)
+        if spec.cell == "GRU" and spec.linear_before_reset:
+            hidden = size // 3
+            folded[:, 2 * hidden :] = bias[:, 2 * hidden : size]
+    for d, sequence in enumerate(sequences):
+        xp.matmul(sequence, w[d].T, out=projected[d])
+        if bias is not None:
+            xp.add(projected[d], folded[d], out=projected[d])
 
 
 def _clip(spec: CellSpec, x: Any, xp: Any) -> None:
