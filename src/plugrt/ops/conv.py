@@ -68,6 +68,10 @@ FUSED_ACTIVATIONS = ("RELU", "CLIP", "HARD_SWISH", "HARD_SIGMOID", "SIGMOID", "T
 #: a depthwise convolution whose im2col buffer would be at least this large sums taps instead (measured
 #: on MobileNetV2's and PP-OCR's layers: the tap sums win from ~10 MB of columns, lose below ~3 MB)
 TAPS_MIN_COLUMN_BYTES = 4 << 20
+#: a convolution without padding whose taps each copy at most this many bytes into the column buffer fills
+#: it with one copy of a strided view (a call per tap costs more than such a copy; on larger maps the
+#: copies per tap run faster than the one strided copy)
+WINDOW_COPY_MAX_BYTES = 4 << 10
 
 
 def pack_conv_kernel(kernel: np.ndarray, group: int) -> np.ndarray:
@@ -129,6 +133,10 @@ class ConvolutionOperator(TorchOperator):
         self._cols_shape: tuple[int, ...] | None = None
         #: (array module, column buffer as [N, group, rows, positions], [(tap's view of it, input index)])
         self._bound: tuple[Any, Any, list[tuple[Any, tuple[Any, ...]]]] | None = None
+        #: where every window lies inside the input (no padding): the input's stride multipliers of the window
+        #: view ``[N, C, *kernel, *out]`` that fills the column buffer in one copy, and that view (input, view)
+        self._windows: tuple[int, ...] | None = None
+        self._window_view: tuple[Any, Any] | None = None
         self._bias: np.ndarray | None = None
         #: the bound run of a 1x1 convolution on NumPy (see _pointwise), else None
         self._fast: Any = None
@@ -287,6 +295,13 @@ class ConvolutionOperator(TorchOperator):
         spatial, out_spatial = x_shape[2:], out_shape[2:]
         taps = math.prod(w.kernel)
         self._cols_shape = (*x_shape[:2], taps, *out_spatial)
+        inside = not any(begins) and all(
+            (o - 1) * s + (k - 1) * d + 1 <= n for o, s, k, d, n in zip(out_spatial, w.strides, w.kernel, w.dilations, spatial)
+        )
+        per_tap = 4 * math.prod((*x_shape[:2], *out_spatial))  # bytes a tap's copy moves
+        small = taps > 1 and 0 < per_tap <= WINDOW_COPY_MAX_BYTES  # the calls cost more than the bytes
+        self._windows = (*w.dilations, *w.strides) if inside and small else None
+        self._window_view = None
         every: tuple[Any, ...] = (slice(None), slice(None))
         for t, pairs in kernel_taps(w, spatial, out_spatial, begins):
             self._plan.append(((*every, t, *(p[0] for p in pairs)), (*every, *(p[1] for p in pairs))))
@@ -308,9 +323,27 @@ class ConvolutionOperator(TorchOperator):
         bound = self._bound
         if bound is None or bound[0] is not xp:
             bound = self._bind(xp)
+        if self._windows is not None and xp is np:  # one copy of every window, not one per tap
+            view = self._window_view
+            if view is None or view[0] is not x:
+                view = (x, self._windows_of(x))
+                self._window_view = view
+            np.copyto(bound[1].reshape(view[1].shape), view[1])
+            return bound[1]
         for dst, src in bound[2]:
             xp.copyto(dst, x[src])
         return bound[1]
+
+    def _windows_of(self, x: np.ndarray) -> np.ndarray:
+        """The read-only view ``[N, C, *kernel, *out]`` of input ``x`` whose element ``[n, c, *k, *o]`` is what
+        kernel tap ``k`` reads for output position ``o`` (every window inside ``x``)."""
+        assert self._windows is not None and self._cols_shape is not None
+        rank = self.window.rank
+        spatial = x.strides[2:]
+        strides = (*x.strides[:2], *(m * s for m, s in zip(self._windows, spatial + spatial)))
+        shape = (*x.shape[:2], *self.window.kernel, *self._cols_shape[3:])
+        assert len(strides) == len(shape) == 2 + 2 * rank
+        return np.lib.stride_tricks.as_strided(x, shape, strides, writeable=False)
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         x, out = inputs[0], outputs[0]
