@@ -138,7 +138,7 @@ class ConvolutionOperator(TorchOperator):
         self._windows: tuple[int, ...] | None = None
         self._window_view: tuple[Any, Any] | None = None
         self._bias: np.ndarray | None = None
-        #: the bound run of a 1x1 convolution on NumPy (see _pointwise), else None
+        #: the bound run of a one-group convolution on NumPy (see _bound_run), else None
         self._fast: Any = None
         #: the tap-sum plan of a depthwise convolution (NumPy runs), else None
         self._depthwise: DepthwiseTaps | None = None
@@ -220,35 +220,49 @@ class ConvolutionOperator(TorchOperator):
         return torch_convolution(self, inputs[0], kernel, bias, outputs[0], residual)
 
     def bind(self, inputs: Sequence[Binding], outputs: Sequence[Binding], workspace: int) -> None:
-        """As :meth:`TorchOperator.bind`; a 1x1 convolution on NumPy gets its product, bias and epilogue bound
-        to these arrays once (:meth:`_pointwise`)."""
+        """As :meth:`TorchOperator.bind`; a one-group convolution on NumPy gets its column copies, product, bias
+        and epilogue bound to these arrays once (:meth:`_bound_run`)."""
         super().bind(inputs, outputs, workspace)
         self._fast = None
         if self._torch_call is None and self._relaid is None and self.xp is np:
-            self._fast = self._pointwise(*self._bound_args[:2])
+            self._fast = self._bound_run(*self._bound_args[:2])
 
-    def _pointwise(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Any:
-        """The run of a one-group 1x1 convolution (stride 1, no padding) over these FLOAT arrays: its product,
-        bias and epilogue with every view made here (the general kernel's checks and lookups cost the small
-        layers of the CNN exports 3-8 us each); None for any other layer."""
+    def _bound_run(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Any:
+        """The run of a one-group convolution over these FLOAT arrays (im2col, or the input itself for a 1x1
+        kernel with stride 1 and no padding): its column copies, product, bias and epilogue with every view
+        made here (the general kernel's checks and lookups cost the small layers of the CNN exports and of
+        silero-vad 3-8 us each); the same products as :meth:`run`. None for any other layer."""
         x, out = inputs[0], outputs[0]
-        if self.group != 1 or self.uniform or "kernel" not in self.weights or self._cols_shape is not None:
+        if self.group != 1 or self.uniform or "kernel" not in self.weights or self._depthwise is not None:
             return None
-        if x.dtype != np.float32 or out.dtype != np.float32 or x.ndim < 3 or x.shape[2:] != out.shape[2:]:
+        if x.dtype != np.float32 or out.dtype != np.float32 or x.ndim < 3 or self._shapes != (x.shape, out.shape):
             return None
         if not (x.flags.c_contiguous and out.flags.c_contiguous) or self.bias_input is not None:
             return None
-        n, positions = x.shape[0], math.prod(x.shape[2:])
+        n, positions = x.shape[0], math.prod(out.shape[2:])
         kernel = np.asarray(self.weights["kernel"]).reshape(self.maps, -1)
-        if kernel.dtype != np.float32 or kernel.shape[1] != x.shape[1]:
+        copies: list[tuple[Any, Any]] = []
+        if self._cols_shape is None:  # a 1x1 kernel: the input is its columns
+            columns = x.reshape(n, x.shape[1], positions)
+        else:
+            _, cols, taps = self._bind(np)
+            columns = cols.reshape(n, -1, positions)
+            if self._windows is not None:
+                windows = self._windows_of(x)
+                copies.append((cols.reshape(windows.shape), windows))
+            else:
+                copies.extend((dst, x[src]) for dst, src in taps)
+        if kernel.dtype != np.float32 or kernel.shape[1] != columns.shape[1]:
             return None
-        columns, result = x.reshape(n, x.shape[1], positions), out.reshape(n, self.maps, positions)
+        result = out.reshape(n, self.maps, positions)
         bias = self._bias
         residual = self._residual(inputs, out)
         flops = 2.0 * kernel.size * positions * n
         activate = self._activate
 
         def run() -> None:
+            for target, source in copies:
+                np.copyto(target, source)
             with blas_threads_for(flops):
                 np.matmul(kernel, columns, out=result)
             if bias is not None:
