@@ -38,8 +38,8 @@ def test_window_copy_matches_the_taps(name: str) -> None:
     op = _operator(kernel, **params)
     outs, _, _ = op.window.resolve(x_shape[2:])
     results = []
+    x = rng.standard_normal(x_shape).astype(np.float32)
     for windows in (True, False):
-        x = rng.standard_normal(x_shape).astype(np.float32) if windows else x
         out = np.full((x_shape[0], k_shape[0], *outs), 7, np.float32)
         op.prepare([x_shape], [out.shape])
         if not windows:

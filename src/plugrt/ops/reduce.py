@@ -100,7 +100,7 @@ def _mean(x: np.ndarray, axes: tuple[int, ...], out: np.ndarray, keep: bool) -> 
     count = np.intp(math.prod(x.shape[a] for a in axes))
 
     def mean() -> None:
-        np.add.reduce(x, axes, None, out, keep)
+        np.add.reduce(x, axes, None, out, keep)  # type: ignore[call-overload]
         np.true_divide(out, count, out=out, casting="unsafe")
 
     return mean, ()
