@@ -51,6 +51,7 @@ from ..shape import constant
 from .activation import activation_kernel
 from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .blas_threads import blas_threads_for
+from .conv_columns import WINDOW_COPY_MAX_BYTES, bound_convolution, vector_products, window_view
 from .conv_taps import DepthwiseTaps
 from .elementwise import label
 from .products import matmul_into
@@ -68,10 +69,6 @@ FUSED_ACTIVATIONS = ("RELU", "CLIP", "HARD_SWISH", "HARD_SIGMOID", "SIGMOID", "T
 #: a depthwise convolution whose im2col buffer would be at least this large sums taps instead (measured
 #: on MobileNetV2's and PP-OCR's layers: the tap sums win from ~10 MB of columns, lose below ~3 MB)
 TAPS_MIN_COLUMN_BYTES = 4 << 20
-#: a convolution without padding whose taps each copy at most this many bytes into the column buffer fills
-#: it with one copy of a strided view (a call per tap costs more than such a copy; on larger maps the
-#: copies per tap run faster than the one strided copy)
-WINDOW_COPY_MAX_BYTES = 4 << 10
 
 
 def pack_conv_kernel(kernel: np.ndarray, group: int) -> np.ndarray:
@@ -138,7 +135,7 @@ class ConvolutionOperator(TorchOperator):
         self._windows: tuple[int, ...] | None = None
         self._window_view: tuple[Any, Any] | None = None
         self._bias: np.ndarray | None = None
-        #: the bound run of a one-group convolution on NumPy (see _bound_run), else None
+        #: the bound run of a one-group convolution on NumPy (see conv_columns.bound_convolution), else None
         self._fast: Any = None
         #: the tap-sum plan of a depthwise convolution (NumPy runs), else None
         self._depthwise: DepthwiseTaps | None = None
@@ -221,55 +218,11 @@ class ConvolutionOperator(TorchOperator):
 
     def bind(self, inputs: Sequence[Binding], outputs: Sequence[Binding], workspace: int) -> None:
         """As :meth:`TorchOperator.bind`; a one-group convolution on NumPy gets its column copies, product, bias
-        and epilogue bound to these arrays once (:meth:`_bound_run`)."""
+        and epilogue bound to these arrays once (:func:`~plugrt.ops.conv_columns.bound_convolution`)."""
         super().bind(inputs, outputs, workspace)
         self._fast = None
         if self._torch_call is None and self._relaid is None and self.xp is np:
-            self._fast = self._bound_run(*self._bound_args[:2])
-
-    def _bound_run(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Any:
-        """The run of a one-group convolution over these FLOAT arrays (im2col, or the input itself for a 1x1
-        kernel with stride 1 and no padding): its column copies, product, bias and epilogue with every view
-        made here (the general kernel's checks and lookups cost the small layers of the CNN exports and of
-        silero-vad 3-8 us each); the same products as :meth:`run`. None for any other layer."""
-        x, out = inputs[0], outputs[0]
-        if self.group != 1 or self.uniform or "kernel" not in self.weights or self._depthwise is not None:
-            return None
-        if x.dtype != np.float32 or out.dtype != np.float32 or x.ndim < 3 or self._shapes != (x.shape, out.shape):
-            return None
-        if not (x.flags.c_contiguous and out.flags.c_contiguous) or self.bias_input is not None:
-            return None
-        n, positions = x.shape[0], math.prod(out.shape[2:])
-        kernel = np.asarray(self.weights["kernel"]).reshape(self.maps, -1)
-        copies: list[tuple[Any, Any]] = []
-        if self._cols_shape is None:  # a 1x1 kernel: the input is its columns
-            columns = x.reshape(n, x.shape[1], positions)
-        else:
-            _, cols, taps = self._bind(np)
-            columns = cols.reshape(n, -1, positions)
-            if self._windows is not None:
-                windows = self._windows_of(x)
-                copies.append((cols.reshape(windows.shape), windows))
-            else:
-                copies.extend((dst, x[src]) for dst, src in taps)
-        if kernel.dtype != np.float32 or kernel.shape[1] != columns.shape[1]:
-            return None
-        result = out.reshape(n, self.maps, positions)
-        bias = self._bias
-        residual = self._residual(inputs, out)
-        flops = 2.0 * kernel.size * positions * n
-        activate = self._activate
-
-        def run() -> None:
-            for target, source in copies:
-                np.copyto(target, source)
-            with blas_threads_for(flops):
-                np.matmul(kernel, columns, out=result)
-            if bias is not None:
-                np.add(result, bias, out=result)
-            activate(out, np, residual)
-
-        return run
+            self._fast = bound_convolution(self, *self._bound_args[:2])
 
     def launch(self, stream: int) -> None:
         if self._fast is not None:
@@ -340,24 +293,13 @@ class ConvolutionOperator(TorchOperator):
         if self._windows is not None and xp is np:  # one copy of every window, not one per tap
             view = self._window_view
             if view is None or view[0] is not x:
-                view = (x, self._windows_of(x))
+                view = (x, window_view(x, self.window.kernel, self._windows, self._cols_shape[3:]))
                 self._window_view = view
             np.copyto(bound[1].reshape(view[1].shape), view[1])
             return bound[1]
         for dst, src in bound[2]:
             xp.copyto(dst, x[src])
         return bound[1]
-
-    def _windows_of(self, x: np.ndarray) -> np.ndarray:
-        """The read-only view ``[N, C, *kernel, *out]`` of input ``x`` whose element ``[n, c, *k, *o]`` is what
-        kernel tap ``k`` reads for output position ``o`` (every window inside ``x``)."""
-        assert self._windows is not None and self._cols_shape is not None
-        rank = self.window.rank
-        spatial = x.strides[2:]
-        strides = (*x.strides[:2], *(m * s for m, s in zip(self._windows, spatial + spatial)))
-        shape = (*x.shape[:2], *self.window.kernel, *self._cols_shape[3:])
-        assert len(strides) == len(shape) == 2 + 2 * rank
-        return np.lib.stride_tricks.as_strided(x, shape, strides, writeable=False)
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         x, out = inputs[0], outputs[0]
@@ -430,7 +372,12 @@ class ConvolutionOperator(TorchOperator):
         n = x.shape[0]
         cols = self._columns(x, xp)
         grouped = target.reshape(n, self.group, self.maps // self.group, -1)
-        if xp is np:
+        vectors = vector_products(kernel[0], cols[:, 0], grouped[:, 0]) if xp is np and self.group == 1 else None
+        if vectors is not None:  # as the bound run computes it
+            with blas_threads_for(2.0 * kernel.size * cols.shape[-1] * n):
+                for column, result in vectors:
+                    np.matmul(kernel[0], column, out=result)
+        elif xp is np:
             with blas_threads_for(2.0 * kernel.size * cols.shape[-1] * n):
                 matmul_into(xp, kernel, cols, grouped)
         else:
