@@ -629,7 +629,8 @@ def _cell(row: dict[str, Any], label: str) -> str:
     if not isinstance(value, tuple):
         return str(value or "-")
     ours, theirs = value
-    return f"{ours:.1f} / {theirs:.1f} ms = {ours / theirs:.2f}x"
+    digits = 3 if theirs < 1 else 2 if theirs < 10 else 1  # sub-millisecond models readable too
+    return f"{ours:.{digits}f} / {theirs:.{digits}f} ms = {ours / theirs:.2f}x"
 
 
 def main() -> None:
