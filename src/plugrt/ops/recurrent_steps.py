@@ -172,9 +172,22 @@ def _project(spec: CellSpec, sequences: Sequence[Any], w: Any, bias: Any, folded
             hidden = size // 3
             folded[:, 2 * hidden :] = bias[:, 2 * hidden : size]
     for d, sequence in enumerate(sequences):
-        xp.matmul(sequence, w[d].T, out=projected[d])
+        if sequence.flags.c_contiguous:  # every step in one product (NumPy makes one per step of a 3-D one)
+            rows = projected[d].reshape(-1, projected.shape[-1])  # a view: the buffer is contiguous
+            xp.matmul(sequence.reshape(-1, sequence.shape[-1]), w[d].T, out=rows)
+        else:
+            xp.matmul(sequence, w[d].T, out=projected[d])
         if bias is not None:
             xp.add(projected[d], folded[d], out=projected[d])
+
+
+def _product(xp: Any, h: Any, weights: Any, out: Any) -> None:
+    """``out = h @ weights`` over ``[direction, ...]`` stacks: one direction as one 2-D product (the stacked
+    product costs a microsecond more for the same BLAS call)."""
+    if h.shape[0] == 1:
+        xp.matmul(h[0], weights[0], out=out[0])
+    else:
+        xp.matmul(h, weights, out=out)
 
 
 def _clip(spec: CellSpec, x: Any, xp: Any) -> None:
@@ -187,7 +200,7 @@ def _rnn(spec: CellSpec, r: Any, bias: Any, peepholes: Any, batch: int, xp: Any)
     recurrent = r.transpose(0, 2, 1)
 
     def step(projected: Any, h: Any, states: list[Any], out: Any) -> None:
-        xp.matmul(h, recurrent, out=out)
+        _product(xp, h, recurrent, out)
         xp.add(out, projected, out=out)
         _clip(spec, out, xp)
         f(out)
@@ -206,19 +219,19 @@ def _gru(spec: CellSpec, r: Any, bias: Any, peepholes: Any, batch: int, xp: Any)
         inner = bias[:, 5 * hidden :].reshape(dirs, 1, hidden)
 
     def step(projected: Any, h: Any, states: list[Any], out: Any) -> None:
-        xp.matmul(h, update_reset, out=zr)
+        _product(xp, h, update_reset, zr)
         xp.add(zr, projected[..., : 2 * hidden], out=zr)
         _clip(spec, zr, xp)
         f(zr)
         z, reset = zr[..., :hidden], zr[..., hidden:]
         if spec.linear_before_reset:  # h~ = x Wh + r * (h Rh + Rbh)
-            xp.matmul(h, candidate_weights, out=candidate)
+            _product(xp, h, candidate_weights, candidate)
             if inner is not None:
                 xp.add(candidate, inner, out=candidate)
             xp.multiply(candidate, reset, out=candidate)
         else:  # h~ = x Wh + (r * h) Rh (+ Rbh, folded)
             xp.multiply(reset, h, out=scratch)
-            xp.matmul(scratch, candidate_weights, out=candidate)
+            _product(xp, scratch, candidate_weights, candidate)
         xp.add(candidate, projected[..., 2 * hidden :], out=candidate)
         _clip(spec, candidate, xp)
         g(candidate)
@@ -241,7 +254,7 @@ def _lstm(spec: CellSpec, r: Any, bias: Any, peepholes: Any, batch: int, xp: Any
 
     def step(projected: Any, h: Any, states: list[Any], out: Any) -> None:
         c = states[1]
-        xp.matmul(h, recurrent, out=pre)
+        _product(xp, h, recurrent, pre)
         xp.add(pre, projected, out=pre)
         if peep is None:
             _clip(spec, pre, xp)
