@@ -15,7 +15,11 @@ Needs: onnxruntime; torch and transformers for the exported models (skipped with
 them); ``pip install --no-deps rapidocr-onnxruntime magika silero-vad`` for the
 pretrained ones (skipped when absent). Exports are cached in ``--cache``.
 
-Usage: python benchmarks/real_models_cpu.py [--models bert gpt2 ...] [--threads 2] [--blocks 3] [--runs 3]
+``--busy N`` starts N processes that each keep one core busy (pure Python spinning) while
+measuring, and stops them at the end: the under-load measurement (with ``--clock wall``, the
+latency a caller sees).
+
+Usage: python benchmarks/real_models_cpu.py [--models bert gpt2 ...] [--threads 2] [--blocks 3] [--runs 3] [--busy 1]
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ def _parse() -> argparse.Namespace:
         action="store_true",
         help="per-layer profile of plugrt at batch 1 (by layer kind), and onnxruntime's by node type, instead of timing",
     )
+    parser.add_argument("--busy", type=int, default=0, help="processes keeping one core busy each while measuring")
     parser.add_argument(
         "--unfused",
         action="store_true",
@@ -57,13 +62,15 @@ if ARGS is not None:
     for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[variable] = str(ARGS.threads)
 
+import contextlib  # noqa: E402
 import glob  # noqa: E402
 import importlib.util  # noqa: E402
 import math  # noqa: E402
+import multiprocessing  # noqa: E402
 import platform  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
-from collections.abc import Callable  # noqa: E402
+from collections.abc import Callable, Iterator  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -432,6 +439,26 @@ def _fit_profile(path: str, shapes: dict[str, Any]) -> dict[str, Any]:
     return fitted
 
 
+def _spin() -> None:
+    while True:
+        pass
+
+
+@contextlib.contextmanager
+def busy_cores(count: int) -> Iterator[None]:
+    """``count`` processes spinning in pure Python (one core each) for the duration of the block."""
+    spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(count)]
+    for process in spinners:
+        process.start()
+    try:
+        time.sleep(1.0 if spinners else 0.0)
+        yield
+    finally:
+        for process in spinners:
+            process.terminate()
+            process.join()
+
+
 def _fastest(run: Callable[[], Any], runs: int) -> float:
     clock = time.thread_time if ARGS is not None and ARGS.clock == "thread" else time.perf_counter
     best = math.inf
@@ -602,7 +629,8 @@ def _cell(row: dict[str, Any], label: str) -> str:
     if not isinstance(value, tuple):
         return str(value or "-")
     ours, theirs = value
-    return f"{ours:.1f} / {theirs:.1f} ms = {ours / theirs:.2f}x"
+    digits = 3 if theirs < 1 else 2 if theirs < 10 else 1  # sub-millisecond models readable too
+    return f"{ours:.{digits}f} / {theirs:.{digits}f} ms = {ours / theirs:.2f}x"
 
 
 def main() -> None:
@@ -616,22 +644,27 @@ def main() -> None:
         for model in chosen:
             profile(model, ARGS.cache, ARGS.runs)
         return
-    print(
-        f"# {platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-        f"threads {ARGS.threads}, clock {ARGS.clock}, load {os.getloadavg()[0]:.2f}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
-    )
     rows = []
-    for model in chosen:
-        try:
-            row = measure(model, ARGS.cache, ARGS.threads, ARGS.blocks, ARGS.runs)
-        except Exception as exc:
-            row = {"model": model.name, "imports": f"skipped: {type(exc).__name__}: {str(exc)[:80]}"}
-            if not isinstance(exc, (ImportError, FileNotFoundError)):
-                traceback.print_exc(limit=2)
-        rows.append(row)
+    with busy_cores(ARGS.busy):
         print(
-            f"  {model.name}: {row.get('imports')} {_cell(row, 'b1')} {_cell(row, 'bN')}", file=sys.stderr, flush=True
+            f"# {platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+            f"threads {ARGS.threads}, clock {ARGS.clock}, busy processes {ARGS.busy}, load {os.getloadavg()[0]:.2f}, "
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
         )
+        for model in chosen:
+            try:
+                row = measure(model, ARGS.cache, ARGS.threads, ARGS.blocks, ARGS.runs)
+            except Exception as exc:
+                row = {"model": model.name, "imports": f"skipped: {type(exc).__name__}: {str(exc)[:80]}"}
+                if not isinstance(exc, (ImportError, FileNotFoundError)):
+                    traceback.print_exc(limit=2)
+            rows.append(row)
+            print(
+                f"  {model.name}: {row.get('imports')} {_cell(row, 'b1')} {_cell(row, 'bN')}",
+                file=sys.stderr,
+                flush=True,
+            )
+        print(f"# load at the end {os.getloadavg()[0]:.2f}")
     if ARGS.unfused:  # the optimizer's effect, measured in the same alternation
         print("| model | layers unfused -> fused | batch 1 unfused / ORT | batch 1 fused / ORT ", end="")
         print("| larger unfused | larger fused |")

@@ -37,7 +37,6 @@ if ARGS is not None:
         os.environ[variable] = str(ARGS.threads)
 
 import math  # noqa: E402
-import multiprocessing  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from typing import Any  # noqa: E402
@@ -58,11 +57,6 @@ DEFAULT_MODELS = [
     "magika",
     "whisper-encoder",
 ]
-
-
-def _spin() -> None:
-    while True:
-        pass
 
 
 def _build(path: str, shapes: dict[str, Any], torch_on: bool) -> Any:
@@ -152,11 +146,7 @@ def main() -> None:
     assert ARGS is not None
     models = {m.name: m for m in real._exported_models() + real._packaged_models()}
     chosen = [models[name] for name in (ARGS.models or DEFAULT_MODELS) if name in models]
-    spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(ARGS.busy)]
-    for process in spinners:
-        process.start()
-    try:
-        time.sleep(1.0 if spinners else 0.0)
+    with real.busy_cores(ARGS.busy):
         print(
             f"# threads {ARGS.threads}, busy processes {ARGS.busy}, load {os.getloadavg()[0]:.2f}, "
             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
@@ -184,10 +174,6 @@ def main() -> None:
                 mean = math.exp(sum(math.log(v) for v in values) / len(values))
                 print(f"# geometric mean {name}/ORT over {len(values)} runs: {mean:.2f}x")
         print(f"# load at the end {os.getloadavg()[0]:.2f}")
-    finally:
-        for process in spinners:
-            process.terminate()
-            process.join()
 
 
 if __name__ == "__main__":

@@ -226,6 +226,7 @@ def test_runtime_if_on_its_bound_branches_matches_the_generic_path(monkeypatch):
         np.testing.assert_allclose(z, x * x + y if x.sum() > 0 else y - x, rtol=1e-6)
     step = next(s for s in context._executor.steps if s.layer.kind == "if")
     assert set(step.node._branches) == {"then", "else"} and all(step.node._branches.values())
+    assert step.node.prepared_launch(0)[0] != step.node.run  # the run list calls its direct launch
 
 
 def test_moving_one_output_of_a_loop_that_stops_on_data():

@@ -313,3 +313,37 @@ def test_gather_out_of_range_names_the_range() -> None:
     data = floats(3, 2)
     op.run([data, np.array([-1, 0], np.int64)], [out], np)
     np.testing.assert_array_equal(out, data[[2, 0]])
+
+
+@pytest.mark.parametrize("mask", [0b1, 0b10, 0b11, 0b101, 0b111])
+@pytest.mark.parametrize("keep", [False, True])
+def test_reduce_mean(mask: int, keep: bool) -> None:
+    """The mean as NumPy computes it: the sum, then a division by the count as an intp (in float64)."""
+    x = floats(2, 3, 5)
+    shape = tuple((1 if keep else None) if mask >> k & 1 else d for k, d in enumerate(x.shape))
+    shape = tuple(d for d in shape if d is not None)
+    with np.errstate(all="ignore"):
+        result = both("reduce", {"op": "AVG", "axes": mask, "keep_dims": keep}, [x], (shape, np.float32))
+        axes = tuple(k for k in range(3) if mask >> k & 1)
+        np.testing.assert_array_equal(result, np.mean(x, axis=axes, keepdims=keep))
+
+
+def test_reduce_mean_of_half_keeps_run() -> None:
+    x = RNG.random((3, 4)).astype(np.float16)
+    both("reduce", {"op": "AVG", "axes": 0b10, "keep_dims": False}, [x], ((3,), np.float16), direct=False)
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge", "wrap"])
+@pytest.mark.parametrize("pads", [[0, 0, 0, 64], [1, 2, 3, 1], [0, -1, 2, 0]])
+def test_pad(mode: str, pads: list[int]) -> None:
+    x = floats(3, 70)
+    shape = tuple(d + pads[k] + pads[2 + k] for k, d in enumerate(x.shape))
+    result = both("pad", {"mode": mode, "pads": pads}, [x], (shape, np.float32))
+    if mode != "wrap" and min(pads) >= 0:
+        width = [(pads[0], pads[2]), (pads[1], pads[3])]
+        np.testing.assert_array_equal(result, np.pad(x, width, mode=mode))  # type: ignore[call-overload]
+
+
+def test_pad_with_its_value_as_an_input_keeps_run() -> None:
+    x, value = floats(2, 3), np.array([5.0], np.float32)
+    both("pad", {"pads": [0, 1, 0, 1], "value_input": True}, [x, value], ((2, 5), np.float32), direct=False)

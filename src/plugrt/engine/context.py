@@ -250,20 +250,22 @@ class IExecutionContext(DeprecatedContextManager):
             raise TypeMismatchError(
                 f"execute_async_v3: stream_handle must be an int, got {type(stream_handle).__name__}"
             )
+        stream = int(stream_handle)
         try:
             backend = self.engine.backend
             with (
                 using_backend(backend),
-                backend.stream_scope(int(stream_handle)),
+                backend.stream_scope(stream),
                 backend.math_scope(self.engine.plan.tf32),
                 quiet(backend.xp),
             ):
-                self._prepare(int(stream_handle))
+                self._prepare(stream)
                 if self.use_cuda_graph and backend.gpu:
-                    self._executor.run_graph(int(stream_handle))
+                    self._executor.run_graph(stream)
                 else:
-                    self._executor.run(int(stream_handle), self.profiler)
-                self._deliver_data_dependent_outputs(int(stream_handle))
+                    self._executor.run(stream, self.profiler)
+                if self._allocators:
+                    self._deliver_data_dependent_outputs(stream)
         except PlugrtError:
             raise
         except Exception as exc:  # a safety net: running never surfaces anything but PlugrtError

@@ -67,25 +67,28 @@ class HostCall:
 
     def __call__(self, arrays: Sequence[np.ndarray], stream: int = 0) -> list[np.ndarray]:
         """The outputs (new arrays, in ``run.output_names`` order) of a run on ``arrays``."""
-        shapes = tuple(a.shape for a in arrays)
+        shapes = tuple([a.shape for a in arrays])
         if shapes != self.shapes:
             self._bind(shapes)
         for k, staged in self._copied_in:
             np.copyto(staged, arrays[k], casting="unsafe")
-        held = [arrays[k] for k, _ in self._in_place]
-        for (_, name), array in zip(self._in_place, held):
-            self._address(name, array)
-        results: list[Any] = [None] * len(self._take)  # every one set below
-        for k, name, shape, dtype in self._fresh:
-            results[k] = out = np.empty(shape, dtype)
-            self._address(name, out)
-            held.append(out)
-        self._held = held
-        self.context.execute_async_v3(stream)
-        for k, take in enumerate(self._take):
-            if take is not None:
-                results[k] = take()
-        return results
+        if self._in_place or self._fresh:
+            held = [arrays[k] for k, _ in self._in_place]
+            for (_, name), array in zip(self._in_place, held):
+                self._address(name, array)
+            results: list[Any] = [None] * len(self._take)  # every one set below
+            for k, name, shape, dtype in self._fresh:
+                results[k] = out = np.empty(shape, dtype)
+                self._address(name, out)
+                held.append(out)
+            self._held = held
+            self.context.execute_async_v3(stream)
+            for k, take in enumerate(self._take):
+                if take is not None:
+                    results[k] = take()
+            return results
+        self.context.execute_async_v3(stream)  # every tensor staged: the outputs are copies of the staged arrays
+        return [take() for take in self._take]  # type: ignore[misc]
 
     def _address(self, name: str, array: np.ndarray) -> None:
         address = array.ctypes.data if array.size else 0
@@ -97,6 +100,7 @@ class HostCall:
         """Shapes set, staged arrays bound and output kinds found for ``shapes`` (checked by the context)."""
         run = self.run
         self.shapes = None  # until every step below succeeded
+        self._held = []
         run.set_shapes(dict(zip(run.input_names, shapes)))
         self._addresses = {}
         self._copied_in, self._in_place = [], []

@@ -96,6 +96,8 @@ class CompiledModel:
         self._lock = threading.Lock()
         self.engine: Any = None
         self._host_call: HostCall | None = None
+        #: outputs whose engine type is not the model's declared one (converted when delivered); None: not known
+        self._converted: list[str] | None = None
         self.context: Any = None
         #: the model, while its import waits for the first call's shapes (see :meth:`_import_at_first_call`)
         self._deferred: Any = None
@@ -255,6 +257,7 @@ class CompiledModel:
         self._host_run = HostRun(self.engine, profile_hint=_WIDEN_PROFILE)
         self.context = self._host_run.context
         self._host_call = None if self._runtime.backend.gpu else HostCall(self._host_run)
+        self._converted = None
         if self.engine.packed_weights:
             # the engine holds those weights packed in oneDNN's layout instead of the network's arrays: the network
             # (and the parser, which refers to it) would keep a second copy of them alive
@@ -379,7 +382,12 @@ class CompiledModel:
     def _run(self, values: list[Any], stream: int = 0) -> dict[str, Any]:
         if self._host_call is not None:  # the CPU: what the shapes decide is kept from call to call
             results = self._host_call(values, stream)
-            return {name: self._deliver(name, array) for name, array in zip(self.output_names, results)}
+            delivered = dict(zip(self.output_names, results))
+            if self._converted is None:  # the engine's output types: the same at every call
+                self._converted = [n for n, a in delivered.items() if self._deliver(n, a) is not a]
+            for name in self._converted:
+                delivered[name] = self._deliver(name, delivered[name])
+            return delivered
         run = self._host_run
         arrays = dict(zip(self.input_names, values))
         host_out = all(isinstance(a, np.ndarray) for a in arrays.values())  # host in, host out

@@ -10,11 +10,12 @@ are data-dependent sizes, resolved after the step like NonZero's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from ..backends.registry import backend_for
 from ..nodes.base import Binding
 from .base import register_operator
 from .control_flow_loop import LoopOperator
@@ -58,6 +59,28 @@ class IfOperator(ControlFlowOperator):
     def bind(self, inputs: Sequence[Binding], outputs: Sequence[Binding], workspace: int) -> None:
         super().bind(inputs, outputs, workspace)
         self._branches = {}
+
+    def direct_launch(
+        self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any
+    ) -> tuple[Callable[..., Any], tuple[Any, ...]] | None:
+        """:meth:`run` over the bound arrays as one call: the condition read, then the taken branch's copies in,
+        kernels and copies out, without :meth:`run`'s lookups; a branch not yet bound since the operator was
+        (or one whose results depend on data) goes through :meth:`run`."""
+        condition = inputs[0]
+        current_stream = backend_for(xp).current_stream
+
+        def launch() -> None:
+            plan = self._branches.get("then" if bool(condition.item()) else "else")
+            if plan is None or plan.copies_out is None or plan.stream != int(current_stream()):
+                self.run(inputs, outputs, xp)
+                return
+            for buffer, array in plan.copies_in:
+                buffer[...] = array
+            plan.launch()
+            for out, result in plan.copies_out:
+                out[...] = result
+
+        return launch, ()
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         branch = "then" if bool(inputs[0].item()) else "else"

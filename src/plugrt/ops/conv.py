@@ -51,6 +51,7 @@ from ..shape import constant
 from .activation import activation_kernel
 from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .blas_threads import blas_threads_for
+from .conv_columns import WINDOW_COPY_MAX_BYTES, bound_convolution, vector_products, window_view
 from .conv_taps import DepthwiseTaps
 from .elementwise import label
 from .products import matmul_into
@@ -129,8 +130,12 @@ class ConvolutionOperator(TorchOperator):
         self._cols_shape: tuple[int, ...] | None = None
         #: (array module, column buffer as [N, group, rows, positions], [(tap's view of it, input index)])
         self._bound: tuple[Any, Any, list[tuple[Any, tuple[Any, ...]]]] | None = None
+        #: where every window lies inside the input (no padding): the input's stride multipliers of the window
+        #: view ``[N, C, *kernel, *out]`` that fills the column buffer in one copy, and that view (input, view)
+        self._windows: tuple[int, ...] | None = None
+        self._window_view: tuple[Any, Any] | None = None
         self._bias: np.ndarray | None = None
-        #: the bound run of a 1x1 convolution on NumPy (see _pointwise), else None
+        #: the bound run of a one-group convolution on NumPy (see conv_columns.bound_convolution), else None
         self._fast: Any = None
         #: the tap-sum plan of a depthwise convolution (NumPy runs), else None
         self._depthwise: DepthwiseTaps | None = None
@@ -212,42 +217,12 @@ class ConvolutionOperator(TorchOperator):
         return torch_convolution(self, inputs[0], kernel, bias, outputs[0], residual)
 
     def bind(self, inputs: Sequence[Binding], outputs: Sequence[Binding], workspace: int) -> None:
-        """As :meth:`TorchOperator.bind`; a 1x1 convolution on NumPy gets its product, bias and epilogue bound
-        to these arrays once (:meth:`_pointwise`)."""
+        """As :meth:`TorchOperator.bind`; a one-group convolution on NumPy gets its column copies, product, bias
+        and epilogue bound to these arrays once (:func:`~plugrt.ops.conv_columns.bound_convolution`)."""
         super().bind(inputs, outputs, workspace)
         self._fast = None
         if self._torch_call is None and self._relaid is None and self.xp is np:
-            self._fast = self._pointwise(*self._bound_args[:2])
-
-    def _pointwise(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Any:
-        """The run of a one-group 1x1 convolution (stride 1, no padding) over these FLOAT arrays: its product,
-        bias and epilogue with every view made here (the general kernel's checks and lookups cost the small
-        layers of the CNN exports 3-8 us each); None for any other layer."""
-        x, out = inputs[0], outputs[0]
-        if self.group != 1 or self.uniform or "kernel" not in self.weights or self._cols_shape is not None:
-            return None
-        if x.dtype != np.float32 or out.dtype != np.float32 or x.ndim < 3 or x.shape[2:] != out.shape[2:]:
-            return None
-        if not (x.flags.c_contiguous and out.flags.c_contiguous) or self.bias_input is not None:
-            return None
-        n, positions = x.shape[0], math.prod(x.shape[2:])
-        kernel = np.asarray(self.weights["kernel"]).reshape(self.maps, -1)
-        if kernel.dtype != np.float32 or kernel.shape[1] != x.shape[1]:
-            return None
-        columns, result = x.reshape(n, x.shape[1], positions), out.reshape(n, self.maps, positions)
-        bias = self._bias
-        residual = self._residual(inputs, out)
-        flops = 2.0 * kernel.size * positions * n
-        activate = self._activate
-
-        def run() -> None:
-            with blas_threads_for(flops):
-                np.matmul(kernel, columns, out=result)
-            if bias is not None:
-                np.add(result, bias, out=result)
-            activate(out, np, residual)
-
-        return run
+            self._fast = bound_convolution(self, *self._bound_args[:2])
 
     def launch(self, stream: int) -> None:
         if self._fast is not None:
@@ -287,6 +262,13 @@ class ConvolutionOperator(TorchOperator):
         spatial, out_spatial = x_shape[2:], out_shape[2:]
         taps = math.prod(w.kernel)
         self._cols_shape = (*x_shape[:2], taps, *out_spatial)
+        inside = not any(begins) and all(
+            (o - 1) * s + (k - 1) * d + 1 <= n for o, s, k, d, n in zip(out_spatial, w.strides, w.kernel, w.dilations, spatial)
+        )
+        per_tap = 4 * math.prod((*x_shape[:2], *out_spatial))  # bytes a tap's copy moves
+        small = taps > 1 and 0 < per_tap <= WINDOW_COPY_MAX_BYTES  # the calls cost more than the bytes
+        self._windows = (*w.dilations, *w.strides) if inside and small else None
+        self._window_view = None
         every: tuple[Any, ...] = (slice(None), slice(None))
         for t, pairs in kernel_taps(w, spatial, out_spatial, begins):
             self._plan.append(((*every, t, *(p[0] for p in pairs)), (*every, *(p[1] for p in pairs))))
@@ -308,6 +290,13 @@ class ConvolutionOperator(TorchOperator):
         bound = self._bound
         if bound is None or bound[0] is not xp:
             bound = self._bind(xp)
+        if self._windows is not None and xp is np:  # one copy of every window, not one per tap
+            view = self._window_view
+            if view is None or view[0] is not x:
+                view = (x, window_view(x, self.window.kernel, self._windows, self._cols_shape[3:]))
+                self._window_view = view
+            np.copyto(bound[1].reshape(view[1].shape), view[1])
+            return bound[1]
         for dst, src in bound[2]:
             xp.copyto(dst, x[src])
         return bound[1]
@@ -383,7 +372,12 @@ class ConvolutionOperator(TorchOperator):
         n = x.shape[0]
         cols = self._columns(x, xp)
         grouped = target.reshape(n, self.group, self.maps // self.group, -1)
-        if xp is np:
+        vectors = vector_products(kernel[0], cols[:, 0], grouped[:, 0]) if xp is np and self.group == 1 else None
+        if vectors is not None:  # as the bound run computes it
+            with blas_threads_for(2.0 * kernel.size * cols.shape[-1] * n):
+                for column, result in vectors:
+                    np.matmul(kernel[0], column, out=result)
+        elif xp is np:
             with blas_threads_for(2.0 * kernel.size * cols.shape[-1] * n):
                 matmul_into(xp, kernel, cols, grouped)
         else:

@@ -121,6 +121,32 @@ class PadOperator(Operator):
             return self._full_pads(self.pads, rank, 0)
         return self._full_pads(self.input_ints(1, inputs[1]), rank, 0)  # a device read unless a shape tensor
 
+    def direct_launch(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any) -> Any:
+        """Where the pads are known at bind (a parameter, or a shape tensor's bound values) and so is the fill
+        value: :meth:`run`'s copies and fills on views made now."""
+        if xp is not np or self.value_input:
+            return None
+        if self.pads is None and (len(self.bound_values) < 2 or self.bound_values[1] is None):
+            return None
+        x, out = inputs[0], outputs[0]
+        try:
+            pads = self._pads_of(inputs, x.ndim)
+            self._plan(x.shape, pads)
+        except ShapeError:
+            return None  # the run raises it
+        self._key = (x.shape, out.shape, *pads)
+        dst, src = self._interior
+        writes: list[tuple[Any, Any]] = [(out[dst].__setitem__, x[src])]
+        if self.mode == "constant":
+            writes += [(out[region].__setitem__, self.value) for region in self._fills]
+        writes += [(out[target].__setitem__, out[source]) for target, source in self._copies]
+
+        def pad() -> None:
+            for write, value in writes:
+                write(Ellipsis, value)
+
+        return pad, ()
+
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         x, out = inputs[0], outputs[0]
         pads = self._pads_of(inputs, x.ndim)

@@ -15,7 +15,7 @@ times them against the NumPy step loop per layer (:mod:`plugrt.ops.torch_cpu`).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,7 +27,7 @@ from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .blas_threads import blas_threads_for
 from .elementwise import FLOAT_TYPES, label
 from .params import param
-from .recurrent_steps import GATES, CellSpec, run_cells
+from .recurrent_steps import GATES, CellSpec, bound_cells, run_cells
 from .rnn_activations import activation_functions
 from .torch_cpu import Kernel, TorchOperator
 from .torch_cpu_rnn import recurrent as torch_recurrent
@@ -168,6 +168,36 @@ class RecurrentOperator(TorchOperator):
                 xp,
             )
         self._write_outputs(outputs, y, finals)
+
+    def direct_launch(
+        self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any
+    ) -> tuple[Callable[..., Any], tuple[Any, ...]] | None:
+        """The NumPy step loop with its buffers made now (:func:`bound_cells`), for a sequence-major cell
+        without sequence lengths whose tensors all have one type other than HALF (what :meth:`run` then
+        computes, without its conversions, copies and allocations per run)."""
+        given = dict(zip(self.inputs, inputs))
+        if xp is not np or self.layout or "sequence_lens" in given:
+            return None
+        arrays = [*inputs, *outputs]
+        dtype = arrays[0].dtype
+        if dtype == np.float16 or any(a.dtype != dtype or not a.flags.c_contiguous for a in arrays):
+            return None
+        x, r = given["X"], given["R"]
+        batch, hidden = x.shape[1], r.shape[2]
+        states = [
+            given[name] if name in given else np.zeros((self.num_directions, batch, hidden), dtype)
+            for name in self._state_names
+        ]
+        run = bound_cells(
+            self._spec, x, given["W"], r, given.get("B"), states, given.get("P"), outputs[0], outputs[1:], xp
+        )
+        flops = 2.0 * batch * r[0].size
+
+        def launch() -> None:
+            with blas_threads_for(flops):
+                run()
+
+        return launch, ()
 
     @property
     def _state_names(self) -> tuple[str, ...]:

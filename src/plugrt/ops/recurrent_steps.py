@@ -19,13 +19,13 @@ Gate orders follow ONNX: LSTM ``i o f c``, GRU ``z r h``; peepholes ``i o f``.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .rnn_activations import Activation
 
-__all__ = ["CellSpec", "reverse_each", "run_cells"]
+__all__ = ["CellSpec", "bound_cells", "reverse_each", "run_cells"]
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 
@@ -98,19 +98,11 @@ def run_cells(
     """
     steps, batch = x.shape[0], x.shape[1]
     dirs, hidden = r.shape[0], r.shape[2]
-    gates = GATES[spec.cell]
-    size = gates * hidden
-    folded = None
-    if bias is not None:  # the recurrent bias joins the input bias except GRU's h gate before reset
-        folded = bias[:, :size] + bias[:, size:]
-        if spec.cell == "GRU" and spec.linear_before_reset:
-            folded[:, 2 * hidden :] = bias[:, 2 * hidden : size]
+    size = GATES[spec.cell] * hidden
+    folded = None if bias is None else xp.empty((dirs, size), dtype=x.dtype)
     projected = xp.empty((dirs, steps, batch, size), dtype=x.dtype)
-    for d in range(dirs):
-        sequence = reverse_each(xp, x, lengths) if spec.reverse[d] else x
-        xp.matmul(sequence, w[d].T, out=projected[d])
-        if folded is not None:
-            xp.add(projected[d], folded[d], out=projected[d])
+    sequences = [reverse_each(xp, x, lengths) if spec.reverse[d] else x for d in range(dirs)]
+    _project(spec, sequences, w, bias, folded, projected, xp)
     y = xp.empty((steps, dirs, batch, hidden), dtype=x.dtype)
     step = _STEPS[spec.cell](spec, r, bias, peepholes, batch, xp)
     active = None if lengths is None else lengths.reshape(1, batch, 1)
@@ -133,6 +125,71 @@ def run_cells(
     return y, finals
 
 
+def bound_cells(
+    spec: CellSpec, x: Any, w: Any, r: Any, bias: Any, states: Sequence[Any], peepholes: Any, y: Any,
+    finals: Sequence[Any], xp: Any,
+) -> Callable[[], None]:
+    """:func:`run_cells` without sequence lengths as a call without arguments over these arrays, every buffer
+    and view made now (a run then costs the kernels alone: one time step of a small cell is a few
+    microseconds of them). ``states`` are the initial states (read only), ``y`` the ``Y`` output
+    ``[steps, D, batch, H]`` and ``finals`` the final-state outputs ``[D, batch, H]``, written at each call; the
+    call computes exactly what :func:`run_cells` does (the same operations in the same order)."""
+    steps, batch = x.shape[0], x.shape[1]
+    dirs, hidden = r.shape[0], r.shape[2]
+    size = GATES[spec.cell] * hidden
+    folded = None if bias is None else xp.empty((dirs, size), dtype=x.dtype)
+    projected = xp.empty((dirs, steps, batch, size), dtype=x.dtype)
+    sequences = [x[::-1] if spec.reverse[d] else x for d in range(dirs)]
+    step = _STEPS[spec.cell](spec, r, bias, peepholes, batch, xp)
+    carried = [states[0], *finals[1:]]  # the cell state (LSTM) is stepped in its output
+    initial = list(zip(finals[1:], states[1:]))
+    steps_in = [(projected[:, t], y[t]) for t in range(steps)]
+    reversed_dirs = [d for d in range(dirs) if spec.reverse[d]]
+
+    def run() -> None:
+        _project(spec, sequences, w, bias, folded, projected, xp)
+        for state, value in initial:
+            xp.copyto(state, value)
+        h = states[0]
+        for gates_in, out in steps_in:
+            step(gates_in, h, carried, out)
+            h = out
+        xp.copyto(finals[0], h)
+        for d in reversed_dirs:
+            y[:, d] = y[::-1, d].copy()
+
+    return run
+
+
+def _project(spec: CellSpec, sequences: Sequence[Any], w: Any, bias: Any, folded: Any, projected: Any, xp: Any) -> None:
+    """Every step's input projection per direction into ``projected``, with the biases outside a product
+    (``folded``: their sum, written here; the recurrent bias joins the input bias except GRU's h gate
+    before reset)."""
+    if bias is not None:
+        size = folded.shape[1]
+        xp.add(bias[:, :size], bias[:, size:], out=folded)
+        if spec.cell == "GRU" and spec.linear_before_reset:
+            hidden = size // 3
+            folded[:, 2 * hidden :] = bias[:, 2 * hidden : size]
+    for d, sequence in enumerate(sequences):
+        if sequence.flags.c_contiguous:  # every step in one product (NumPy makes one per step of a 3-D one)
+            rows = projected[d].reshape(-1, projected.shape[-1])  # a view: the buffer is contiguous
+            xp.matmul(sequence.reshape(-1, sequence.shape[-1]), w[d].T, out=rows)
+        else:
+            xp.matmul(sequence, w[d].T, out=projected[d])
+        if bias is not None:
+            xp.add(projected[d], folded[d], out=projected[d])
+
+
+def _product(xp: Any, h: Any, weights: Any, out: Any) -> None:
+    """``out = h @ weights`` over ``[direction, ...]`` stacks: one direction as one 2-D product (the stacked
+    product costs a microsecond more for the same BLAS call)."""
+    if h.shape[0] == 1:
+        xp.matmul(h[0], weights[0], out=out[0])
+    else:
+        xp.matmul(h, weights, out=out)
+
+
 def _clip(spec: CellSpec, x: Any, xp: Any) -> None:
     if spec.clip is not None:
         xp.clip(x, -spec.clip, spec.clip, out=x)
@@ -143,7 +200,7 @@ def _rnn(spec: CellSpec, r: Any, bias: Any, peepholes: Any, batch: int, xp: Any)
     recurrent = r.transpose(0, 2, 1)
 
     def step(projected: Any, h: Any, states: list[Any], out: Any) -> None:
-        xp.matmul(h, recurrent, out=out)
+        _product(xp, h, recurrent, out)
         xp.add(out, projected, out=out)
         _clip(spec, out, xp)
         f(out)
@@ -162,19 +219,19 @@ def _gru(spec: CellSpec, r: Any, bias: Any, peepholes: Any, batch: int, xp: Any)
         inner = bias[:, 5 * hidden :].reshape(dirs, 1, hidden)
 
     def step(projected: Any, h: Any, states: list[Any], out: Any) -> None:
-        xp.matmul(h, update_reset, out=zr)
+        _product(xp, h, update_reset, zr)
         xp.add(zr, projected[..., : 2 * hidden], out=zr)
         _clip(spec, zr, xp)
         f(zr)
         z, reset = zr[..., :hidden], zr[..., hidden:]
         if spec.linear_before_reset:  # h~ = x Wh + r * (h Rh + Rbh)
-            xp.matmul(h, candidate_weights, out=candidate)
+            _product(xp, h, candidate_weights, candidate)
             if inner is not None:
                 xp.add(candidate, inner, out=candidate)
             xp.multiply(candidate, reset, out=candidate)
         else:  # h~ = x Wh + (r * h) Rh (+ Rbh, folded)
             xp.multiply(reset, h, out=scratch)
-            xp.matmul(scratch, candidate_weights, out=candidate)
+            _product(xp, scratch, candidate_weights, candidate)
         xp.add(candidate, projected[..., 2 * hidden :], out=candidate)
         _clip(spec, candidate, xp)
         g(candidate)
@@ -197,7 +254,7 @@ def _lstm(spec: CellSpec, r: Any, bias: Any, peepholes: Any, batch: int, xp: Any
 
     def step(projected: Any, h: Any, states: list[Any], out: Any) -> None:
         c = states[1]
-        xp.matmul(h, recurrent, out=pre)
+        _product(xp, h, recurrent, pre)
         xp.add(pre, projected, out=pre)
         if peep is None:
             _clip(spec, pre, xp)

@@ -6,6 +6,7 @@ once into the HALF output. AVG takes FLOAT or HALF.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -85,7 +86,21 @@ class ReduceOperator(Operator):
         """NumPy's reduction ufunc itself (what ``np.sum``/``max``/``min``/``prod`` call), where :meth:`run`
         has no special case."""
         x, out = inputs[0], outputs[0]
+        if xp is np and self.op == "AVG" and x.size and x.dtype != np.float16:
+            return _mean(x, self._axes, out, self.keep_dims)
         ufunc = _UFUNCS.get(self.op)
         if xp is not np or ufunc is None or x.size == 0 or (x.dtype == np.float16 and self.op == "SUM"):
             return None
         return ufunc.reduce, (x, self._axes, None, out, self.keep_dims)
+
+
+def _mean(x: np.ndarray, axes: tuple[int, ...], out: np.ndarray, keep: bool) -> tuple[Any, tuple[Any, ...]]:
+    """``np.mean(x, axes, out=out)`` as the two calls it makes: the sum, then the division by the count (an
+    ``intp``, as NumPy's, so the quotient is rounded as NumPy's is)."""
+    count = np.intp(math.prod(x.shape[a] for a in axes))
+
+    def mean() -> None:
+        np.add.reduce(x, axes, None, out, keep)  # type: ignore[call-overload]
+        np.true_divide(out, count, out=out, casting="unsafe")
+
+    return mean, ()
