@@ -16,7 +16,7 @@ from onnx import TensorProto, helper
 from export_graphs import onnx_model
 from gpu_helpers import onnx_plan, run_plan
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.tf32_default]
 n = helper.make_node
 K = 1024
 TERM = np.float32(1 + 2.0**-11)
