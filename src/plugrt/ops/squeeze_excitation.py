@@ -29,6 +29,7 @@ from ..core.errors import ShapeError
 from ..core.types import DataType
 from .activation import activation_kernel
 from .base import InputShapes, InputValues, ShapeExprs, register_operator
+from .products import matmul_into
 from .shared_rules import SameShape, expect_float_inputs
 from .torch_channels_last import squeeze_excitation
 from .torch_cpu import Kernel, TorchOperator
@@ -110,9 +111,9 @@ class SqueezeExcitationOperator(SameShape, TorchOperator):
             (pooled, self._w1, self._b1, self._acts[0], hidden),
             (hidden, self._w2, self._b2, self._acts[1], scale),
         ):
-            xp.matmul(source, self.on_device(("w", id(weight)), weight, xp), out=target)
-            if bias is not None:
-                xp.add(target, self.on_device(("b", id(bias)), bias, xp), out=target)
+            # the backend's product: on a GPU cuBLAS through PyTorch, which a CUDA graph can capture
+            on_device = None if bias is None else self.on_device(("b", id(bias)), bias, xp)
+            matmul_into(xp, source, self.on_device(("w", id(weight)), weight, xp), target, on_device)
             if act[0]:
                 activation_kernel(act[0])(xp, target, target, act[1], act[2])
         shape = (n, c) + (1,) * (x.ndim - 2)
