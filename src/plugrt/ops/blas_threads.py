@@ -33,11 +33,15 @@ import time
 from collections.abc import Callable
 
 __all__ = [
+    "BLAS_ALONE_BELOW",
+    "GEMM_ALONE_AT_MOST",
     "MIN_THREADED_FLOPS",
+    "blas_runs_alone",
     "blas_threads_for",
     "engine_threads",
     "machine_busy",
     "one_blas_thread",
+    "product_guard",
     "set_blas_threads",
     "split_products",
     "threads_for",
@@ -166,10 +170,29 @@ def split_products(flops: float) -> bool:
 #: OpenBLAS runs a product of fewer multiply-adds (M * N * K) than this on the calling thread alone, whatever its
 #: thread count (its matrix-vector threshold, 2304 * GEMM_MULTITHREAD_THRESHOLD 4; its matrix-matrix one is higher)
 BLAS_ALONE_BELOW = 9216
+#: OpenBLAS's matrix-matrix threshold: a product of one matrix by another (both with more than one row and
+#: column) of at most this many multiply-adds runs on the calling thread (65536 * GEMM_MULTITHREAD_THRESHOLD 4,
+#: its default build; NumPy 2.4's OpenBLAS 0.3.31 was measured running products alone up to 524287)
+GEMM_ALONE_AT_MOST = 262144
 
 
-def blas_runs_alone(rows: int, cols: int, inner: int) -> bool:
+def blas_runs_alone(rows: int, cols: int, inner: int, single: bool = False) -> bool:
     """True when a ``[rows, inner] @ [inner, cols]`` product runs on one BLAS thread without setting the count
     (its thread count is one, or the product is below :data:`BLAS_ALONE_BELOW`): :func:`blas_threads_for` and
-    :func:`split_products` would change nothing, so a small kernel may call the BLAS directly."""
-    return _BLAS is None or _CONFIGURED <= 1 or rows * cols * inner < BLAS_ALONE_BELOW
+    :func:`split_products` would change nothing, so a small kernel may call the BLAS directly. ``single``: the
+    sizes are those of one matrix-matrix call (``rows`` not several products' rows stacked), which runs alone
+    up to :data:`GEMM_ALONE_AT_MOST` where both ``rows`` and ``cols`` exceed one."""
+    if _BLAS is None or _CONFIGURED <= 1 or rows * cols * inner < BLAS_ALONE_BELOW:
+        return True
+    return single and rows > 1 and cols > 1 and rows * cols * inner <= GEMM_ALONE_AT_MOST
+
+
+def product_guard(rows: int, cols: int, inner: int) -> contextlib.AbstractContextManager[None] | None:
+    """The thread guard for one ``[rows, inner] @ [inner, cols]`` product, decided once (at bind): nothing where
+    the BLAS runs it on one thread anyway (:func:`blas_runs_alone` with ``single``), one BLAS thread for a
+    product under :data:`MIN_THREADED_FLOPS`, None for a larger one (:func:`blas_threads_for` decides at each
+    call, by the machine's load)."""
+    if blas_runs_alone(rows, cols, inner, single=True):
+        return _NOTHING
+    flops = 2.0 * rows * cols * inner
+    return blas_threads_for(flops) if flops < MIN_THREADED_FLOPS else None
