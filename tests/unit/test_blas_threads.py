@@ -72,7 +72,17 @@ def test_only_single_products_use_the_matrix_matrix_threshold(two_threads: None)
     assert not blas_threads.blas_runs_alone(100, 100, 20)
     assert not blas_threads.blas_runs_alone(1, 400, 100, single=True)
     assert blas_threads.blas_runs_alone(1, 90, 100, single=True)
-    assert not blas_threads.blas_runs_alone(64, 64, 65, single=True)
+    most = blas_threads._GEMM_ALONE
+    assert most in (blas_threads.GEMM_ALONE_AT_MOST, 2 * blas_threads.GEMM_ALONE_AT_MOST - 1)
+    assert blas_threads.blas_runs_alone(most // 4, 2, 2, single=True)  # at most `most` multiply-adds
+    assert not blas_threads.blas_runs_alone(most // 4 + 1, 2, 2, single=True)
+
+
+def test_the_blas_version_is_read_from_its_configuration() -> None:
+    if blas_threads._BLAS is None:
+        pytest.skip("NumPy's BLAS is not OpenBLAS")
+    version = blas_threads._version()
+    assert len(version) == 3 and version >= (0, 2, 0)
 
 
 def test_without_threads_to_set_every_guard_is_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
