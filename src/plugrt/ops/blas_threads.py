@@ -30,7 +30,7 @@ import glob
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 __all__ = [
     "BLAS_ALONE_BELOW",
@@ -54,15 +54,20 @@ _LOCK = threading.Lock()
 _load = {"checked": 0.0, "busy": False}
 
 
-def _find() -> tuple[Callable[[int], None], Callable[[], int]] | None:
+def _libraries() -> Iterator[ctypes.CDLL]:
+    """NumPy's bundled OpenBLAS libraries that load."""
     import numpy as np
 
     folder = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
     for path in sorted(glob.glob(os.path.join(folder, "*openblas*"))):
         try:
-            library = ctypes.CDLL(path)
+            yield ctypes.CDLL(path)
         except OSError:
             continue
+
+
+def _find() -> tuple[Callable[[int], None], Callable[[], int]] | None:
+    for library in _libraries():
         for prefix, suffix in (("scipy_openblas", "64_"), ("scipy_openblas", ""), ("openblas", "")):
             setter = getattr(library, f"{prefix}_set_num_threads{suffix}", None)
             getter = getattr(library, f"{prefix}_get_num_threads{suffix}", None)
@@ -183,14 +188,7 @@ _ROUNDED_COUNT_FROM = (0, 3, 31)
 
 def _version() -> tuple[int, ...]:
     """The BLAS's version from its configuration string ("OpenBLAS 0.3.31 ..."), or () where unknown."""
-    import numpy as np
-
-    folder = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
-    for path in sorted(glob.glob(os.path.join(folder, "*openblas*"))):
-        try:
-            library = ctypes.CDLL(path)
-        except OSError:
-            continue
+    for library in _libraries():
         for name in ("scipy_openblas_get_config64_", "scipy_openblas_get_config", "openblas_get_config"):
             getter = getattr(library, name, None)
             if getter is not None:
