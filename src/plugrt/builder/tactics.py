@@ -6,7 +6,7 @@ As with plugin tactics (``interfaces/adapters/v3.py``), every kernel an operator
 shapes of the first profile, on random inputs; the plan's layer records the fastest
 in ``tactic`` and the engine's operator runs it. The timing alternates the kernels
 and keeps each one's fastest run, for up to 7 rounds or 0.2 s (3 rounds when one kernel is
-twice as fast as the others; small layers, whose 7 rounds take under 10 ms, up to 50 rounds or 10 ms); another kernel replaces the operator's own (tactic 0)
+twice as fast as the others); another kernel replaces the operator's own (tactic 0)
 only when it is at least :data:`MARGIN` faster, so noise never trades the default for an
 equal. Layers of one configuration (kind, params, weight and input shapes) are timed
 once per build. An operator that offers one tactic gets it untimed. Timing runs on the
@@ -50,9 +50,6 @@ __all__ = ["MARGIN", "choose_tactics", "pick", "time_layer"]
 MARGIN = 0.9
 #: timing rounds per layer (each runs every tactic once), and the time after which rounds stop
 _ROUNDS, _BUDGET_S = 7, 0.2
-#: a layer whose rounds took less than this many seconds goes on up to this many rounds (small layers: the
-#: fastest of 7 runs of 10-60 us kernels moved by more than the kernels differ)
-_SMALL_S, _SMALL_ROUNDS = 0.01, 50
 #: after this many rounds, a tactic this many times faster than every other ends the timing
 _DECISIVE_ROUNDS, _DECISIVE = 3, 2.0
 
@@ -176,7 +173,7 @@ def _time_variants(
         best = [float("inf")] * len(variants)
         clock = time.process_time if backend.host_memory and machine_busy() else time.perf_counter
         start = time.perf_counter()
-        for done in range(1, _SMALL_ROUNDS + 1):
+        for done in range(1, _ROUNDS + 1):
             for k, (call, args) in enumerate(calls):
                 begin = clock()
                 call(*args)
@@ -184,8 +181,7 @@ def _time_variants(
                 best[k] = min(best[k], clock() - begin)
             ordered = sorted(best)
             decided = len(best) > 1 and done >= _DECISIVE_ROUNDS and ordered[1] > _DECISIVE * ordered[0]
-            elapsed = time.perf_counter() - start
-            if decided or elapsed > _BUDGET_S or (done >= _ROUNDS and elapsed > _SMALL_S):
+            if decided or time.perf_counter() - start > _BUDGET_S:
                 break
     op.release()
     return best
