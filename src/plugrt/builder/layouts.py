@@ -16,7 +16,7 @@ less time in sum (:func:`_choose`); the others get their fastest other tactic. L
 would leave NCHW layers between channels-last ones, each reordering both ways; and one layer at a time,
 the search from the fastest-alone layers stops where a run pays only as a whole, none of its layers alone
 with the reorders it then gets (PP-OCR cls: it kept 23 of 45 candidates, 1031 us by these times against
-923 us for all 45, and ran 1.45 ms against 1.15 ms with every candidate channels-last). Times taken alone
+923 us for all 45, and ran 1.45 ms against 1.15 ms with ``PLUGRT_TORCH=nhwc``). Times taken alone
 miss what a run saves in the engine (tensors handed over between its layers), hence the margin.
 
 Measured on MobileNetV2 (one thread, each of its 52 convolutions timed alone): 9.1 ms with the
