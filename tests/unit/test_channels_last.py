@@ -360,3 +360,52 @@ def test_the_convolution_kernel_on_hwc_views_matches_nchw(residual: bool, pads: 
     assert run is not None
     run()
     np.testing.assert_allclose(got.transpose(0, 3, 1, 2), want, rtol=1e-5, atol=1e-5)
+
+
+def _fake_timing(monkeypatch, times, reorder):  # type: ignore[no-untyped-def]
+    """Layers timed as ``times`` says, plus ``reorder`` for each LINEAR tensor a channels-last kernel takes."""
+    monkeypatch.setattr(
+        layouts,
+        "time_layer",
+        lambda state, layer, variants: [
+            times[layer.name][t] + (reorder * f.count(TensorFormat.LINEAR) if f else 0) for t, f in variants
+        ],
+    )
+
+
+def _chain_choice(times, reorder, monkeypatch):  # type: ignore[no-untyped-def]
+    layers = _chain(len(times))
+    taken = {id(layer): ([0], [0]) for layer in layers}
+    writer = {k + 1: (layer, 0) for k, layer in enumerate(layers)}
+    readers = {k: [(layer, 0)] for k, layer in enumerate(layers)}
+    readers[len(layers)] = []
+    eligible = set(range(1, len(layers)))
+    _fake_timing(monkeypatch, times, reorder)
+    chosen = layouts._choose(_State(times), layers, eligible, taken, writer, readers)
+    return {k for k, layer in enumerate(layers) if id(layer) in chosen}
+
+
+def test_a_run_that_pays_only_as_a_whole_is_taken(monkeypatch):
+    """Five layers in a row: channels-last is much faster for the middle one alone, a little for the ends, no
+    faster for the others. Moving one layer at a time from the fastest-alone set ends with none (each step
+    pays more reorders than it saves); the whole row channels-last is cheaper than none, so it is taken."""
+    cl = [9.0, 10.0, 5.0, 10.0, 9.0]
+    times = {f"l{k}": {0: 10.0, 1: 12.0, 2: t} for k, t in enumerate(cl)}
+    assert _chain_choice(times, 3.0, monkeypatch) == {0, 1, 2, 3, 4}
+
+
+def test_a_much_slower_layer_leaves_the_run(monkeypatch):
+    """The search from every candidate drops the one layer that is far slower channels-last: that
+    configuration is more than the margin cheaper than every layer channels-last."""
+    cl = [5.0, 5.0, 100.0, 5.0, 5.0]
+    times = {f"l{k}": {0: 10.0, 1: 12.0, 2: t} for k, t in enumerate(cl)}
+    assert _chain_choice(times, 1.0, monkeypatch) == {0, 1, 3, 4}
+
+
+def test_every_layer_stays_channels_last_unless_another_choice_is_clearly_cheaper(monkeypatch):
+    """Four layers, each a little slower channels-last alone than its other kernel, reorders free: none
+    channels-last is cheaper, but by less than the margin, so every layer keeps the channels-last kernel."""
+    times = {f"l{k}": {0: 10.0, 1: 12.0, 2: 10.5} for k in range(4)}
+    assert _chain_choice(times, 0.0, monkeypatch) == {0, 1, 2, 3}
+    times = {f"l{k}": {0: 10.0, 1: 12.0, 2: 12.0} for k in range(4)}
+    assert _chain_choice(times, 0.0, monkeypatch) == set()

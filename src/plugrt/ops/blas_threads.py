@@ -30,14 +30,18 @@ import glob
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 __all__ = [
+    "BLAS_ALONE_BELOW",
+    "GEMM_ALONE_AT_MOST",
     "MIN_THREADED_FLOPS",
+    "blas_runs_alone",
     "blas_threads_for",
     "engine_threads",
     "machine_busy",
     "one_blas_thread",
+    "product_guard",
     "set_blas_threads",
     "split_products",
     "threads_for",
@@ -50,15 +54,20 @@ _LOCK = threading.Lock()
 _load = {"checked": 0.0, "busy": False}
 
 
-def _find() -> tuple[Callable[[int], None], Callable[[], int]] | None:
+def _libraries() -> Iterator[ctypes.CDLL]:
+    """NumPy's bundled OpenBLAS libraries that load."""
     import numpy as np
 
     folder = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
     for path in sorted(glob.glob(os.path.join(folder, "*openblas*"))):
         try:
-            library = ctypes.CDLL(path)
+            yield ctypes.CDLL(path)
         except OSError:
             continue
+
+
+def _find() -> tuple[Callable[[int], None], Callable[[], int]] | None:
+    for library in _libraries():
         for prefix, suffix in (("scipy_openblas", "64_"), ("scipy_openblas", ""), ("openblas", "")):
             setter = getattr(library, f"{prefix}_set_num_threads{suffix}", None)
             getter = getattr(library, f"{prefix}_get_num_threads{suffix}", None)
@@ -166,10 +175,54 @@ def split_products(flops: float) -> bool:
 #: OpenBLAS runs a product of fewer multiply-adds (M * N * K) than this on the calling thread alone, whatever its
 #: thread count (its matrix-vector threshold, 2304 * GEMM_MULTITHREAD_THRESHOLD 4; its matrix-matrix one is higher)
 BLAS_ALONE_BELOW = 9216
+#: OpenBLAS's matrix-matrix threshold: a product of one matrix by another (both with more than one row and
+#: column) of at most this many multiply-adds runs on the calling thread (65536 * GEMM_MULTITHREAD_THRESHOLD 4,
+#: its default build)
+GEMM_ALONE_AT_MOST = 262144
+#: in OpenBLAS 0.3.31 (NumPy 2.4's) the thread count above that threshold is the multiply-adds over it, rounded
+#: down, where that is below the core count: a product below twice the threshold still runs alone (measured:
+#: 100 x 100 x 52 and 250 x 32 x 64 alone, 100 x 100 x 53 and 256 x 32 x 64 on two threads); earlier versions
+#: are taken at the threshold
+_ROUNDED_COUNT_FROM = (0, 3, 31)
 
 
-def blas_runs_alone(rows: int, cols: int, inner: int) -> bool:
+def _version() -> tuple[int, ...]:
+    """The BLAS's version from its configuration string ("OpenBLAS 0.3.31 ..."), or () where unknown."""
+    for library in _libraries():
+        for name in ("scipy_openblas_get_config64_", "scipy_openblas_get_config", "openblas_get_config"):
+            getter = getattr(library, name, None)
+            if getter is not None:
+                getter.restype = ctypes.c_char_p
+                words = (getter() or b"").decode(errors="replace").split()
+                if len(words) > 1 and words[0] == "OpenBLAS":
+                    parts = words[1].split(".")[:3]
+                    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else ()
+    return ()
+
+
+_GEMM_ALONE = (
+    2 * GEMM_ALONE_AT_MOST - 1 if _BLAS is not None and _version() >= _ROUNDED_COUNT_FROM else GEMM_ALONE_AT_MOST
+)
+
+
+def blas_runs_alone(rows: int, cols: int, inner: int, single: bool = False) -> bool:
     """True when a ``[rows, inner] @ [inner, cols]`` product runs on one BLAS thread without setting the count
     (its thread count is one, or the product is below :data:`BLAS_ALONE_BELOW`): :func:`blas_threads_for` and
-    :func:`split_products` would change nothing, so a small kernel may call the BLAS directly."""
-    return _BLAS is None or _CONFIGURED <= 1 or rows * cols * inner < BLAS_ALONE_BELOW
+    :func:`split_products` would change nothing, so a small kernel may call the BLAS directly. ``single``: the
+    sizes are those of one matrix-matrix call (``rows`` not several products' rows stacked), which runs alone
+    up to :data:`GEMM_ALONE_AT_MOST` (twice that, less one, from OpenBLAS 0.3.31) where both ``rows`` and
+    ``cols`` exceed one."""
+    if _BLAS is None or _CONFIGURED <= 1 or rows * cols * inner < BLAS_ALONE_BELOW:
+        return True
+    return single and rows > 1 and cols > 1 and rows * cols * inner <= _GEMM_ALONE
+
+
+def product_guard(rows: int, cols: int, inner: int) -> contextlib.AbstractContextManager[None] | None:
+    """The thread guard for one ``[rows, inner] @ [inner, cols]`` product, decided once (at bind): nothing where
+    the BLAS runs it on one thread anyway (:func:`blas_runs_alone` with ``single``), one BLAS thread for a
+    product under :data:`MIN_THREADED_FLOPS`, None for a larger one (:func:`blas_threads_for` decides at each
+    call, by the machine's load)."""
+    if blas_runs_alone(rows, cols, inner, single=True):
+        return _NOTHING
+    flops = 2.0 * rows * cols * inner
+    return blas_threads_for(flops) if flops < MIN_THREADED_FLOPS else None

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .blas_threads import blas_threads_for
+from .blas_threads import blas_threads_for, product_guard
 
 __all__ = [
     "VECTOR_PRODUCT_MAX_POSITIONS",
@@ -93,11 +93,12 @@ def bound_convolution(op: Any, inputs: Sequence[Any], outputs: Sequence[Any]) ->
     residual = op._residual(inputs, out)
     flops = 2.0 * kernel.size * positions * n
     activate = op._activate
+    guard = product_guard(op.maps, 1 if vectors is not None else positions, kernel.shape[1])  # one product's
 
     def run() -> None:
         for target, source in copies:
             np.copyto(target, source)
-        with blas_threads_for(flops):
+        with guard if guard is not None else blas_threads_for(flops):
             if vectors is None:
                 np.matmul(kernel, columns, out=result)
             else:

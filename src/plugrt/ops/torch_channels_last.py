@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.types import TensorFormat
-from .blas_threads import blas_threads_for
+from .blas_threads import blas_threads_for, product_guard
 from .hand_over import HandOver, hand_over
 from .torch_cpu import Kernel, torch_module, use_threads, view
 from .torch_cpu_kernels import ACTIVATIONS, ELEMENT_FLOPS, bias_tensor, logical_view, post_affine, same_maps
@@ -223,7 +223,7 @@ def _small_product(
     act = ACTIVATIONS[op.activation] if op.activation else None
     low, high = op.activation_range
     affine = post_affine(torch, op)
-    guard = blas_threads_for(flops)
+    guard = product_guard(rows_in.shape[0], maps, channels) or blas_threads_for(flops)  # decided here, once
 
     def run() -> None:
         use_threads(flops)
