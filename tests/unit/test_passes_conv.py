@@ -11,6 +11,8 @@ hard-swish bit-identical in PaddlePaddle's spelling, 1e-6 relative in ONNX's Har
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -221,3 +223,34 @@ def test_a_residual_of_another_shape_is_refused() -> None:
         op.output_shapes([x, [constant(1), constant(2), constant(1), constant(1)]], [None, None])
     with pytest.raises(NetworkError, match="expected 2 input"):
         op.output_types([plugrt.float32])
+
+
+def test_squeeze_excitation_fuses_for_the_cpu_only(monkeypatch) -> None:
+    """The rule is ``cpu_only``: a GPU build keeps the block's layers (its fused kernel is many small launches
+    there)."""
+    from plugrt.builder.fusion import RULES, fuse_layers
+
+    assert [rule.name for rule in RULES if rule.cpu_only] == ["squeeze_excitation"]
+    rng = np.random.default_rng(2)
+    constants = {
+        "w1": rng.standard_normal((2, 4, 1, 1)),
+        "b1": rng.standard_normal(2),
+        "w2": rng.standard_normal((4, 2, 1, 1)),
+        "b2": rng.standard_normal(4),
+    }
+    nodes = [
+        helper.make_node("GlobalAveragePool", ["x"], ["g"]),
+        helper.make_node("Conv", ["g", "w1", "b1"], ["s1"], kernel_shape=[1, 1]),
+        helper.make_node("Relu", ["s1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["s2"], kernel_shape=[1, 1]),
+        helper.make_node("Sigmoid", ["s2"], ["h"]),
+        helper.make_node("Mul", ["x", "h"], ["y"]),
+    ]
+    monkeypatch.setenv(DISABLE_ENV, "all")  # the layers as built, for the rules to run on here
+    compiled = plugrt.compile(_model(nodes, constants))
+    compiled({"x": _x()})
+    plan = compiled.engine.plan
+    for gpu, fused in ((False, True), (True, False)):
+        layers = [copy.deepcopy(layer) for layer in plan.layers]
+        out, *_ = fuse_layers(layers, list(plan.tensors), list(plan.io), dict(plan.weights), disabled=(), gpu=gpu)
+        assert ("squeeze_excitation" in [layer.kind for layer in out]) is fused

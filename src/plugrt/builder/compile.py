@@ -77,7 +77,9 @@ def build_plan(
             if monitor is not None and monitor.step_complete("Building engine", step) is False:
                 raise BuildError(f"the build was cancelled by the progress monitor after layer {layer.name!r}")
         io = mark_outputs(state)
-        state.layers, state.tensors, io, fused = fuse_layers(state.layers, state.tensors, io, state.weights)
+        state.layers, state.tensors, io, fused = fuse_layers(
+            state.layers, state.tensors, io, state.weights, gpu=state.backend is not None and state.backend.gpu
+        )
         for name in fused:
             logger.emit(Severity.VERBOSE, f"fused layers into {name!r}")
         choose_tactics(state)

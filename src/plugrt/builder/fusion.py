@@ -18,7 +18,7 @@ rule                   what                                                     
 ``conv_residual``      ``Convolution``, then a FLOAT ``SUM`` with a tensor of its shape       bit-identical
 ``conv_activation``    ``Convolution``, then a FLOAT activation it applies in place          same kernels
 ``conv_scale_shift``   ``Convolution`` + activation, then PROD/DIV/SUM/SUB by a scalar       ≤ 1 ulp
-``squeeze_excitation`` GlobalAveragePool → 1x1 Conv → 1x1 Conv → Mul(x, ·) → one layer      few ulp
+``squeeze_excitation`` GlobalAveragePool → 1x1 Conv → 1x1 Conv → Mul(x, ·) → one layer (CPU)  few ulp
 ``layer_norm``         ReduceMean/Sub/square/ReduceMean/eps/Sqrt/Div (gamma, beta)          ~1e-6 relative
 ``elementwise_chain``  runs of elementwise layers → ``fused_elementwise``                    bit-identical
 ``duplicate_layers``   a layer repeating an earlier one's kind, params, weights and inputs     bit-identical
@@ -70,6 +70,8 @@ class Rule:
 
     name: str
     match: Callable[[LayerGraph, int], Fusion | None]
+    #: applied only to builds for the CPU (a rule that saves per-layer calls there and costs kernels on a GPU)
+    cpu_only: bool = False
 
 
 RULES: tuple[Rule, ...] = (
@@ -82,7 +84,9 @@ RULES: tuple[Rule, ...] = (
     Rule("conv_residual", conv_residual),
     Rule("conv_activation", conv_activation),
     Rule("conv_scale_shift", conv_scale_shift),
-    Rule("squeeze_excitation", squeeze_excitation),
+    # on a GPU its NumPy-shaped kernel is a dozen small launches: 0.47-0.57 ms a block eagerly, MobileNetV3-small's
+    # eager run 5.3 ms fused against 2.9 ms with the layers apart, replayed no faster (H200, docs/benchmarks.md)
+    Rule("squeeze_excitation", squeeze_excitation, cpu_only=True),
     Rule("layer_norm", layer_norm),
     Rule("elementwise_chain", elementwise_chain),
 )
@@ -108,18 +112,20 @@ def fuse_layers(
     io: list[int],
     weights: dict[str, np.ndarray] | None = None,
     disabled: Collection[str] | None = None,
+    gpu: bool = False,
 ) -> tuple[list[LayerPlan], list[TensorPlan], list[int], list[str]]:
     """Run the passes; returns (layers, tensors, io) renumbered, and the fused layers' names.
 
     ``weights`` is the plan's weight table (constants are read from it; weights no layer
-    uses any more leave it); ``disabled`` names passes to skip (default: the environment's).
+    uses any more leave it); ``disabled`` names passes to skip (default: the environment's);
+    ``gpu``: the build is for a GPU (rules marked ``cpu_only`` are skipped).
     """
     skip = disabled_passes() if disabled is None else frozenset(disabled)
     table = weights if weights is not None else {}
     graph = LayerGraph(layers, tensors, io, table)
     fused: list[str] = []
     for rule in RULES:
-        if rule.name in skip:
+        if rule.name in skip or (gpu and rule.cpu_only):
             continue
         for step in graph.steps():
             if graph.layers[step] is None:
