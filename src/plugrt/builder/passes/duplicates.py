@@ -101,4 +101,4 @@ def _same_tensor(graph: LayerGraph, a: int, b: int) -> bool:
         return False
     if (ta.values is None) != (tb.values is None):
         return False
-    return ta.values is None or tb.values is None or list(ta.values) == list(tb.values)
+    return ta.values is None or list(ta.values) == list(tb.values or [])
