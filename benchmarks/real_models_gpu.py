@@ -3,7 +3,9 @@
 Each model of ``_gpu_models.py`` (random weights), at fp32 and fp16 (``model.half()``), is exported
 by ``torch.onnx.export`` (opset 17, dynamic batch; cached in ``--cache``) and built by plugrt with a
 batch profile 1..32: the fp32 model without and with ``BuilderFlag.FP16``, and the fp16 model. In one
-process, interleaved, the script times plugrt eager, plugrt graph replay (``context.use_cuda_graph``),
+process, interleaved, the script times plugrt eager (``context.use_cuda_graph = False``: every layer launched
+at every run), plugrt graph (the default ``execute_async_v3``, which replays a CUDA graph from its second run
+with unchanged shapes and addresses; a row says so where it did not),
 PyTorch eager and ``torch.compile(mode="reduce-overhead")`` (dynamo reset per batch: a static graph
 each). Every timed call starts on an idle device and is timed by CUDA events; the table has medians.
 Both engines compute FLOAT products and convolutions in strict FP32 (``BuilderFlag.TF32`` cleared, PyTorch's
@@ -154,7 +156,7 @@ class Bench:
         """A context of ``engine`` bound to ``inputs`` (converted to the engine's types) and new outputs."""
         torch, trt = self.torch, self.trt
         context = engine.create_execution_context()
-        context.use_cuda_graph = graph
+        context.use_cuda_graph = None if graph else False  # None: the default, graphs from the second run
         names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
         tensors: dict[str, Any] = {}
 
@@ -199,7 +201,7 @@ class Bench:
                 try:
                     runner.call()  # type: ignore[misc]
                 except Exception as exc:
-                    first_graph_call = i == 0 and runner.key == "plugrt graph"
+                    first_graph_call = i <= 1 and runner.key == "plugrt graph"  # (the default captures at its second call)
                     runner.error = describe(exc, "capture" if first_graph_call else "run")
                     break
         for _ in range(self.args.repeats):
@@ -304,6 +306,9 @@ class Bench:
                 continue
             diff = float((out - ref).abs().max() / ref.abs().max().clamp_min(1e-30))
             worst = diff if worst is None else max(worst, diff)
+        default = runners[1].context
+        if default is not None and runners[1].samples and not default.replayed_graph:
+            notes.append(f"plugrt graph: no replay ({default._executor.graphs.refusal()})")
         if worst is not None and not worst <= tolerance:
             notes.append(f"over tolerance {tolerance:g}")
         if (spec.name, label, batch) in self.child_compile:

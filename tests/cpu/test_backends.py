@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import importlib.util
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -181,72 +180,3 @@ def test_plugin_helpers_use_the_active_backend() -> None:
     assert backend.scopes == [5] and {x.ctypes.data, y.ctypes.data, scratch.ctypes.data} <= set(backend.views)
 
 
-# --- graph capture through the executor ------------------------------------------------------
-class ReplayGraph:
-    def __init__(self, run: Callable[[], None], log: list[str]) -> None:
-        self.run, self.log = run, log
-
-    def launch(self, stream: int) -> None:
-        self.log.append(f"launch {stream}")
-        self.run()
-
-
-class GraphBackend(CpuBackend):
-    """Host memory with make-believe graphs: capture records the run, replay calls it again."""
-
-    gpu = True
-
-    def __init__(self) -> None:
-        self.log: list[str] = []
-
-    def capture(self, run: Callable[[], None], stream: int) -> ReplayGraph:
-        self.log.append(f"capture {stream}")
-        run()
-        return ReplayGraph(run, self.log)
-
-
-def _relu_context(backend: Backend) -> Any:
-    builder = trt.Builder(LOGGER)
-    network = builder.create_network(0)
-    x = network.add_input("x", trt.float32, (-1, 4))
-    network.mark_output(network.add_activation(x, trt.ActivationType.RELU).get_output(0))
-    config = builder.create_builder_config()
-    profile = builder.create_optimization_profile()
-    profile.set_shape("x", (1, 4), (2, 4), (4, 4))
-    config.add_optimization_profile(profile)
-    runtime = trt.Runtime(LOGGER)
-    runtime.backend = backend
-    engine = runtime.deserialize_cuda_engine(builder.build_serialized_network(network, config))
-    assert engine.backend is backend
-    return engine.create_execution_context()
-
-
-def test_graphs_are_captured_once_and_replayed_until_something_changes() -> None:
-    backend = GraphBackend()
-    context = _relu_context(backend)
-    context.use_cuda_graph = True
-    x = np.array([[-1, 2, -3, 4]], np.float32)
-    y = np.zeros((1, 4), np.float32)
-    context.set_input_shape("x", x.shape)
-    context.set_tensor_address("x", x.ctypes.data)
-    context.set_tensor_address(context.engine.get_tensor_name(1), y.ctypes.data)
-    for _ in range(3):
-        context.execute_async_v3(7)
-    assert y.tolist() == [[0, 2, 0, 4]]
-    assert backend.log == ["capture 7", "launch 7", "launch 7"]
-    x2, y2 = np.ones((2, 4), np.float32), np.zeros((2, 4), np.float32)
-    context.set_input_shape("x", x2.shape)
-    context.set_tensor_address("x", x2.ctypes.data)
-    context.set_tensor_address(context.engine.get_tensor_name(1), y2.ctypes.data)
-    context.execute_async_v3(7)
-    assert backend.log[-1] == "capture 7" and y2.tolist() == [[1.0] * 4] * 2
-
-
-def test_graphs_are_not_used_on_a_backend_without_them() -> None:
-    context = _relu_context(get_backend("cpu"))
-    context.use_cuda_graph = True  # ignored on the CPU: an eager run
-    x, y = np.ones((1, 4), np.float32), np.zeros((1, 4), np.float32)
-    context.set_input_shape("x", x.shape)
-    context.set_tensor_address("x", x.ctypes.data)
-    context.set_tensor_address(context.engine.get_tensor_name(1), y.ctypes.data)
-    assert context.execute_async_v3(0) and y.tolist() == [[1.0] * 4]

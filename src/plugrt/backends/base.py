@@ -144,10 +144,14 @@ class Backend(ABC):
     def synchronize(self, stream: int) -> None:
         """Wait for the work queued on ``stream``."""
 
-    def capture(self, run: Callable[[], None], stream: int) -> Graph:
-        """Run ``run()`` once on ``stream``, then record what it launches into a replayable graph
-        (only where ``gpu``: the device has graphs)."""
+    def capture(self, run: Callable[[], None], stream: int, warm: bool = True) -> Graph:
+        """Run ``run()`` once on ``stream`` (unless ``warm`` is False: the caller just ran it), then record
+        what it launches into a replayable graph (only where ``gpu``: the device has graphs)."""
         raise ExecutionError(f"the {self.name} backend has no graphs to capture a run into")
+
+    def capturing(self, stream: int) -> bool:
+        """Whether ``stream`` is being captured into a graph now (by anyone); False where there are no graphs."""
+        return False
 
     # --- kernels ---------------------------------------------------------------------------
     @abstractmethod

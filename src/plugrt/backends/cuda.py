@@ -215,9 +215,9 @@ class CudaBackend(Backend):
         """Wait for the work queued on ``stream``."""
         cupy_stream(stream).synchronize()
 
-    def capture(self, run: Callable[[], None], stream: int) -> CudaGraph | TorchGraph:
-        """Run ``run()`` once on ``stream`` (kernels compile, caches fill), then capture what it
-        launches into a CUDA graph.
+    def capture(self, run: Callable[[], None], stream: int, warm: bool = True) -> CudaGraph | TorchGraph:
+        """Run ``run()`` once on ``stream`` (kernels compile, caches fill; skipped when ``warm`` is False: the
+        caller just ran it), then capture what it launches into a CUDA graph.
 
         Temporaries allocated while capturing come from a memory pool owned by the graph, so
         replays never touch memory someone else was given since. The legacy default stream
@@ -225,7 +225,8 @@ class CudaBackend(Backend):
         """
         if not stream:
             raise ExecutionError("CUDA graph capture needs a non-default stream; pass a stream handle other than 0")
-        run()
+        if warm:
+            run()
         cp = self.cupy
         pool = cp.cuda.MemoryPool()
         torch = torch_for_graphs()
@@ -243,6 +244,15 @@ class CudaBackend(Backend):
             finally:
                 graph = cuda_stream.end_capture()
         return CudaGraph(graph, pool)
+
+    def capturing(self, stream: int) -> bool:
+        """Whether ``stream`` is being captured now (a caller's own graph around a run, for instance)."""
+        if not stream:
+            return False
+        probe = getattr(self.cupy.cuda.runtime, "streamIsCapturing", None)
+        if probe is None:  # (older CuPy: the stream object's query)
+            return bool(cupy_stream(stream).is_capturing())
+        return bool(probe(stream))  # cudaStreamCaptureStatusNone is 0; active and invalidated captures are not
 
     def matmul_into(self, a: Any, b: Any, out: Any, bias: Any = None) -> None:
         """The product on CuPy's current stream, capturable when PyTorch is installed."""

@@ -94,8 +94,12 @@ class IExecutionContext(DeprecatedContextManager):
         self._ready = False
         self._executor = Executor(engine, engine.backend)
         self._profile = 0
-        #: Replay runs as a CUDA graph (plugrt extension; CUDA engines, non-default streams).
-        self.use_cuda_graph = False
+        #: Replay runs as a CUDA graph (plugrt extension; CUDA engines, non-default streams): None (the default)
+        #: replays from the second run with the same shapes and addresses where the plan allows it (no plugins,
+        #: control flow or data-dependent shapes; no profiler or output allocator set), True always (an error
+        #: where it cannot), False never: every run launches its layers.
+        self.use_cuda_graph: bool | None = None
+        self._replayed = False
         #: An IProfiler receiving each layer's time (synchronises per layer on the GPU).
         self.profiler: IProfiler | None = None
 
@@ -260,8 +264,11 @@ class IExecutionContext(DeprecatedContextManager):
                 quiet(backend.xp),
             ):
                 self._prepare(stream)
+                self._replayed = False
                 if self.use_cuda_graph and backend.gpu:
-                    self._executor.run_graph(stream)
+                    self._replayed = self._executor.graphs.run(stream)
+                elif self.use_cuda_graph is None and backend.gpu and self.profiler is None and not self._allocators:
+                    self._replayed = self._executor.graphs.run_auto(stream)
                 else:
                     self._executor.run(stream, self.profiler)
                 if self._allocators:
@@ -271,6 +278,12 @@ class IExecutionContext(DeprecatedContextManager):
         except Exception as exc:  # a safety net: running never surfaces anything but PlugrtError
             raise ExecutionError(f"execute_async_v3 failed: {type(exc).__name__}: {exc}") from exc
         return True
+
+    @property
+    def replayed_graph(self) -> bool:
+        """Whether the last :meth:`execute_async_v3` ran as a replay of a captured CUDA graph (plugrt
+        extension; see ``use_cuda_graph``)."""
+        return self._replayed
 
     def execute_nested(self, stream_handle: int) -> None:
         """Run from inside a run of another engine on the same backend (a control-flow operator's subgraph,

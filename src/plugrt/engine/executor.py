@@ -15,13 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.base import Backend, Graph
+from ..backends.base import Backend
 from ..core.errors import ExecutionError, PlugrtError
 from ..core.layouts import storage_shape
 from ..core.types import TensorFormat
 from ..interfaces.v3 import IPluginResourceContext
 from ..nodes.base import Binding, Node
 from ..ops.linear_weights import packed_matrix
+from .graph_runs import GraphRuns
 from .plan import EnginePlan, LayerPlan, host_computed
 
 __all__ = ["Executor", "Step"]
@@ -57,6 +58,8 @@ class Executor:
             shared.backend, shared.allocator, getattr(shared, "error_recorder", None)
         )
         self.size_symbols = {sym for layer in self.plan.layers for sym in layer.size_outputs.values()}
+        #: the CUDA graphs of this context's runs
+        self.graphs = GraphRuns(self)
         for index, layer in enumerate(self.plan.layers):
             # constants, and layers the builder found to depend on constants only
             constant = bool(layer.outputs) and all(self.plan.tensors[o].role == "constant" for o in layer.outputs)
@@ -201,8 +204,7 @@ class Executor:
         self.values_written = True
         self._calls: list[tuple[Step, Callable[..., Any], tuple[Any, ...]]] | None = None
         self._calls_stream = -1
-        self._graph: Graph | None = None
-        self._graph_key: tuple[int, int] | None = None
+        self.graphs.reset()
 
     def move_io(self, io_arrays: dict[int, Any], io_pointers: dict[int, int]) -> None:
         """I/O tensors moved to new addresses, shapes unchanged since the last :meth:`bind`: only the steps that
@@ -231,8 +233,7 @@ class Executor:
             step.view = step.node.views_input() and self.pointers[step.layer.inputs[0]] == self.pointers[step.layer.outputs[0]]
             self._bind_step(step)
         self._calls = None
-        self._graph = None
-        self._graph_key = None
+        self.graphs.reset()
 
     def _bind_step(self, step: Step) -> None:
         layer = step.layer
@@ -285,7 +286,7 @@ class Executor:
     def run(self, stream: int, profiler: Any = None) -> None:
         """Run every step in order; with an ``IProfiler``, time each layer and report it."""
         if not self.upper and profiler is None:
-            self._run_static(stream)
+            self.run_static(stream)
             return
         for index, array in self.upper_arrays.items():
             self.shapes[index] = None
@@ -307,7 +308,7 @@ class Executor:
             if step.layer.size_outputs:
                 self._read_sizes(step)
 
-    def _run_static(self, stream: int) -> None:
+    def run_static(self, stream: int) -> None:
         """The common case (no data-dependent shapes): a flat list of prepared launches."""
         if self._calls is None or self._calls_stream != stream:
             self._calls = [
@@ -327,20 +328,10 @@ class Executor:
     def static_launcher(self, stream: int) -> Callable[[], None] | None:
         """The run as a call without arguments: the flat list of prepared launches (None where the run has
         data-dependent shapes); valid until the next :meth:`bind`."""
-        return None if self.upper else functools.partial(self._run_static, stream)
+        return None if self.upper else functools.partial(self.run_static, stream)
 
-    def run_graph(self, stream: int) -> None:
-        """Replay the whole run as a graph of the backend, capturing it first for the current shapes and
-        addresses (that call runs eagerly once, then captures: see :meth:`Backend.capture`)."""
-        if self.upper:
-            raise ExecutionError("CUDA graphs cannot hold data-dependent shapes: the sizes must be read back")
-        if self._graph is not None and self._graph_key == (self._calls_id(), stream):
-            self._graph.launch(stream)
-            return
-        self._graph = self.backend.capture(lambda: self._run_static(stream), stream)
-        self._graph_key = (self._calls_id(), stream)
-
-    def _calls_id(self) -> int:
+    def calls_id(self) -> int:
+        """Which list of prepared launches the next static run uses (a new one after each bind)."""
         return id(self._calls)
 
     def _run_step(self, step: Step, stream: int) -> None:
