@@ -131,7 +131,10 @@ class Bench:
         """The engine of the ONNX file (batch profile 1..32, opt at the largest batch asked) and a note."""
         trt, started = self.trt, time.perf_counter()
         builder = trt.Builder(self.logger, self.args.device)
-        network = builder.create_network(0)
+        # the fp16 model as exported: strongly typed (its layers in the types it states, as TensorRT's
+        # --stronglyTyped; weakly typed without BuilderFlag.FP16 its HALF tensors are only hints, computed in FP32)
+        typed = not fp16 and "float16" in os.path.basename(path)
+        network = builder.create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED) if typed else 0)
         parser = trt.OnnxParser(network, self.logger)
         if not parser.parse_from_file(path):
             raise RuntimeError("; ".join(str(parser.get_error(i)) for i in range(parser.num_errors)))

@@ -75,11 +75,12 @@ def test_default_runs_replay_from_the_second_and_equal_launched_runs(model: str)
         x = cp.zeros((3, 17, 64), cp.float32)
     default, y_default = _bind(engine, x, None)
     launched, y_launched = _bind(engine, x, False)
+    cp.cuda.Device().synchronize()  # (arrays made on CuPy's default stream; the runs use their own)
     stream = cp.cuda.Stream(non_blocking=True)
     replayed = []
     for seed in range(5):
-        x[...] = cp.random.default_rng(seed).standard_normal(x.shape, dtype=cp.float32)  # new data, same address
-        stream.synchronize()
+        with stream:  # new data at the same address, written on the runs' stream
+            x[...] = cp.random.default_rng(seed).standard_normal(x.shape, dtype=cp.float32)
         default.execute_async_v3(stream.ptr)
         replayed.append(default.replayed_graph)
         launched.execute_async_v3(stream.ptr)
@@ -96,15 +97,16 @@ def test_a_callers_capture_records_the_launches_of_a_default_run() -> None:
     x = cp.asarray(np.random.default_rng(1).standard_normal((2, 5, 768)), dtype=cp.float32)
     context, y = _bind(engine, x, None)
     reference, y_reference = _bind(engine, x, False)
+    cp.cuda.Device().synchronize()  # (arrays made on CuPy's default stream; the runs use their own)
     stream = cp.cuda.Stream(non_blocking=True)
     context.execute_async_v3(stream.ptr)  # one eager run first: the next would capture itself
     stream.begin_capture()
     context.execute_async_v3(stream.ptr)  # the caller is capturing: launched into their graph, not nested
     graph = stream.end_capture()
     assert not context.replayed_graph
-    y[...] = 7
-    x *= -2
-    stream.synchronize()
+    with stream:
+        y[...] = 7
+        x *= -2
     graph.launch(stream)
     reference.execute_async_v3(stream.ptr)
     stream.synchronize()
