@@ -13,6 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import plugrt
 import plugrt.engine.engine as engine_module
+import plugrt.ops.linear_weights as linear_weights
 from plugrt.core.errors import TypeMismatchError
 from plugrt.ops.linear_weights import PackedMatrix, PackedWeight, packed_matrix, placeholder, stored_weights, unpacked
 from plugrt.ops.torch_cpu_linear import linear
@@ -164,6 +165,7 @@ def test_a_wide_weight_is_packed_in_blocks_of_columns(monkeypatch, split: bool, 
     import plugrt.ops.torch_cpu_linear as module
 
     monkeypatch.setattr(module, "split_products", lambda flops: split)  # the two threads, or one after another
+    monkeypatch.setattr(linear_weights, "engine_threads", lambda: 2)
     wide = 2 * 300
     weight = RNG.standard_normal((wide, K) if transposed else (K, wide)).astype(np.float32)
     bias = RNG.standard_normal(wide).astype(np.float32)
@@ -181,3 +183,20 @@ def test_a_wide_weight_is_packed_in_blocks_of_columns(monkeypatch, split: bool, 
         kernel()
         want = exact if given is x else exact.transpose(1, 0, 2)
         np.testing.assert_allclose(out, want, rtol=0, atol=2e-6 * float(np.abs(want).max()))
+
+
+def test_an_engine_of_one_thread_packs_a_wide_weight_whole(monkeypatch) -> None:
+    monkeypatch.setattr(linear_weights, "engine_threads", lambda: 1)
+    weight = RNG.standard_normal((K, 600)).astype(np.float32)
+    place = _place(weight)
+    matrix = packed_matrix(place)
+    assert matrix is not None and [(start, stop) for start, stop, _ in matrix.parts] == [(0, 600)]
+    np.testing.assert_array_equal(unpacked(place), weight)
+    x = RNG.standard_normal((3, K)).astype(np.float32)
+    out = np.empty((3, 600), np.float32)
+    kernel = linear(x, place, False, None, out)
+    assert kernel is not None
+    kernel()
+    np.testing.assert_allclose(
+        out, x.astype(np.float64) @ weight.astype(np.float64), rtol=0, atol=2e-6 * float(np.abs(out).max())
+    )

@@ -11,7 +11,8 @@ one by one, each replacing its array, and the freed memory is given back to the 
 ``malloc_trim``: the packed matrices are allocated elsewhere than the plain ones were). A wide weight is packed
 as :data:`COLUMN_PARTS` blocks of its output columns, each packed on its own (the same bytes in all), so that a
 product can be split between two threads by columns, each block reading half of the weight: 2 column blocks
-on two threads cost 4-14% more CPU time than one call, row blocks 11-22% (each reads all of the weight).
+on two threads cost 4-14% more CPU time than one call, row blocks 11-22% (each reads all of the weight). An
+engine limited to one thread (``blas_threads.engine_threads``) packs every weight whole.
 
 Writing the plan gives the exact original bytes back (:func:`stored_weights`: a reorder is a permutation), and
 a product's NumPy kernel never reads a placeholder: it unpacks the weight once (:func:`unpacked`) where it runs
@@ -26,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from .blas_threads import engine_threads
 from .torch_cpu import TORCH_TACTIC, available, torch_module, view
 
 __all__ = [
@@ -82,7 +84,9 @@ class PackedMatrix:
         reorder = torch_module().ops.mkldnn._reorder_linear_weight
         matrix = view(weight.reshape(weight.shape[-2:]))
         rows = matrix if self.transposed else matrix.t()  # [N, K]
-        count = COLUMN_PARTS if self.cols >= COLUMN_PARTS * MIN_PART_COLUMNS else 1
+        # blocks only pay where two threads may share a product (one thread runs them one after the other)
+        wide = self.cols >= COLUMN_PARTS * MIN_PART_COLUMNS
+        count = COLUMN_PARTS if wide and engine_threads() >= 2 else 1
         step = -(-self.cols // count)
         bounds = [(start, min(start + step, self.cols)) for start in range(0, self.cols, step)]
         # a block of a transposed view is strided: made contiguous for the reorder (one block's copy at a time)
