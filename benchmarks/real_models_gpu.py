@@ -311,7 +311,7 @@ class Bench:
             worst = diff if worst is None else max(worst, diff)
         default = runners[1].context
         if default is not None and runners[1].samples and not default.replayed_graph:
-            notes.append(f"plugrt graph: no replay ({default._executor.graphs.refusal()})")
+            notes.append(f"plugrt graph: no replay ({default._executor.graphs.refusal(default.engine.plan)})")
         if worst is not None and not worst <= tolerance:
             notes.append(f"over tolerance {tolerance:g}")
         if (spec.name, label, batch) in self.child_compile:

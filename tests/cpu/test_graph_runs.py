@@ -178,7 +178,7 @@ def test_a_plan_with_a_plugin_is_not_replayed_without_being_asked() -> None:
     context, _, y = _bound(_engine(backend, plugin=True))
     assert _runs(context, 7, 3) == [False] * 3 and backend.log == []
     assert y.tolist() == [[1, 0, 0, 0, 1, 0]]
-    assert context._executor.graphs.refusal() == "layer 'pad' is a plugin"
+    assert context._executor.graphs.refusal(context.engine.plan) == "layer 'pad' is a plugin"
     context.use_cuda_graph = True  # asked: captured
     assert _runs(context, 7, 2) == [False, True] and backend.log[:2] == ["warm 7", "capture 7"]
 
@@ -241,4 +241,4 @@ def test_control_flow_chooses_its_branch_at_every_run_instead_of_being_replayed(
         c[...] = flag
         assert context.execute_async_v3(7) and not context.replayed_graph
         assert y.tolist() == ([0, 2, 0, 4] if flag else [1, -2, 3, -4])
-    assert backend.log == [] and "control flow (if)" in (context._executor.graphs.refusal() or "")
+    assert backend.log == [] and "control flow (if)" in (context._executor.graphs.refusal(context.engine.plan) or "")

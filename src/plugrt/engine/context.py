@@ -266,9 +266,9 @@ class IExecutionContext(DeprecatedContextManager):
                 self._prepare(stream)
                 self._replayed = False
                 if self.use_cuda_graph and backend.gpu:
-                    self._replayed = self._executor.graphs.run(stream)
+                    self._replayed = self._executor.run_graph(stream)
                 elif self.use_cuda_graph is None and backend.gpu and self.profiler is None and not self._allocators:
-                    self._replayed = self._executor.graphs.run_auto(stream)
+                    self._replayed = self._executor.run_auto(stream)
                 else:
                     self._executor.run(stream, self.profiler)
                 if self._allocators:

@@ -59,7 +59,7 @@ class Executor:
         )
         self.size_symbols = {sym for layer in self.plan.layers for sym in layer.size_outputs.values()}
         #: the CUDA graphs of this context's runs
-        self.graphs = GraphRuns(self)
+        self.graphs = GraphRuns()
         for index, layer in enumerate(self.plan.layers):
             # constants, and layers the builder found to depend on constants only
             constant = bool(layer.outputs) and all(self.plan.tensors[o].role == "constant" for o in layer.outputs)
@@ -329,6 +329,14 @@ class Executor:
         """The run as a call without arguments: the flat list of prepared launches (None where the run has
         data-dependent shapes); valid until the next :meth:`bind`."""
         return None if self.upper else functools.partial(self.run_static, stream)
+
+    def run_graph(self, stream: int) -> bool:
+        """Replay the run as a CUDA graph, capturing it first (``GraphRuns.run``); True where it replayed."""
+        return self.graphs.run(self, stream)
+
+    def run_auto(self, stream: int) -> bool:
+        """Run, replaying a graph where that is safe and repeats (``GraphRuns.run_auto``); True where it replayed."""
+        return self.graphs.run_auto(self, stream)
 
     def calls_id(self) -> int:
         """Which list of prepared launches the next static run uses (a new one after each bind)."""

@@ -18,6 +18,7 @@ from ..core.logger import Severity
 
 if TYPE_CHECKING:
     from .executor import Executor
+    from .plan import EnginePlan
 
 __all__ = ["GraphRuns"]
 
@@ -26,10 +27,11 @@ _READS_BACK = frozenset({"if", "loop", "scan"})
 
 
 class GraphRuns:
-    """The captured graph of one executor's current binding, and whether its runs may be captured at all."""
+    """The captured graph of one executor's current binding, and whether its runs may be captured at all. The
+    executor is passed to each call, not kept (a reference back would make a cycle that keeps a released
+    context's nodes, and its plugin clones, alive until the garbage collector runs)."""
 
-    def __init__(self, executor: Executor) -> None:
-        self.executor = executor
+    def __init__(self) -> None:
         #: why runs are not replayed automatically ("": they may be; None: not yet asked)
         self._refused: str | None = None
         self.reset()
@@ -41,41 +43,39 @@ class GraphRuns:
         #: (stream, eager runs on it since the last reset)
         self._runs = (-1, 0)
 
-    def _replay(self, stream: int) -> bool:
-        if self.graph is not None and self._key == (self.executor.calls_id(), stream):
+    def _replay(self, executor: Executor, stream: int) -> bool:
+        if self.graph is not None and self._key == (executor.calls_id(), stream):
             self.graph.launch(stream)
             return True
         return False
 
-    def _capture(self, stream: int, warm: bool) -> None:
-        executor = self.executor
+    def _capture(self, executor: Executor, stream: int, warm: bool) -> None:
         self.graph = executor.backend.capture(lambda: executor.run_static(stream), stream, warm=warm)
         self._key = (executor.calls_id(), stream)
 
-    def run(self, stream: int) -> bool:
+    def run(self, executor: Executor, stream: int) -> bool:
         """Replay the run (True), capturing it first for the current shapes and addresses (that call runs
         eagerly once, then captures: see :meth:`Backend.capture`; False)."""
-        if self.executor.upper:
+        if executor.upper:
             raise ExecutionError("CUDA graphs cannot hold data-dependent shapes: the sizes must be read back")
-        if self._replay(stream):
+        if self._replay(executor, stream):
             return True
-        self._capture(stream, warm=True)
+        self._capture(executor, stream, warm=True)
         return False
 
-    def run_auto(self, stream: int) -> bool:
+    def run_auto(self, executor: Executor, stream: int) -> bool:
         """Run, replaying where the module's note allows (True); each eager run's results are its own."""
-        executor = self.executor
-        if executor.upper or not stream or self.refusal() or executor.backend.capturing(stream):
+        if executor.upper or not stream or self.refusal(executor.plan) or executor.backend.capturing(stream):
             executor.run(stream)
             return False
-        if self._replay(stream):
+        if self._replay(executor, stream):
             return True
         executor.run_static(stream)
         last, runs = self._runs
         self._runs = (stream, runs + 1 if last == stream else 1)
         if self._runs[1] >= 2:
             try:
-                self._capture(stream, warm=False)
+                self._capture(executor, stream, warm=False)
             except Exception as exc:  # this run's results stand (it ran eagerly); later runs stay eager
                 self.graph = None
                 self._refused = f"its capture failed ({type(exc).__name__}: {exc})"
@@ -86,11 +86,11 @@ class GraphRuns:
                 )
         return False
 
-    def refusal(self) -> str | None:
-        """Why this plan's runs are not replayed automatically (None: they may be)."""
+    def refusal(self, plan: EnginePlan) -> str | None:
+        """Why runs of ``plan`` (the executor's) are not replayed automatically (None: they may be)."""
         if self._refused is None:
             self._refused = ""
-            for layer in self.executor.plan.layers:
+            for layer in plan.layers:
                 if layer.is_plugin:
                     what = "a plugin"
                 elif layer.size_outputs:

@@ -7,14 +7,15 @@ propagates shape-tensor values, so ``Shape → Gather`` picks dimensions symboli
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..core.errors import ShapeError
 from ..core.types import DataType
-from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, Operator, ShapeExprs, assign, register_operator
 from .elementwise import expect_inputs, label, merge_dim
 from .params import param
 from .tensor_common import constant_ints, expect_index_type, normalize_axis
@@ -72,6 +73,28 @@ class GatherOperator(_Gather):
         size = shape[axis]
         if len(indices) and (min(indices) < -size or max(indices) >= size):
             raise IndexError(f"gather indices must be in [{-size}, {size - 1}] for axis {axis} of size {size}")
+
+    def direct_launch(
+        self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any
+    ) -> tuple[Callable[..., Any], tuple[Any, ...]] | None:
+        """Where the indices are known at bind (a constant or a shape tensor, range-checked by :meth:`prepare`):
+        one index, or a run of consecutive ones, as a copy of a view of the data; other known indices as one
+        take with a table made now. On a device this replaces the take and the three kernels that count
+        negative indices from the end at every run."""
+        known = self.bound_values[1] if len(self.bound_values) > 1 else None
+        data, indices, out = inputs[0], inputs[1], outputs[0]
+        if known is None or data.ndim == 0 or len(known) != indices.size:
+            return None
+        axis = self.axis + data.ndim if self.axis < 0 else self.axis
+        size = data.shape[axis]
+        picks = [int(i) + size if int(i) < 0 else int(i) for i in known]
+        before = [slice(None)] * axis
+        if indices.ndim == 0:
+            return assign(out, data[tuple([*before, picks[0]])])
+        if indices.ndim == 1 and picks and picks == list(range(picks[0], picks[0] + len(picks))):
+            return assign(out, data[tuple([*before, slice(picks[0], picks[0] + len(picks))])])
+        table = xp.asarray(np.asarray(picks, dtype=np.int64).reshape(indices.shape))
+        return functools.partial(xp.take, data, table, axis=axis, out=out), ()
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         data, indices = inputs
