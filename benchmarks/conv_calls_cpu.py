@@ -11,7 +11,10 @@ same tensors, interleaved in one process, the calling thread's CPU time, fastest
 - 1x1 layers only: ``numpy``, NumPy's product of the ``[H*W, C]`` rows on one BLAS thread; ``mm``, torch's (MKL) ``mm`` with ``out=``;
 - ``plugrt``: plugrt's channels-last kernel for the layer with its bias and activation
   (``ops/torch_channels_last.py``; a 1x1 under ``SMALL_PRODUCT_FLOPS`` is NumPy's product there), and
-  ``plugrt-onednn`` the same with that threshold at 0 (oneDNN's convolution).
+  ``plugrt-onednn`` the same with that threshold at 0 (oneDNN's convolution);
+- depthwise layers only: ``numba``, the compiled channels-last loop with bias and activation
+  (``ops/depthwise_numba.py``, whatever the layer's size; needs numba), and ``numpy-dw``, the NumPy kernel on
+  NCHW tensors (tap sums or im2col, as the engine chooses).
 
 Needs torch. ``PYTHONPATH=src python benchmarks/conv_calls_cpu.py``.
 """
@@ -27,8 +30,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-#: (name, C, M, H, W, kernel, stride, group, activation)
-LAYERS = [
+#: (name, C, M, H, W, kernel, stride (one, or H and W), group, activation)
+LAYERS: list[tuple[str, int, int, int, int, int, int | tuple[int, int], int, str]] = [
     ("cls 8->8 1x1", 8, 8, 6, 96, 1, 1, 1, "RELU"),
     ("cls 16->88 1x1", 16, 88, 3, 96, 1, 1, 1, "HARD_SWISH"),
     ("cls 104->32 1x1", 104, 32, 2, 96, 1, 1, 1, ""),
@@ -41,6 +44,24 @@ LAYERS = [
     ("mnv2 960->160 1x1", 960, 160, 7, 7, 1, 1, 1, ""),
     ("mnv2 24->144 1x1", 24, 144, 56, 56, 1, 1, 1, "CLIP"),
     ("mnv2 dw 3x3 960", 960, 960, 7, 7, 3, 1, 960, "CLIP"),
+    # every depthwise shape of the two models (PP-OCR cls at 48 x 192; MobileNetV2 at 224 x 224)
+    ("cls dw 3x3/2,1 8", 8, 8, 24, 96, 3, (2, 1), 8, "RELU"),
+    ("cls dw 3x3/2,1 24", 24, 24, 12, 96, 3, (2, 1), 24, "RELU"),
+    ("cls dw 3x3 32", 32, 32, 6, 96, 3, 1, 32, "RELU"),
+    ("cls dw 5x5/2,1 32", 32, 32, 6, 96, 5, (2, 1), 32, "HARD_SWISH"),
+    ("cls dw 5x5 88", 88, 88, 3, 96, 5, 1, 88, "HARD_SWISH"),
+    ("cls dw 5x5 40", 40, 40, 3, 96, 5, 1, 40, "HARD_SWISH"),
+    ("cls dw 5x5 48", 48, 48, 3, 96, 5, 1, 48, "HARD_SWISH"),
+    ("cls dw 5x5/2,1 104", 104, 104, 3, 96, 5, (2, 1), 104, "HARD_SWISH"),
+    ("mnv2 dw 3x3 32", 32, 32, 112, 112, 3, 1, 32, "CLIP"),
+    ("mnv2 dw 3x3/2 96", 96, 96, 112, 112, 3, 2, 96, "CLIP"),
+    ("mnv2 dw 3x3 144", 144, 144, 56, 56, 3, 1, 144, "CLIP"),
+    ("mnv2 dw 3x3/2 144", 144, 144, 56, 56, 3, 2, 144, "CLIP"),
+    ("mnv2 dw 3x3 192", 192, 192, 28, 28, 3, 1, 192, "CLIP"),
+    ("mnv2 dw 3x3/2 192", 192, 192, 28, 28, 3, 2, 192, "CLIP"),
+    ("mnv2 dw 3x3 384", 384, 384, 14, 14, 3, 1, 384, "CLIP"),
+    ("mnv2 dw 3x3 576", 576, 576, 14, 14, 3, 1, 576, "CLIP"),
+    ("mnv2 dw 3x3/2 576", 576, 576, 14, 14, 3, 2, 576, "CLIP"),
 ]
 
 
@@ -48,6 +69,7 @@ def _parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, default=7, help="timing blocks per way")
     parser.add_argument("--runs", type=int, default=200, help="calls per block")
+    parser.add_argument("--only", default="", help="only the layers whose name contains this text (e.g. 'dw')")
     return parser.parse_args()
 
 
@@ -66,7 +88,9 @@ def _fastest(ways: dict[str, Callable[[], object]], blocks: int, runs: int) -> d
     return best
 
 
-def _ways(c: int, m: int, h: int, w: int, k: int, s: int, g: int, act: str) -> dict[str, Callable[[], object]]:
+def _ways(
+    c: int, m: int, h: int, w: int, k: int, stride: int | tuple[int, int], g: int, act: str
+) -> dict[str, Callable[[], object]]:
     import torch
 
     from plugrt.core.types import TensorFormat
@@ -78,7 +102,8 @@ def _ways(c: int, m: int, h: int, w: int, k: int, s: int, g: int, act: str) -> d
     x = rng.standard_normal((1, c, h, w), dtype=np.float32)
     kernel = (rng.standard_normal((m, c // g, k, k)) * 0.3).astype(np.float32)
     bias = rng.standard_normal(m).astype(np.float32)
-    pads, strides = [k // 2] * 2, [s, s]
+    pads = [k // 2] * 2
+    strides = list(stride) if isinstance(stride, tuple) else [stride, stride]
     xt, wt, bt = torch.from_numpy(x), torch.from_numpy(kernel), torch.from_numpy(bias)
     xc = xt.contiguous(memory_format=torch.channels_last)
     wc = wt.contiguous(memory_format=torch.channels_last)
@@ -106,7 +131,7 @@ def _ways(c: int, m: int, h: int, w: int, k: int, s: int, g: int, act: str) -> d
     params = {"num_output_maps": m, "kernel_shape": [k, k], "strides": strides, "pads": pads * 2, "group": g}
     params.update(activation=act, activation_alpha=0.0, activation_beta=6.0)
     op = ConvolutionOperator(params, {"kernel": pack_conv_kernel(kernel, g), "bias": bias})
-    size = [(d + 2 * pads[0] - k) // s + 1 for d in (h, w)]
+    size = [(d + 2 * pads[0] - k) // s + 1 for d, s in zip((h, w), strides)]
     op.prepare([x.shape], [(1, m, *size)])
     hwc = [TensorFormat.HWC, TensorFormat.HWC]
     x_hwc, out_hwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1)), np.empty((1, *size, m), np.float32)
@@ -117,6 +142,27 @@ def _ways(c: int, m: int, h: int, w: int, k: int, s: int, g: int, act: str) -> d
         ways["plugrt-onednn"] = torch_channels_last.convolution_channels_last(op, x_hwc, out_hwc, None, hwc)  # type: ignore[assignment]
     finally:
         torch_channels_last.SMALL_PRODUCT_FLOPS = threshold
+    if g == c and g > 1:
+        ways.update(_depthwise_ways(op, x, x_hwc, out_hwc, size))
+    return ways
+
+
+def _depthwise_ways(op: object, x: np.ndarray, x_hwc: np.ndarray, out_hwc: np.ndarray, size: list[int]) -> dict:
+    """The compiled loop (any size: the layer-size limit lifted) and the NumPy kernel on NCHW tensors."""
+    from plugrt.core.types import TensorFormat
+    from plugrt.ops import depthwise_numba
+
+    ways: dict[str, Callable[[], object]] = {}
+    out = np.empty((1, out_hwc.shape[-1], *size), np.float32)
+    ways["numpy-dw"] = lambda: op.run([x], [out])  # type: ignore[attr-defined]
+    limit = depthwise_numba.NUMBA_MAX_MACS
+    depthwise_numba.NUMBA_MAX_MACS = 1 << 62
+    try:
+        loop = depthwise_numba.depthwise_channels_last(op, x_hwc, out_hwc, None, [TensorFormat.HWC] * 2)  # type: ignore[arg-type]
+    finally:
+        depthwise_numba.NUMBA_MAX_MACS = limit
+    if loop is not None:
+        ways["numba"] = loop
     return ways
 
 
@@ -128,12 +174,15 @@ def main() -> None:
     load = os.getloadavg()[0]
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(f"# {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, one thread, load {load:.2f}, {stamp}")
-    names = ["onednn", "conv2d", "prepacked", "numpy", "mm", "plugrt", "plugrt-onednn"]
+    names = ["onednn", "conv2d", "prepacked", "numpy", "mm", "plugrt", "plugrt-onednn", "numba", "numpy-dw"]
     print("| layer | MFLOP | " + " | ".join(names) + " |")
     print("|---|---" + "|---" * len(names) + "|")
     for name, c, m, h, w, k, s, g, act in LAYERS:
+        if args.only not in name:
+            continue
         times = _fastest(_ways(c, m, h, w, k, s, g, act), args.blocks, args.runs)
-        flops = 2.0 * m * (c // g) * k * k * ((h + 2 * (k // 2) - k) // s + 1) * ((w + 2 * (k // 2) - k) // s + 1)
+        sh, sw = s if isinstance(s, tuple) else (s, s)
+        flops = 2.0 * m * (c // g) * k * k * ((h + 2 * (k // 2) - k) // sh + 1) * ((w + 2 * (k // 2) - k) // sw + 1)
         cells = [f"{times[n]:.1f}" if n in times else "" for n in names]
         print(f"| {name} | {flops / 1e6:.1f} | " + " | ".join(cells) + " |")
     print(f"# end load {os.getloadavg()[0]:.2f}")

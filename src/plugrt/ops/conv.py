@@ -53,6 +53,7 @@ from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .blas_threads import blas_threads_for
 from .conv_columns import WINDOW_COPY_MAX_BYTES, bound_convolution, vector_products, window_view
 from .conv_taps import DepthwiseTaps
+from .depthwise_numba import depthwise_channels_last
 from .elementwise import label
 from .products import matmul_into
 from .shared_rules import expect_float_inputs
@@ -209,6 +210,9 @@ class ConvolutionOperator(TorchOperator):
             formats = [self.formats[p] for p in positions]
             if self.xp is not np:  # cuDNN takes channels-last tensors as they are: NHWC kernels, no reorders
                 return torch_convolution(self, inputs[0], None, None, outputs[0], residual, formats)
+            loop = depthwise_channels_last(self, inputs[0], outputs[0], residual, formats)
+            if loop is not None:  # a small depthwise layer: Numba's compiled loop (ops/depthwise_numba.py)
+                return loop
             return convolution_channels_last(self, inputs[0], outputs[0], residual, formats)
         if any(f != TensorFormat.LINEAR for f in self.formats):
             return None

@@ -1,0 +1,191 @@
+"""The compiled loops of :mod:`plugrt.ops.depthwise_numba` (imported only where numba is installed).
+
+Channels-last tensors: the channels of a pixel are contiguous, so every loop over them is vectorised by
+LLVM. Per output row, an interior pixel (every tap inside the input) sums its taps in registers with the
+kernel's loops unrolled (:func:`loops_for` compiles one kernel per kernel size, cached on disk); the other
+pixels of the row add tap by tap into an accumulator row, skipping taps that read padding. Sums run in the
+NumPy tap-sum kernel's order (``ops/conv_taps.py``: taps row-major from zero, the bias added last) with
+separate multiplies and adds (``fastmath`` off: no fused multiply-add, no reassociation), so the result is
+that kernel's bit for bit up to the sign of a zero. Activation codes are
+:data:`plugrt.ops.depthwise_numba.ACTIVATION_CODES`'s, each computed as the NumPy activation kernel does
+(``ops/activation.py``), in float32.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from numba import njit
+
+__all__ = ["UNROLLED_TAPS", "loops_for"]
+
+#: kernels with more taps than this run the loop whose tap loops are not unrolled (long compiled code otherwise)
+UNROLLED_TAPS = 49
+
+_LOOPS: dict[tuple[int, int, int], Callable[..., None]] = {}
+
+
+@njit(cache=True, inline="always")
+def _identity(v, alpha, beta):  # type: ignore[no-untyped-def]
+    return v
+
+
+@njit(cache=True, inline="always")
+def _relu(v, alpha, beta):  # type: ignore[no-untyped-def]
+    return np.float32(0.0) if v < np.float32(0.0) else v  # NaN stays NaN
+
+
+@njit(cache=True, inline="always")
+def _clip(v, alpha, beta):  # type: ignore[no-untyped-def]
+    v = beta if v > beta else v
+    return alpha if v < alpha else v
+
+
+@njit(cache=True, inline="always")
+def _hard_swish(v, alpha, beta):  # type: ignore[no-untyped-def]
+    t = v + np.float32(3.0)  # x * clip(x + 3, 0, 6) / 6, NumPy's order
+    t = np.float32(6.0) if t > np.float32(6.0) else t
+    t = np.float32(0.0) if t < np.float32(0.0) else t
+    return v * t / np.float32(6.0)
+
+
+@njit(cache=True, inline="always")
+def _hard_sigmoid(v, alpha, beta):  # type: ignore[no-untyped-def]
+    t = alpha * v + beta
+    t = np.float32(1.0) if t > np.float32(1.0) else t
+    return np.float32(0.0) if t < np.float32(0.0) else t
+
+
+@njit(cache=True, inline="always")
+def _leaky_relu(v, alpha, beta):  # type: ignore[no-untyped-def]
+    return v if v >= np.float32(0.0) else alpha * v
+
+
+#: the activation of each code (``ACTIVATION_CODES`` in ``depthwise_numba.py``)
+_ACTIVATIONS = (_identity, _relu, _clip, _hard_swish, _hard_sigmoid, _leaky_relu)
+
+
+@njit(cache=True, nogil=True)
+def _edge_taps(x, weights, acc, n, oh, ow, geometry, kh_first, kh_stop):  # type: ignore[no-untyped-def]
+    """Add the taps of rows ``[kh_first, kh_stop)`` that read inside ``x`` to pixel ``(oh, ow)``'s ``acc``."""
+    width, channels = x.shape[2], x.shape[3]
+    maps = acc.shape[0]
+    multiplier = maps // channels
+    for kh in range(kh_first, kh_stop):
+        ih = oh * geometry[0] - geometry[4] + kh * geometry[2]
+        for kw in range(weights.shape[1]):
+            iw = ow * geometry[1] - geometry[5] + kw * geometry[3]
+            if iw < 0 or iw >= width:
+                continue
+            pixel, tap = x[n, ih, iw], weights[kh, kw]
+            if multiplier == 1:
+                for c in range(channels):
+                    acc[c] += pixel[c] * tap[c]
+            else:
+                for m in range(maps):
+                    acc[m] += pixel[m // multiplier] * tap[m]
+
+
+@njit(cache=True, nogil=True)
+def _add_taps(x, weights, acc, n, top, ow_first, ow_stop, geometry, kh_first, kh_stop):  # type: ignore[no-untyped-def]
+    """``acc[ow] = the sum of the taps that read inside x`` for the columns ``[ow_first, ow_stop)`` of the output
+    row whose first input row is ``top``, the kernel rows ``[kh_first, kh_stop)`` (one input channel per map):
+    tap by tap, each over its columns' channels."""
+    width, channels = x.shape[2], x.shape[3]
+    stride_w, dil_h, dil_w, pad_w = geometry[1], geometry[2], geometry[3], geometry[5]
+    acc[ow_first:ow_stop] = np.float32(0.0)
+    for kh in range(kh_first, kh_stop):
+        ih = top + kh * dil_h
+        for kw in range(weights.shape[1]):
+            offset = kw * dil_w - pad_w  # input column = ow * stride_w + offset
+            first = max(ow_first, (-offset + stride_w - 1) // stride_w)
+            stop = min(ow_stop, (width - 1 - offset) // stride_w + 1)
+            for ow in range(first, stop):
+                iw = ow * stride_w + offset
+                for c in range(channels):
+                    acc[ow, c] += x[n, ih, iw, c] * weights[kh, kw, c]
+
+
+def loops_for(kernel_h: int, kernel_w: int, act: int) -> Callable[..., None]:
+    """The compiled depthwise loop for ``kernel_h x kernel_w`` kernels (their tap loops unrolled up to
+    :data:`UNROLLED_TAPS` taps; one shared loop above) and activation code ``act``, made and cached (in memory
+    and on disk) at first use.
+
+    The loop computes output rows ``[first_row, stop_row)`` (over ``N * OH``) of the depthwise convolution
+    of ``x`` (``[N, H, W, C]``) by ``weights`` (``[KH, KW, C * multiplier]``) plus ``bias``, activated, into
+    ``out`` (``[N, OH, OW, C * multiplier]``); ``acc`` is float32 scratch ``[OW, C * multiplier]``;
+    ``geometry``: strides, dilations and begin paddings (H then W) as int64 ``[6]``; ``alpha``, ``beta``: the
+    activation's float32 parameters.
+    """
+    key = (kernel_h, kernel_w, act) if kernel_h * kernel_w <= UNROLLED_TAPS else (0, 0, act)
+    loop = _LOOPS.get(key)
+    if loop is None:
+        loop = _make_loop(*key)
+        _LOOPS[key] = loop
+    return loop
+
+
+def _make_loop(fixed_h: int, fixed_w: int, act: int) -> Callable[..., None]:
+    """The loop with kernel size ``fixed_h x fixed_w`` (0: read from the weights) and activation code ``act`` as
+    compile-time constants."""
+    activate = _ACTIVATIONS[act]
+
+    @njit(cache=True, nogil=True)
+    def depthwise_rows(x, weights, bias, out, acc, first_row, stop_row, geometry, alpha, beta):  # type: ignore[no-untyped-def]
+        height, width, channels = x.shape[1], x.shape[2], x.shape[3]
+        out_h, out_w, maps = out.shape[1], out.shape[2], out.shape[3]
+        kernel_h = weights.shape[0] if fixed_h == 0 else fixed_h
+        kernel_w = weights.shape[1] if fixed_w == 0 else fixed_w
+        stride_h, stride_w, dil_h, dil_w = geometry[0], geometry[1], geometry[2], geometry[3]
+        pad_h, pad_w = geometry[4], geometry[5]
+        # interior columns: every kw reads inside the input
+        lo = min(out_w, (pad_w + stride_w - 1) // stride_w)
+        hi = max(lo, min(out_w, (width - 1 - (kernel_w - 1) * dil_w + pad_w) // stride_w + 1))
+        for row in range(first_row, stop_row):
+            n, oh = row // out_h, row % out_h
+            top = oh * stride_h - pad_h
+            kh_first = 0
+            while kh_first < kernel_h and top + kh_first * dil_h < 0:
+                kh_first += 1
+            kh_stop = kernel_h
+            while kh_stop > kh_first and top + (kh_stop - 1) * dil_h >= height:
+                kh_stop -= 1
+            target = out[n, oh]
+            if maps == channels and fixed_h > 0 and kh_first == 0 and kh_stop == kernel_h:
+                for ow in range(lo, hi):  # every tap inside: the sums stay in registers
+                    left = ow * stride_w - pad_w
+                    for c in range(channels):
+                        s = np.float32(0.0)
+                        for kh in range(fixed_h):
+                            for kw in range(fixed_w):
+                                s += x[n, top + kh * dil_h, left + kw * dil_w, c] * weights[kh, kw, c]
+                        target[ow, c] = activate(s + bias[c], alpha, beta)
+                _add_taps(x, weights, acc, n, top, 0, lo, geometry, 0, kernel_h)
+                _add_taps(x, weights, acc, n, top, hi, out_w, geometry, 0, kernel_h)
+                edges = ((0, lo), (hi, out_w))
+            elif maps == channels:  # kernel rows read padding: the interior columns a kernel row at a time
+                acc[lo:hi] = np.float32(0.0)
+                for kh in range(kh_first, kh_stop):
+                    ih = top + kh * dil_h
+                    for ow in range(lo, hi):
+                        left = ow * stride_w - pad_w
+                        for c in range(channels):
+                            s = acc[ow, c]
+                            for kw in range(kernel_w):
+                                s += x[n, ih, left + kw * dil_w, c] * weights[kh, kw, c]
+                            acc[ow, c] = s
+                _add_taps(x, weights, acc, n, top, 0, lo, geometry, kh_first, kh_stop)
+                _add_taps(x, weights, acc, n, top, hi, out_w, geometry, kh_first, kh_stop)
+                edges = ((0, out_w), (out_w, out_w))
+            else:  # several maps a channel: every pixel tap by tap
+                for ow in range(out_w):
+                    acc[ow] = np.float32(0.0)
+                    _edge_taps(x, weights, acc[ow], n, oh, ow, geometry, kh_first, kh_stop)
+                edges = ((0, out_w), (out_w, out_w))
+            for first, stop in edges:
+                for ow in range(first, stop):
+                    for c in range(maps):
+                        target[ow, c] = activate(acc[ow, c] + bias[c], alpha, beta)
+
+    return depthwise_rows  # type: ignore[no-any-return]
