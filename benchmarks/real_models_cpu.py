@@ -54,7 +54,20 @@ def _parse() -> argparse.Namespace:
         action="store_true",
         help="also build each model with PLUGRT_DISABLE_PASSES=all and time it in the same alternation",
     )
-    return parser.parse_args()
+    parser.add_argument(
+        "--variant",
+        default="",
+        metavar="VAR=VALUE",
+        help="also build each model with this environment setting (set again for the variant's first call at each "
+        "batch, when it binds) and time it in the same alternation, e.g. PLUGRT_NUMBA=0; --unfused is "
+        "PLUGRT_DISABLE_PASSES=all",
+    )
+    args = parser.parse_args()
+    if args.unfused:
+        args.variant = "PLUGRT_DISABLE_PASSES=all"
+    if args.variant and "=" not in args.variant:
+        parser.error(f"--variant {args.variant!r}: expected VAR=VALUE")
+    return args
 
 
 ARGS = _parse() if __name__ == "__main__" else None
@@ -493,12 +506,10 @@ def measure(model: Model, cache: str, threads: int, blocks: int, runs: int) -> d
     row["build_s"] = time.perf_counter() - start
     row["layers"] = len(compiled.engine.plan.layers)
     unfused = None
-    if ARGS is not None and ARGS.unfused:  # the same model without the graph optimizer, timed alongside
-        os.environ["PLUGRT_DISABLE_PASSES"] = "all"
-        try:
+    variant = ARGS.variant.split("=", 1) if ARGS is not None and ARGS.variant else None
+    if variant is not None:  # the same model built (and bound) with the variant's setting, timed alongside
+        with _setting(*variant):
             unfused = compile_model(path, shapes=_fit_profile(path, model.shapes) or None)
-        finally:
-            del os.environ["PLUGRT_DISABLE_PASSES"]
         row["layers"] = f"{len(unfused.engine.plan.layers)} -> {row['layers']}"
     fitted = _fit_profile(path, model.shapes)
     for label, batch in (("b1", 1), ("bN", model.batch)):
@@ -518,18 +529,21 @@ def measure(model: Model, cache: str, threads: int, blocks: int, runs: int) -> d
             row[label] = f"run failed: {type(exc).__name__}: {str(exc)[:80]}"
             continue
         theirs = session.run(None, feeds)
+        if unfused is not None and variant is not None:
+            with _setting(*variant):
+                unfused(**feeds)  # binds for this batch's shapes with the variant's setting
         first = next(iter(ours.values())) if isinstance(ours, dict) else ours
         scale = max(float(np.abs(theirs[0]).max()), 1e-30)
         row[f"{label}_diff"] = float(np.abs(np.asarray(first, np.float64) - theirs[0]).max()) / scale
-        plugrt_best = ort_best = unfused_best = math.inf
+        plugrt_best = ort_best = variant_best = math.inf
         for _ in range(blocks):
             plugrt_best = min(plugrt_best, _fastest(lambda f=feeds: compiled(**f), runs))
             ort_best = min(ort_best, _fastest(lambda f=feeds: session.run(None, f), runs))
             if unfused is not None:
-                unfused_best = min(unfused_best, _fastest(lambda f=feeds: unfused(**f), runs))
+                variant_best = min(variant_best, _fastest(lambda f=feeds: unfused(**f), runs))
         row[label] = (plugrt_best * 1e3, ort_best * 1e3)
         if unfused is not None:
-            row[f"{label}_unfused"] = (unfused_best * 1e3, ort_best * 1e3)
+            row[f"{label}_variant"] = (variant_best * 1e3, ort_best * 1e3)
     return row
 
 
@@ -624,6 +638,20 @@ def _profile_onnxruntime(path: str, feeds: Inputs, runs: int) -> None:
         print(f"  {ms:8.2f} ms {100 * ms / max(total, 1e-9):5.1f}%  {count:4d}x  {op}")
 
 
+@contextlib.contextmanager
+def _setting(name: str, value: str) -> Iterator[None]:
+    """Environment variable ``name`` set to ``value`` inside the block, as it was after it."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = before
+
+
 def _cell(row: dict[str, Any], label: str) -> str:
     value = row.get(label)
     if not isinstance(value, tuple):
@@ -665,18 +693,18 @@ def main() -> None:
                 flush=True,
             )
         print(f"# load at the end {os.getloadavg()[0]:.2f}")
-    if ARGS.unfused:  # the optimizer's effect, measured in the same alternation
-        print("| model | layers unfused -> fused | batch 1 unfused / ORT | batch 1 fused / ORT ", end="")
-        print("| larger unfused | larger fused |")
+    if ARGS.variant:  # the setting's effect (the optimizer's with --unfused), measured in the same alternation
+        print(f"| model | layers variant -> default | batch 1 {ARGS.variant} / ORT | batch 1 default / ORT ", end="")
+        print(f"| larger {ARGS.variant} | larger default |")
         print("|---|---|---|---|---|---|")
         for row in rows:
-            cells = [_cell(row, k) for k in ("b1_unfused", "b1", "bN_unfused", "bN")]
+            cells = [_cell(row, k) for k in ("b1_variant", "b1", "bN_variant", "bN")]
             print(f"| {row['model']} | {row.get('layers', '-')} | " + " | ".join(cells) + " |")
     print("| model | nodes | imports | build s | batch 1: plugrt / ORT | larger batch | max rel. diff |")
     print("|---|---|---|---|---|---|---|")
     ratios: dict[str, list[float]] = {"b1": [], "bN": []}
-    if ARGS.unfused:
-        ratios.update({"b1_unfused": [], "bN_unfused": []})
+    if ARGS.variant:
+        ratios.update({"b1_variant": [], "bN_variant": []})
     for row in rows:
         for label in ratios:
             if isinstance(row.get(label), tuple):

@@ -14,12 +14,16 @@ that kernel's bit for bit up to the sign of a zero. Activation codes are
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
+import numba
 import numpy as np
 from numba import njit
 
-__all__ = ["UNROLLED_TAPS", "loops_for"]
+__all__ = ["ACTIVATION_COUNT", "UNROLLED_TAPS", "depthwise_rows", "loops_for"]
 
+#: activation codes run from 0 (none) to this count - 1 (see :func:`_activate`)
+ACTIVATION_COUNT = 6
 #: kernels with more taps than this run the loop whose tap loops are not unrolled (long compiled code otherwise)
 UNROLLED_TAPS = 49
 
@@ -62,8 +66,20 @@ def _leaky_relu(v, alpha, beta):  # type: ignore[no-untyped-def]
     return v if v >= np.float32(0.0) else alpha * v
 
 
-#: the activation of each code (``ACTIVATION_CODES`` in ``depthwise_numba.py``)
-_ACTIVATIONS = (_identity, _relu, _clip, _hard_swish, _hard_sigmoid, _leaky_relu)
+@njit(cache=True, inline="always")
+def _activate(v, alpha, beta, act):  # type: ignore[no-untyped-def]
+    """Activation code ``act`` (``ACTIVATION_CODES`` in ``depthwise_numba.py``; a literal: one branch compiled)."""
+    if act == 1:
+        return _relu(v, alpha, beta)
+    if act == 2:
+        return _clip(v, alpha, beta)
+    if act == 3:
+        return _hard_swish(v, alpha, beta)
+    if act == 4:
+        return _hard_sigmoid(v, alpha, beta)
+    if act == 5:
+        return _leaky_relu(v, alpha, beta)
+    return _identity(v, alpha, beta)
 
 
 @njit(cache=True, nogil=True)
@@ -109,83 +125,104 @@ def _add_taps(x, weights, acc, n, top, ow_first, ow_stop, geometry, kh_first, kh
 
 def loops_for(kernel_h: int, kernel_w: int, act: int) -> Callable[..., None]:
     """The compiled depthwise loop for ``kernel_h x kernel_w`` kernels (their tap loops unrolled up to
-    :data:`UNROLLED_TAPS` taps; one shared loop above) and activation code ``act``, made and cached (in memory
-    and on disk) at first use.
+    :data:`UNROLLED_TAPS` taps; one shared loop above) and activation code ``act``, compiled at first use (or
+    loaded from numba's cache on disk) and kept.
 
-    The loop computes output rows ``[first_row, stop_row)`` (over ``N * OH``) of the depthwise convolution
-    of ``x`` (``[N, H, W, C]``) by ``weights`` (``[KH, KW, C * multiplier]``) plus ``bias``, activated, into
-    ``out`` (``[N, OH, OW, C * multiplier]``); ``acc`` is float32 scratch ``[OW, C * multiplier]``;
-    ``geometry``: strides, dilations and begin paddings (H then W) as int64 ``[6]``; ``alpha``, ``beta``: the
-    activation's float32 parameters.
+    The loop, called as ``loop(x, weights, bias, out, acc, first_row, stop_row, geometry, alpha, beta)``,
+    computes output rows ``[first_row, stop_row)`` (over ``N * OH``) of the depthwise convolution of ``x``
+    (``[N, H, W, C]``) by ``weights`` (``[KH, KW, C * multiplier]``) plus ``bias``, activated, into ``out``
+    (``[N, OH, OW, C * multiplier]``); ``acc`` is float32 scratch ``[OW, C * multiplier]``; ``geometry``:
+    strides, dilations and begin paddings (H then W) as int64 ``[6]``; ``alpha``, ``beta``: the activation's
+    float32 parameters. It is the compiled code's own entry point: numba's type dispatch (which for literal
+    arguments types the call again each time, milliseconds) is done once here.
     """
+    if kernel_h < 1 or kernel_w < 1:
+        raise ValueError(f"depthwise loop: kernel size {kernel_h}x{kernel_w}; both sides must be at least 1")
+    if not 0 <= act < ACTIVATION_COUNT:
+        raise ValueError(f"depthwise loop: activation code {act}; valid: 0 to {ACTIVATION_COUNT - 1}")
     key = (kernel_h, kernel_w, act) if kernel_h * kernel_w <= UNROLLED_TAPS else (0, 0, act)
     loop = _LOOPS.get(key)
     if loop is None:
-        loop = _make_loop(*key)
+        loop = _entry_point(*key)
         _LOOPS[key] = loop
     return loop
 
 
-def _make_loop(fixed_h: int, fixed_w: int, act: int) -> Callable[..., None]:
-    """The loop with kernel size ``fixed_h x fixed_w`` (0: read from the weights) and activation code ``act`` as
-    compile-time constants."""
-    activate = _ACTIVATIONS[act]
+def _entry_point(fixed_h: int, fixed_w: int, act: int) -> Callable[..., None]:
+    """:func:`depthwise_rows` compiled (or loaded from the cache) for ``fixed_h``, ``fixed_w``, ``act`` given as
+    the lengths of tuples (part of the arguments' types, so compile-time constants), as its entry point with
+    those tuples bound."""
+    tokens = ((0,) * fixed_h, (0,) * fixed_w, (0,) * act)
+    x = np.zeros((1, 1, 1, 1), np.float32)
+    weights = np.zeros((max(fixed_h, 1), max(fixed_w, 1), 1), np.float32)
+    args = (x, weights, np.zeros(1, np.float32), x.copy(), np.zeros((1, 1), np.float32), 0, 0, np.ones(6, np.int64))
+    depthwise_rows(*args, np.float32(0.0), np.float32(0.0), *tokens)
+    wanted = tuple(numba.typeof(v) for v in (*args, np.float32(0.0), np.float32(0.0), *tokens))
+    compiled: Any = depthwise_rows.overloads.get(wanted)  # numba's CompileResult
+    entry = getattr(compiled, "entry_point", None) or depthwise_rows  # else through the dispatcher (~us a call)
 
-    @njit(cache=True, nogil=True)
-    def depthwise_rows(x, weights, bias, out, acc, first_row, stop_row, geometry, alpha, beta):  # type: ignore[no-untyped-def]
-        height, width, channels = x.shape[1], x.shape[2], x.shape[3]
-        out_h, out_w, maps = out.shape[1], out.shape[2], out.shape[3]
-        kernel_h = weights.shape[0] if fixed_h == 0 else fixed_h
-        kernel_w = weights.shape[1] if fixed_w == 0 else fixed_w
-        stride_h, stride_w, dil_h, dil_w = geometry[0], geometry[1], geometry[2], geometry[3]
-        pad_h, pad_w = geometry[4], geometry[5]
-        # interior columns: every kw reads inside the input
-        lo = min(out_w, (pad_w + stride_w - 1) // stride_w)
-        hi = max(lo, min(out_w, (width - 1 - (kernel_w - 1) * dil_w + pad_w) // stride_w + 1))
-        for row in range(first_row, stop_row):
-            n, oh = row // out_h, row % out_h
-            top = oh * stride_h - pad_h
-            kh_first = 0
-            while kh_first < kernel_h and top + kh_first * dil_h < 0:
-                kh_first += 1
-            kh_stop = kernel_h
-            while kh_stop > kh_first and top + (kh_stop - 1) * dil_h >= height:
-                kh_stop -= 1
-            target = out[n, oh]
-            if maps == channels and fixed_h > 0 and kh_first == 0 and kh_stop == kernel_h:
-                for ow in range(lo, hi):  # every tap inside: the sums stay in registers
+    def loop(*call: Any) -> None:
+        entry(*call, *tokens)
+
+    return loop
+
+
+@njit(cache=True, nogil=True)
+def depthwise_rows(x, weights, bias, out, acc, first_row, stop_row, geometry, alpha, beta, rows, cols, code):  # type: ignore[no-untyped-def]
+    """See :func:`loops_for`; the kernel size (0: the weights' own) and the activation code are the lengths of
+    the tuples ``rows``, ``cols`` and ``code``: constants of each compiled version."""
+    fixed_h, fixed_w, act = len(rows), len(cols), len(code)
+    height, width, channels = x.shape[1], x.shape[2], x.shape[3]
+    out_h, out_w, maps = out.shape[1], out.shape[2], out.shape[3]
+    kernel_h = weights.shape[0] if fixed_h == 0 else fixed_h
+    kernel_w = weights.shape[1] if fixed_w == 0 else fixed_w
+    stride_h, stride_w, dil_h, dil_w = geometry[0], geometry[1], geometry[2], geometry[3]
+    pad_h, pad_w = geometry[4], geometry[5]
+    # interior columns: every kw reads inside the input
+    lo = min(out_w, (pad_w + stride_w - 1) // stride_w)
+    hi = max(lo, min(out_w, (width - 1 - (kernel_w - 1) * dil_w + pad_w) // stride_w + 1))
+    for row in range(first_row, stop_row):
+        n, oh = row // out_h, row % out_h
+        top = oh * stride_h - pad_h
+        kh_first = 0
+        while kh_first < kernel_h and top + kh_first * dil_h < 0:
+            kh_first += 1
+        kh_stop = kernel_h
+        while kh_stop > kh_first and top + (kh_stop - 1) * dil_h >= height:
+            kh_stop -= 1
+        target = out[n, oh]
+        if maps == channels and fixed_h > 0 and kh_first == 0 and kh_stop == kernel_h:
+            for ow in range(lo, hi):  # every tap inside: the sums stay in registers
+                left = ow * stride_w - pad_w
+                for c in range(channels):
+                    s = np.float32(0.0)
+                    for kh in range(fixed_h):
+                        for kw in range(fixed_w):
+                            s += x[n, top + kh * dil_h, left + kw * dil_w, c] * weights[kh, kw, c]
+                    target[ow, c] = _activate(s + bias[c], alpha, beta, act)
+            _add_taps(x, weights, acc, n, top, 0, lo, geometry, 0, kernel_h)
+            _add_taps(x, weights, acc, n, top, hi, out_w, geometry, 0, kernel_h)
+            edges = ((0, lo), (hi, out_w))
+        elif maps == channels:  # kernel rows read padding: the interior columns a kernel row at a time
+            acc[lo:hi] = np.float32(0.0)
+            for kh in range(kh_first, kh_stop):
+                ih = top + kh * dil_h
+                for ow in range(lo, hi):
                     left = ow * stride_w - pad_w
                     for c in range(channels):
-                        s = np.float32(0.0)
-                        for kh in range(fixed_h):
-                            for kw in range(fixed_w):
-                                s += x[n, top + kh * dil_h, left + kw * dil_w, c] * weights[kh, kw, c]
-                        target[ow, c] = activate(s + bias[c], alpha, beta)
-                _add_taps(x, weights, acc, n, top, 0, lo, geometry, 0, kernel_h)
-                _add_taps(x, weights, acc, n, top, hi, out_w, geometry, 0, kernel_h)
-                edges = ((0, lo), (hi, out_w))
-            elif maps == channels:  # kernel rows read padding: the interior columns a kernel row at a time
-                acc[lo:hi] = np.float32(0.0)
-                for kh in range(kh_first, kh_stop):
-                    ih = top + kh * dil_h
-                    for ow in range(lo, hi):
-                        left = ow * stride_w - pad_w
-                        for c in range(channels):
-                            s = acc[ow, c]
-                            for kw in range(kernel_w):
-                                s += x[n, ih, left + kw * dil_w, c] * weights[kh, kw, c]
-                            acc[ow, c] = s
-                _add_taps(x, weights, acc, n, top, 0, lo, geometry, kh_first, kh_stop)
-                _add_taps(x, weights, acc, n, top, hi, out_w, geometry, kh_first, kh_stop)
-                edges = ((0, out_w), (out_w, out_w))
-            else:  # several maps a channel: every pixel tap by tap
-                for ow in range(out_w):
-                    acc[ow] = np.float32(0.0)
-                    _edge_taps(x, weights, acc[ow], n, oh, ow, geometry, kh_first, kh_stop)
-                edges = ((0, out_w), (out_w, out_w))
-            for first, stop in edges:
-                for ow in range(first, stop):
-                    for c in range(maps):
-                        target[ow, c] = activate(acc[ow, c] + bias[c], alpha, beta)
-
-    return depthwise_rows  # type: ignore[no-any-return]
+                        s = acc[ow, c]
+                        for kw in range(kernel_w):
+                            s += x[n, ih, left + kw * dil_w, c] * weights[kh, kw, c]
+                        acc[ow, c] = s
+            _add_taps(x, weights, acc, n, top, 0, lo, geometry, kh_first, kh_stop)
+            _add_taps(x, weights, acc, n, top, hi, out_w, geometry, kh_first, kh_stop)
+            edges = ((0, out_w), (out_w, out_w))
+        else:  # several maps a channel: every pixel tap by tap
+            for ow in range(out_w):
+                acc[ow] = np.float32(0.0)
+                _edge_taps(x, weights, acc[ow], n, oh, ow, geometry, kh_first, kh_stop)
+            edges = ((0, out_w), (out_w, out_w))
+        for first, stop in edges:
+            for ow in range(first, stop):
+                for c in range(maps):
+                    target[ow, c] = _activate(acc[ow, c] + bias[c], alpha, beta, act)
