@@ -159,7 +159,7 @@ def _entry_point(fixed_h: int, fixed_w: int, act: int) -> Callable[..., None]:
     depthwise_rows(*args, np.float32(0.0), np.float32(0.0), *tokens)
     wanted = tuple(numba.typeof(v) for v in (*args, np.float32(0.0), np.float32(0.0), *tokens))
     compiled: Any = depthwise_rows.overloads.get(wanted)  # numba's CompileResult
-    entry = getattr(compiled, "entry_point", None) or depthwise_rows  # else through the dispatcher (~us a call)
+    entry: Any = getattr(compiled, "entry_point", None) or depthwise_rows  # else through the dispatcher (~us a call)
 
     def loop(*call: Any) -> None:
         entry(*call, *tokens)
