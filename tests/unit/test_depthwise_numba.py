@@ -1,9 +1,11 @@
-"""Depthwise convolutions of channels-last runs as Numba-compiled loops (``ops/depthwise_numba.py``).
+"""Depthwise convolutions and squeeze-and-excitation blocks of channels-last runs as Numba-compiled loops
+(``ops/depthwise_numba.py``, ``ops/squeeze_numba.py``).
 
 Oracles: the NumPy tap-sum kernel (``ops/conv_taps.py``), bit for bit (``assert_array_equal``: equal up to the
 sign of a zero) for the bias and the activations the loop fuses; the NumPy epilogue after it within 1 float32
 ulp where it applies a transcendental activation (the same NumPy calls on the same sums); onnxruntime within
-2e-6 of the output's largest value (other summation orders). Without numba (absent, or ``PLUGRT_NUMBA=0``)
+2e-6 of the output's largest value (other summation orders); the SE loop the NumPy SE kernel within 1e-5
+(its mean sums in another order). Without numba (absent, or ``PLUGRT_NUMBA=0``)
 the channels-last tactic keeps oneDNN's kernel and the results stay the NumPy engine's within tolerance.
 """
 
@@ -240,3 +242,63 @@ def test_engine_runs_the_loop_in_a_channels_last_run_and_loads_without_numba(mon
     assert context.execute_async_v3(0)
     assert not _runs_the_loop(context)
     np.testing.assert_allclose(out, expected, rtol=0, atol=2e-6 * np.abs(expected).max())
+
+
+def _squeeze(c: int, m: int, acts: tuple[str, str], bias: bool = True):
+    from plugrt.ops.squeeze_excitation import SqueezeExcitationOperator
+
+    rng = np.random.default_rng(c + m)
+    weights = {"kernel1": rng.standard_normal((m, c)).astype(np.float32)}
+    weights["kernel2"] = rng.standard_normal((c, m)).astype(np.float32)
+    if bias:
+        weights["bias1"] = rng.standard_normal(m).astype(np.float32)
+        weights["bias2"] = rng.standard_normal(c).astype(np.float32)
+    params = {"activation1": acts[0], "activation2": acts[1], "activation2_alpha": 0.2, "activation2_beta": 0.5}
+    return SqueezeExcitationOperator(params, weights)
+
+
+@pytest.mark.parametrize(
+    ("shape", "m", "acts", "bias"),
+    [
+        ((1, 32, 6, 96), 8, ("RELU", "HARD_SIGMOID"), True),
+        ((2, 200, 2, 9), 50, ("RELU", "HARD_SIGMOID"), True),
+        ((1, 17, 5, 3), 4, ("", "CLIP"), False),
+        ((3, 5, 1, 1), 1, ("LEAKY_RELU", ""), True),
+    ],
+)
+def test_squeeze_excitation_loop_against_the_numpy_kernel(shape, m, acts, bias) -> None:
+    """Within float32 rounding of the NumPy kernel (its mean sums pairwise, the loop in pixel order)."""
+    from plugrt.ops.squeeze_numba import squeeze_excitation_channels_last
+
+    op = _squeeze(shape[1], m, acts, bias)
+    x = np.random.default_rng(9).standard_normal(shape).astype(np.float32)
+    want = np.empty_like(x)
+    op.run([x], [want])
+    x_hwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    out = np.full_like(x_hwc, np.nan)
+    run = squeeze_excitation_channels_last(op._acts, (op._w1, op._b1, op._w2, op._b2), x_hwc, out, HWC)
+    assert run is not None
+    hand_over(out).tensor = object()  # stale: the loop writes the buffer
+    run()
+    assert hand_over(out).tensor is None
+    np.testing.assert_allclose(out.transpose(0, 3, 1, 2), want, rtol=1e-5, atol=2e-6 * np.abs(want).max())
+
+
+def test_squeeze_excitation_loop_declines(monkeypatch) -> None:
+    from plugrt.ops.squeeze_numba import squeeze_excitation_channels_last
+
+    op = _squeeze(8, 2, ("RELU", "SIGMOID"))  # sigmoid: torch's kernel
+    weights = (op._w1, op._b1, op._w2, op._b2)
+    x, out = np.zeros((1, 3, 3, 8), np.float32), np.zeros((1, 3, 3, 8), np.float32)
+    assert squeeze_excitation_channels_last(op._acts, weights, x, out, HWC) is None
+    acts = [("RELU", 0.0, 0.0), ("HARD_SIGMOID", 0.2, 0.5)]
+    assert squeeze_excitation_channels_last(acts, weights, x, out, HWC) is not None
+    assert squeeze_excitation_channels_last(acts, weights, x, out, [TensorFormat.LINEAR, TensorFormat.HWC]) is None
+    monkeypatch.setenv(depthwise_numba.ENV_SWITCH, "0")
+    assert squeeze_excitation_channels_last(acts, weights, x, out, HWC) is None
+
+
+def test_squeeze_loop_rejects_bad_activation_codes() -> None:
+    module = depthwise_numba.compiled_module("squeeze_numba_loops")
+    with pytest.raises(ValueError, match="activation code 7; valid: 0 to 5"):
+        module.loop_for(1, 7)

@@ -32,7 +32,16 @@ from .hand_over import hand_over
 if TYPE_CHECKING:
     from .conv import ConvolutionOperator
 
-__all__ = ["ACTIVATION_CODES", "ENV_SWITCH", "NUMBA_MAX_MACS", "available", "depthwise_channels_last", "loops"]
+__all__ = [
+    "ACTIVATION_CODES",
+    "ENV_SWITCH",
+    "NUMBA_MAX_MACS",
+    "available",
+    "compiled_module",
+    "depthwise_channels_last",
+    "loops",
+    "source_pixels",
+]
 
 #: the environment variable that turns the compiled loops off ("0", "off", "false", "no")
 ENV_SWITCH = "PLUGRT_NUMBA"
@@ -45,6 +54,8 @@ NUMBA_MAX_MACS = 1_500_000
 ACTIVATION_CODES = {"": 0, "RELU": 1, "CLIP": 2, "HARD_SWISH": 3, "HARD_SIGMOID": 4, "LEAKY_RELU": 5}
 
 _STATE: dict[str, Any] = {"module": None, "tried": False}
+#: the other modules of compiled loops, by name (None: numba absent), imported on first use
+_MODULES: dict[str, Any] = {}
 
 
 def loops() -> Any:
@@ -57,6 +68,19 @@ def loops() -> Any:
         except Exception:
             _STATE["module"] = None
     return _STATE["module"]
+
+
+def compiled_module(name: str) -> Any:
+    """The module of compiled loops ``name`` of this package (``squeeze_numba_loops``, ...), imported on first use
+    where :func:`available`; None otherwise."""
+    if not available():
+        return None
+    if name not in _MODULES:
+        try:
+            _MODULES[name] = importlib.import_module(f".{name}", __package__)
+        except Exception:
+            _MODULES[name] = None
+    return _MODULES[name]
 
 
 def available() -> bool:
@@ -113,7 +137,7 @@ def depthwise_channels_last(
     affine = fused and (scale != 1.0 or shift != 0.0)
 
     def run() -> None:
-        loop(_source(given.tensor, x), taps, bias, out, acc, 0, rows, geometry, low, high)
+        loop(source_pixels(given.tensor, x), taps, bias, out, acc, 0, rows, geometry, low, high)
         handed.tensor = None  # the buffer holds the result
         if not fused:  # the NumPy kernel's epilogue: the residual, the activation, the scalar map
             held = None if given_residual is None else given_residual.tensor
@@ -132,7 +156,7 @@ def _logical(array: np.ndarray, fmt: TensorFormat) -> np.ndarray:
     return array.transpose(0, 3, 1, 2) if fmt == TensorFormat.HWC else array
 
 
-def _source(tensor: Any, buffer: np.ndarray) -> np.ndarray:
+def source_pixels(tensor: Any, buffer: np.ndarray) -> np.ndarray:
     """The input pixels ``[N, H, W, C]``: the handed-over torch tensor's (copied where it is not channels-last
     contiguous), else the buffer's."""
     if tensor is None:

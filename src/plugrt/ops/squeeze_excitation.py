@@ -31,8 +31,9 @@ from .activation import activation_kernel
 from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .products import matmul_into
 from .shared_rules import SameShape, expect_float_inputs
+from .squeeze_numba import squeeze_excitation_channels_last
 from .torch_channels_last import squeeze_excitation
-from .torch_cpu import Kernel, TorchOperator
+from .torch_cpu import CHANNELS_LAST_TACTIC, Kernel, TorchOperator
 
 __all__ = ["SqueezeExcitationOperator"]
 
@@ -97,6 +98,10 @@ class SqueezeExcitationOperator(SameShape, TorchOperator):
 
     def torch_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
         weights = (self._w1, self._b1, self._w2, self._b2)
+        if self.tactic == CHANNELS_LAST_TACTIC:  # Numba's compiled block where it computes it (ops/squeeze_numba.py)
+            loop = squeeze_excitation_channels_last(self._acts, weights, inputs[0], outputs[0], self.formats)
+            if loop is not None:
+                return loop
         return squeeze_excitation(self._acts, weights, inputs[0], outputs[0], self.formats)
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
