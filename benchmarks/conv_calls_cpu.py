@@ -16,6 +16,10 @@ same tensors, interleaved in one process, the calling thread's CPU time, fastest
   (``ops/depthwise_numba.py``, whatever the layer's size; needs numba), and ``numpy-dw``, the NumPy kernel on
   NCHW tensors (tap sums or im2col, as the engine chooses).
 
+``--se``: PP-OCR cls's squeeze-and-excitation blocks instead (channels-last, ReLU then hard-sigmoid):
+``torch-nhwc``, torch's kernel (``torch_channels_last.squeeze_excitation``), and ``numba``, the compiled block
+(``ops/squeeze_numba.py``).
+
 Needs torch. ``PYTHONPATH=src python benchmarks/conv_calls_cpu.py``.
 """
 
@@ -69,6 +73,7 @@ def _parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, default=7, help="timing blocks per way")
     parser.add_argument("--runs", type=int, default=200, help="calls per block")
+    parser.add_argument("--se", action="store_true", help="time the SE blocks instead of the convolutions")
     parser.add_argument("--only", default="", help="only the layers whose name contains this text (e.g. 'dw')")
     return parser.parse_args()
 
@@ -166,6 +171,33 @@ def _depthwise_ways(op: object, x: np.ndarray, x_hwc: np.ndarray, out_hwc: np.nd
     return ways
 
 
+#: PP-OCR cls's SE blocks at 48 x 192 (the inputs of its pools; squeezed: C / 4, PP-LCNet's ratio): (C, H, W, squeezed)
+SE_BLOCKS = [(8, 12, 96, 2), (32, 3, 96, 8), (88, 3, 96, 22), (40, 3, 96, 10), (48, 3, 96, 12), (104, 2, 96, 26), (200, 2, 96, 50)]
+
+
+def _se_ways(c: int, h: int, w: int, m: int) -> dict[str, Callable[[], object]]:
+    from plugrt.core.types import TensorFormat
+    from plugrt.ops.squeeze_numba import squeeze_excitation_channels_last
+    from plugrt.ops.torch_channels_last import squeeze_excitation
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, h, w, c), dtype=np.float32)
+    weights = (
+        rng.standard_normal((c, m), dtype=np.float32),
+        rng.standard_normal(m, dtype=np.float32),
+        rng.standard_normal((m, c), dtype=np.float32),
+        rng.standard_normal(c, dtype=np.float32),
+    )
+    acts = [("RELU", 0.0, 0.0), ("HARD_SIGMOID", 0.2, 0.5)]
+    hwc = [TensorFormat.HWC, TensorFormat.HWC]
+    ways: dict[str, Callable[[], object]] = {}
+    ways["torch-nhwc"] = squeeze_excitation(acts, weights, x, np.empty_like(x), hwc)  # type: ignore[assignment]
+    loop = squeeze_excitation_channels_last(acts, weights, x, np.empty_like(x), hwc)
+    if loop is not None:
+        ways["numba"] = loop
+    return ways
+
+
 def main() -> None:
     args = _parse()
     import torch
@@ -174,6 +206,13 @@ def main() -> None:
     load = os.getloadavg()[0]
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(f"# {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, one thread, load {load:.2f}, {stamp}")
+    if args.se:
+        print("| SE block (C, H x W, squeezed) | torch-nhwc | numba |\n|---|---|---|")
+        for c, h, w, m in SE_BLOCKS:
+            times = _fastest(_se_ways(c, h, w, m), args.blocks, args.runs)
+            print(f"| {c}, {h} x {w}, {m} | {times['torch-nhwc']:.1f} | {times.get('numba', math.nan):.1f} |")
+        print(f"# end load {os.getloadavg()[0]:.2f}")
+        return
     names = ["onednn", "conv2d", "prepacked", "numpy", "mm", "plugrt", "plugrt-onednn", "numba", "numpy-dw"]
     print("| layer | MFLOP | " + " | ".join(names) + " |")
     print("|---|---" + "|---" * len(names) + "|")
