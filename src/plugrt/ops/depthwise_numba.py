@@ -47,9 +47,9 @@ __all__ = [
 ENV_SWITCH = "PLUGRT_NUMBA"
 _OFF = ("0", "off", "false", "no")
 #: depthwise layers with at most this many multiply-adds take the compiled loop; larger ones keep oneDNN's kernel
-#: (measured one thread, each alone: MobileNetV2's 14 x 14 x 384 3x3, 0.68 M, 30 against 44 us; 28 x 28 x 192, 1.35 M,
-#: 63 against 63 us; 56 x 56 x 144, 4.1 M, 229 against 133 us; docs/benchmarks.md)
-NUMBA_MAX_MACS = 1_500_000
+#: (measured one thread, each alone, us a call: MobileNetV2's 14 x 14 x 576 3x3, 1.0 M, 49 against 54; its
+#: 28 x 28 x 192, 1.35 M, 73 against 62; 56 x 56 x 144, 4.1 M, 195 against 132; docs/benchmarks.md)
+NUMBA_MAX_MACS = 1_200_000
 #: fused activations the loop computes itself, by the code it takes (0: none)
 ACTIVATION_CODES = {"": 0, "RELU": 1, "CLIP": 2, "HARD_SWISH": 3, "HARD_SIGMOID": 4, "LEAKY_RELU": 5}
 
