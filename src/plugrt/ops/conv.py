@@ -31,7 +31,8 @@ With PyTorch installed the builder also times ``torch.nn.functional.conv{1,2,3}d
 convolution also offers oneDNN's convolution over channels-last tensors with its kernel
 reordered once (tactic ``torch-nhwc``; a small 1x1 one between channels-last tensors is NumPy's product of
 the rows, see :data:`~plugrt.ops.torch_channels_last.SMALL_PRODUCT_FLOPS`): where consecutive convolutions take
-it, the builder stores the tensors between them channels-last (``builder/layouts.py``). Bound to such a tensor
+it, the builder stores the tensors between them channels-last (``builder/layouts.py``). There a small depthwise
+convolution is a Numba-compiled loop where numba is installed (:mod:`plugrt.ops.depthwise_numba`). Bound to such a tensor
 without that kernel (torch absent at run), the NumPy kernel reads and writes through linear
 copies.
 """

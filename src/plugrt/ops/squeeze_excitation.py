@@ -15,7 +15,8 @@ Results are the unfused layers' up to the products' summation order (a few ulp).
 
 With PyTorch installed the block also has a PyTorch kernel on NCHW tensors and on
 channels-last ones (tactic ``torch-nhwc``): between channels-last convolutions (a depthwise
-one before it, a 1x1 after, as in every SE block) it keeps their run unbroken.
+one before it, a 1x1 after, as in every SE block) it keeps their run unbroken. There, with numba installed, a
+block whose activations it computes is one compiled loop (:mod:`plugrt.ops.squeeze_numba`).
 """
 
 from __future__ import annotations
