@@ -84,8 +84,12 @@ def convolution_channels_last(
     channels_last = torch.channels_last
     channels = shape[1] // op.group
     strides, dilations, group = list(w.strides), list(w.dilations), op.group
-    weight = op.torch_weight("kernel", xt, (op.maps, channels, *w.kernel)).contiguous(memory_format=channels_last)
-    packed = torch.ops.mkldnn._reorder_convolution_weight(weight, pads, strides, dilations, group, list(shape))
+
+    def reorder() -> Any:
+        weight = op.torch_weight("kernel", xt, (op.maps, channels, *w.kernel)).contiguous(memory_format=channels_last)
+        return torch.ops.mkldnn._reorder_convolution_weight(weight, pads, strides, dilations, group, list(shape))
+
+    packed = op.derived_weight("kernel", ("nhwc", xt.dtype, shape, *pads, *strides, *dilations, group), reorder)
     bias_t = bias_tensor(op, None, xt)
     # a uniform kernel: the convolution alone, its maps made bit-identical, then the bias and the epilogue
     uniform = None if not op.uniform else (op.group, None if bias_t is None else bias_t.reshape(-1, 1, 1))

@@ -276,6 +276,19 @@ class TorchOperator(Operator):
             self._torch_weights[key] = tensor
         return tensor if shape is None else tensor.reshape(*shape)
 
+    def derived_weight(self, name: str, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+        """A tensor ``make()`` computes from the weights (a kernel reordered for oneDNN), kept across binds while
+        ``key`` (what it depends on besides the weights: shapes, strides) stays the same; one per ``name``, the
+        last key's. A context whose I/O tensors move binds its first and last layers again at every call
+        (``Executor.move_io``): ResNet-18's last 3x3 convolution reordered its 9 MiB kernel each time (~6 ms)."""
+        slot = ("derived", name)
+        kept = self._torch_weights.get(slot)
+        if kept is not None and kept[0] == key:
+            return kept[1]
+        tensor = make()
+        self._torch_weights[slot] = (key, tensor)
+        return tensor
+
     def bind(self, inputs: Sequence[Binding], outputs: Sequence[Binding], workspace: int) -> None:
         """The PyTorch kernel for these arrays under tactic :data:`TORCH_TACTIC` or :data:`CHANNELS_LAST_TACTIC`,
         else the own kernel's binding; bound to channels-last (HWC) tensors, the own kernel reads copies of
