@@ -90,3 +90,58 @@ def test_without_threads_to_set_every_guard_is_nothing(monkeypatch: pytest.Monke
     assert blas_threads.product_guard(192, 32, 104) is blas_threads.product_guard(8, 8, 8)
     monkeypatch.setattr(blas_threads, "_BLAS", None)
     assert blas_threads.blas_runs_alone(10**4, 10**4, 10**4, single=True)
+
+
+def test_the_cores_others_keep_busy_leave_this_process_out() -> None:
+    """The machine's busy CPU seconds less this process's own, over the seconds between two samples."""
+    assert blas_threads.others_cores(12.0, 5.0, 10.0, 4.0, 1.0) == pytest.approx(1.0)  # 2 s busy, 1 s ours
+    assert blas_threads.others_cores(12.0, 6.0, 10.0, 4.0, 1.0) == 0.0  # all of it ours
+    assert blas_threads.others_cores(12.0, 7.0, 10.0, 4.0, 1.0) == 0.0  # never below zero (tick rounding)
+    assert blas_threads.others_cores(None, 5.0, 10.0, 4.0, 1.0) is None
+    assert blas_threads.others_cores(12.0, 5.0, None, 4.0, 1.0) is None  # the first sample
+    assert blas_threads.others_cores(12.0, 5.0, 10.0, 4.0, 0.0) is None
+
+
+def test_the_machines_cpu_seconds_are_read_from_proc_stat(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 20 30 5000 40 5 5 40 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n")
+    tick = blas_threads.os.sysconf("SC_CLK_TCK")
+    # user, nice, system, irq, softirq and steal; not idle or I/O wait
+    assert blas_threads._machine_cpu_seconds(str(stat)) == pytest.approx(200 / tick)
+    stat.write_text("intr 1 2 3\n")
+    assert blas_threads._machine_cpu_seconds(str(stat)) is None
+    stat.write_text("cpu  100 20\n")
+    assert blas_threads._machine_cpu_seconds(str(stat)) is None
+    assert blas_threads._machine_cpu_seconds(str(tmp_path / "missing")) is None
+
+
+def _sampled(monkeypatch: pytest.MonkeyPatch, machine: list[float | None], own: list[float], load: float) -> list[bool]:
+    """machine_busy's answers, one sample apart each, on a 2-core machine with an engine of two threads."""
+    clock = iter(range(10, 100, 2))
+    machines, owns = iter(machine), iter(own)
+    monkeypatch.setattr(blas_threads, "_load", {"checked": -1e9, "machine": None, "own": 0.0, "busy": False})
+    monkeypatch.setattr(blas_threads.time, "monotonic", lambda: float(next(clock)))
+    monkeypatch.setattr(blas_threads, "_machine_cpu_seconds", lambda: next(machines))
+    monkeypatch.setattr(blas_threads, "_own_cpu_seconds", lambda: next(owns))
+    monkeypatch.setattr(blas_threads.os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(blas_threads.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(blas_threads, "engine_threads", lambda: 2)
+    return [blas_threads.machine_busy() for _ in machine]
+
+
+def test_a_busy_machine_is_one_whose_other_processes_take_a_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Decided from /proc/stat's busy time less this process's own (2 s between samples): the engine's own
+    threads never make the machine busy (the load average counts them: load 1.9 here); another process on a
+    core does; the first sample, and a machine without /proc/stat, fall back to the load average."""
+    # first sample (load 1.9: busy by the load average), then 3.8 s busy of which 3.6 ours, then 2 s of others
+    assert _sampled(monkeypatch, [100.0, 103.8, 107.8], [10.0, 13.6, 15.6], 1.9) == [True, False, True]
+    assert _sampled(monkeypatch, [100.0, 102.9], [10.0, 12.0], 0.2) == [False, False]  # others 0.45 of a core
+    assert _sampled(monkeypatch, [None, None], [10.0, 12.0], 0.2) == [False, False]
+    assert _sampled(monkeypatch, [None, None], [10.0, 12.0], 1.6) == [True, True]
+
+
+def test_the_machine_is_sampled_at_most_once_a_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(blas_threads, "_load", {"checked": 5.0, "machine": 1.0, "own": 0.0, "busy": True})
+    monkeypatch.setattr(blas_threads.time, "monotonic", lambda: 5.0 + blas_threads.SAMPLE_SECONDS / 2)
+    monkeypatch.setattr(blas_threads, "_machine_cpu_seconds", lambda: pytest.fail("sampled again"))
+    assert blas_threads.machine_busy()
