@@ -17,7 +17,15 @@ from ..core.types import TensorFormat
 from .blas_threads import blas_threads_for, product_guard
 from .hand_over import HandOver, hand_over
 from .torch_cpu import Kernel, torch_module, use_threads, view
-from .torch_cpu_kernels import ACTIVATIONS, ELEMENT_FLOPS, bias_tensor, logical_view, post_affine, same_maps
+from .torch_cpu_kernels import (
+    ACTIVATIONS,
+    ELEMENT_FLOPS,
+    bias_tensor,
+    logical_view,
+    post_affine,
+    relayout,
+    same_maps,
+)
 
 if TYPE_CHECKING:
     from .conv import ConvolutionOperator
@@ -131,14 +139,14 @@ def convolution_channels_last(
         if affine is not None:
             affine(result, ot)
         else:
-            ot.copy_(result)
+            relayout(ot, result)
 
     def start() -> Any:
         use_threads(flops)
         if given is not None and given.tensor is not None:
             return given.tensor
         if staged:
-            source.copy_(xt)
+            relayout(source, xt)
         return source
 
     if rt is None:
