@@ -16,10 +16,12 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
-from ..core.types import DataType
+from ..core.types import DataType, TensorFormat
+from ..nodes.base import Binding
 from ..shape import DimensionOperation, IDimensionExpr, constant, operation
 from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import label
+from .hand_over import HandOver, hand_over
 from .params import ints, param
 
 __all__ = ["ShuffleOperator"]
@@ -43,6 +45,7 @@ class ShuffleOperator(Operator):
         self._p2_inverse: tuple[int, ...] | None = None
         self._moved: tuple[int, ...] = ()
         self._mid: tuple[int, ...] = ()
+        self._handed: HandOver | None = None
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
         self._check_count(len(input_types))
@@ -133,6 +136,14 @@ class ShuffleOperator(Operator):
         self._mid = tuple(out[i] for i in inverse)
         self._prepared = (shape, out)
 
+    def bind(self, inputs: Sequence[Binding], outputs: Sequence[Binding], workspace: int) -> None:
+        """As any operator's; an output stored ``HWC`` (a reshape the channels-last layout pass made of a
+        transpose, ``builder/layouts.py``) is written in its stored order and its hand-over slot emptied at
+        each run, so that a channels-last reader takes the buffer (see ``ops/hand_over.py``)."""
+        super().bind(inputs, outputs, workspace)
+        stored = outputs[0].format == TensorFormat.HWC and self.xp is np
+        self._handed = hand_over(outputs[0].array) if stored else None
+
     def views_input(self) -> bool:
         """A reshape without transposes."""
         return list(self.first) == sorted(self.first) and list(self.second) == sorted(self.second)
@@ -146,6 +157,8 @@ class ShuffleOperator(Operator):
             out.reshape(self._moved)[...] = source
         else:
             out.transpose(self._p2_inverse)[...] = source.reshape(self._mid)
+        if self._handed is not None:
+            self._handed.tensor = None
 
 
 def _volume(dims: Sequence[IDimensionExpr]) -> IDimensionExpr:
