@@ -277,10 +277,9 @@ class TorchOperator(Operator):
         return tensor if shape is None else tensor.reshape(*shape)
 
     def derived_weight(self, name: str, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
-        """A tensor ``make()`` computes from the weights (a kernel reordered for oneDNN), kept across binds while
-        ``key`` (what it depends on besides the weights: shapes, strides) stays the same; one per ``name``, the
-        last key's. A context whose I/O tensors move binds its first and last layers again at every call
-        (``Executor.move_io``): ResNet-18's last 3x3 convolution reordered its 9 MiB kernel each time (~6 ms)."""
+        """``make()``'s tensor computed from the weights (a kernel reordered for oneDNN), kept across binds while
+        ``key`` (shapes, strides: what else it depends on) stays; one per ``name``, the last key's. A context
+        whose outputs move binds their writers again at each call (ResNet-18: a 9 MiB kernel reordered, ~6 ms)."""
         slot = ("derived", name)
         kept = self._torch_weights.get(slot)
         if kept is not None and kept[0] == key:
