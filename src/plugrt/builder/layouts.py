@@ -221,10 +221,11 @@ def _transposes_in_order(
         if not all(id(r) in chosen and p in taken[id(r)][0] for r, p in readers[t]):
             continue
         source = state.tensors[layer.inputs[0]].shape
+        if len(source) != 4:
+            continue
         # the input's axes in the order HWC storage lays the output's: [N, H, W, C] of the transposed tensor
         unit = [d.is_constant() and d.get_constant_value() == 1 for d in source]
-        order = [a for a in (perm[0], perm[2], perm[3], perm[1]) if not unit[a]]
-        if len(source) != 4 or order != sorted(order):
+        if [a for a in (perm[0], perm[2], perm[3], perm[1]) if not unit[a]] != sorted(a for a in perm if not unit[a]):
             continue
         dims = [d.get_constant_value() for d in tensor.shape[1:]]
         layer.params = {**params, "first_transpose": list(range(8)), "second_transpose": list(range(8))}

@@ -276,14 +276,15 @@ def relayout(target: Any, source: Any) -> None:
     """``target.copy_(source)`` between a contiguous and a channels-last ``[N, C, H, W]`` tensor (either way),
     image by image as a 2-D transpose where that is faster than torch's own copy (bit-identical either way):
     torch copies a 2-D transposed matrix in blocks, a 4-D relayout element by element. Measured (one thread,
-    us): to contiguous, 512 x 508 x 1 315 -> 153, 64 x 112 x 112 570 -> 317, 512 x 7 x 7 20 -> 11; to
+    us, the views made once): to contiguous, 512 x 508 x 1 315 -> 153, 64 x 112 x 112 570 -> 317; to
     channels-last the blocks win only where a spatial axis is 1 (256 x 512 x 1 165 -> 52; 64 x 112 x 112 374
-    -> 336 but 96 x 60 x 60 222 -> 283, 3 x 224 x 224 56 -> 224), so there only where one is."""
+    -> 336 but 96 x 60 x 60 222 -> 283, 3 x 224 x 224 56 -> 224), so there only where one is. Fewer than 16
+    channels or :data:`RELAYOUT_BLOCKS_FROM` elements keep torch's copy."""
     n, channels, height, width = (int(d) for d in source.shape)
     stored_target, stored_source = target.permute(0, 2, 3, 1), source.permute(0, 2, 3, 1)
-    to_channels_last = stored_target.is_contiguous() and source.is_contiguous()
+    to_channels_last = stored_target.is_contiguous() and source.is_contiguous() and (height == 1 or width == 1)
     to_contiguous = target.is_contiguous() and stored_source.is_contiguous()
-    if channels < 16 or source.numel() < RELAYOUT_BLOCKS_FROM or not (to_contiguous or (to_channels_last and (height == 1 or width == 1))):
+    if channels < 16 or source.numel() < RELAYOUT_BLOCKS_FROM or not (to_contiguous or to_channels_last):
         target.copy_(source)
         return
     pixels = height * width
