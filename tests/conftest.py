@@ -50,3 +50,10 @@ def _strict_fp32_on_the_gpu(request: pytest.FixtureRequest, monkeypatch: pytest.
         self.clear_flag(BuilderFlag.TF32)
 
     monkeypatch.setattr(IBuilderConfig, "__init__", strict)
+
+
+@pytest.fixture
+def numpy_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The NumPy kernels whatever ``PLUGRT_TORCH`` says (it is read at build and bind): for tests of one kernel
+    path's own behaviour (a fused chain bit-identical to its unfused layers, an operator's patched ``run``)."""
+    monkeypatch.setenv("PLUGRT_TORCH", "0")

@@ -98,6 +98,7 @@ def test_a_failing_node_names_its_layer_and_kind() -> None:
     assert op.failure(same) is same
 
 
+@pytest.mark.usefixtures("numpy_kernels")  # the patched run() is the NumPy kernel
 def test_an_operator_failing_at_run_is_an_execution_error_naming_the_layer(monkeypatch: pytest.MonkeyPatch) -> None:
     _, engine = _relu_then_pad()
     context = engine.create_execution_context()

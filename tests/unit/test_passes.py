@@ -130,6 +130,7 @@ def test_tanh_gelu_becomes_one_activation(cube: str, monkeypatch) -> None:
     np.testing.assert_allclose(got["y"], want["y"], rtol=2e-6, atol=1e-6)
 
 
+@pytest.mark.usefixtures("numpy_kernels")  # bit-exact against the unfused NumPy layers
 def test_gelu_whose_intermediate_has_another_reader_does_not_fuse(monkeypatch) -> None:
     nodes = [*GELU_ERF_SPELLINGS["dynamo"], n("Neg", ["b"], ["z"])]  # Erf's result read outside the pattern
     model = _model(nodes, GELU_CONSTANTS, (2, 7, 33), outputs=("y", "z"))
@@ -205,6 +206,7 @@ def test_decomposed_layer_norm_becomes_normalization(affine: bool, square: str, 
     np.testing.assert_allclose(got["y"], want["y"], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.usefixtures("numpy_kernels")  # bit-exact against the unfused NumPy layers
 def test_layer_norm_over_another_axis_does_not_fuse(monkeypatch) -> None:
     x = RNG.normal(0, 1, (3, 5, 24)).astype(np.float32)
     fused, _, got, want = _both(_ln_model(axis=1), monkeypatch, x)
@@ -212,6 +214,7 @@ def test_layer_norm_over_another_axis_does_not_fuse(monkeypatch) -> None:
     np.testing.assert_array_equal(got["y"], want["y"])
 
 
+@pytest.mark.usefixtures("numpy_kernels")  # bit-exact against the unfused NumPy layers
 def test_layer_norm_with_a_centred_value_read_elsewhere_does_not_fuse(monkeypatch) -> None:
     x = RNG.normal(0, 1, (3, 5, 24)).astype(np.float32)
     fused, _, got, want = _both(_ln_model(extra_reader=True), monkeypatch, x)
@@ -242,6 +245,7 @@ def _chain_model(shape, dtype=np.float32, split: bool = False):
     return _model(nodes, constants, shape, dtype, outputs)
 
 
+@pytest.mark.usefixtures("numpy_kernels")  # bit-exact against the unfused NumPy layers
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("shape", [(2, 3, 5, 7), (2, 16, 96, 80)])  # one block; many blocks on two threads
 def test_elementwise_chain_is_one_layer_and_bit_identical(shape, dtype, monkeypatch) -> None:
@@ -261,6 +265,7 @@ def test_elementwise_chain_is_one_layer_and_bit_identical(shape, dtype, monkeypa
     np.testing.assert_array_equal(got["y"], want["y"])
 
 
+@pytest.mark.usefixtures("numpy_kernels")  # bit-exact against the unfused NumPy layers
 def test_an_engine_output_in_the_middle_splits_the_chain(monkeypatch) -> None:
     x = RNG.normal(0, 2, (2, 3, 5, 7)).astype(np.float32)
     fused, _, got, want = _both(_chain_model((2, 3, 5, 7), split=True), monkeypatch, x)
