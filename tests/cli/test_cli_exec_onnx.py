@@ -112,3 +112,20 @@ def test_verbose_exec_logs_import_and_build_progress(tmp_path: Path, capsys: pyt
     err = capsys.readouterr().err
     assert "imported" in err and "layers in" in err
     assert "Building engine: finished in" in err
+
+
+def test_inferences_launch_their_layers_unless_cuda_graphs_are_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import plugrt.cli.exec_cmd as exec_cmd
+
+    seen: list[bool | None] = []
+    made = exec_cmd._Session.__init__
+
+    def record(self: exec_cmd._Session, *args: object, **kwargs: object) -> None:
+        made(self, *args, **kwargs)  # type: ignore[arg-type]
+        seen.append(self.run.context.use_cuda_graph)
+
+    monkeypatch.setattr(exec_cmd._Session, "__init__", record)
+    model = _write_model(tmp_path / "m.onnx")
+    assert main(["exec", f"--onnx={model}", "--shapes=x:2x4", *FAST]) == 0
+    assert main(["exec", f"--onnx={model}", "--shapes=x:2x4", "--useCudaGraph", *FAST]) == 0
+    assert seen == [False, False]  # (graphs need --device cuda; the default context would replay one there)

@@ -163,9 +163,10 @@ class _Session:
         self.run = HostRun(engine)
         #: buffers are device memory: inputs and outputs are copied between them and the host
         self.copies = not engine.backend.host_memory
-        if args.useCudaGraph and engine.backend.gpu:
-            self.run.context.use_cuda_graph = True
-        elif args.useCudaGraph:
+        # as trtexec: every inference launches its layers unless --useCudaGraph asks for a graph (a context's
+        # default would replay one from the second inference on)
+        self.run.context.use_cuda_graph = bool(args.useCudaGraph and engine.backend.gpu)
+        if args.useCudaGraph and not engine.backend.gpu:
             print("[W] --useCudaGraph needs --device cuda; running without graphs")
         files = parse_input_files(args.loadInputs)
         self.inputs, self.outputs = self.run.input_names, self.run.output_names
