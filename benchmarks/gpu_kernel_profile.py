@@ -1,10 +1,13 @@
 """Where a GPU engine's time goes, kernel by kernel: PyTorch's profiler over CUDA graph replays of one model.
 
-Exports a model of ``_gpu_models.py`` (random weights, as ``real_models_gpu.py`` does), builds it with plugrt for
-the GPU (optionally with ``BuilderFlag.FP16``), captures a CUDA graph and profiles ``--replays`` replays; prints the
-kernels by total device time (name, count, total, share) and the replay's device time against its wall time.
+Exports a model of ``_gpu_models.py`` (random weights, as ``real_models_gpu.py`` does; ``--half-model``: the
+model in fp16, built with ``BuilderFlag.FP16`` as that script builds it), builds it with plugrt for the GPU in
+strict FP32 (``BuilderFlag.TF32`` cleared unless ``--tf32``; ``--fp16`` sets ``BuilderFlag.FP16``), captures a CUDA
+graph and profiles ``--replays`` replays; prints the kernels by total device time (name, count, total, share) and
+the replay's device time against its wall time; ``--layers`` lists the engine's layers first (kind, tactic, name).
 
-Usage: python benchmarks/gpu_kernel_profile.py [--model bert] [--batch 1] [--fp16] [--replays 20] [--top 25]
+Usage: python benchmarks/gpu_kernel_profile.py [--model bert] [--batch 1] [--fp16 | --half-model] [--tf32]
+       [--layers] [--replays 20] [--top 25]
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ def main() -> None:
     parser.add_argument("--model", default="bert", choices=sorted(MODELS))
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--fp16", action="store_true", help="build with BuilderFlag.FP16")
+    parser.add_argument("--half-model", action="store_true", help="the fp16 model's export, built with FP16")
+    parser.add_argument("--tf32", action="store_true", help="keep BuilderFlag.TF32 (default: strict FP32)")
+    parser.add_argument("--layers", action="store_true", help="list the engine's layers")
     parser.add_argument("--replays", type=int, default=20)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--cache", default=os.path.expanduser("~/.cache/plugrt-real-models-gpu"))
@@ -34,9 +40,12 @@ def main() -> None:
 
     spec = MODELS[args.model]
     torch.manual_seed(0)
-    module = spec.make(False).eval()
-    inputs = make_inputs(spec, args.batch, False, torch.float32, "cpu")
-    path = export_onnx(module, inputs, os.path.join(args.cache, f"{args.model}_fp32_torchscript.onnx"), "torchscript")
+    dtype = torch.float16 if args.half_model else torch.float32
+    where = "cuda" if args.half_model else "cpu"  # (fp16 kernels to trace the export with: the GPU's)
+    module = spec.make(False).eval().to(device=where, dtype=dtype)
+    inputs = make_inputs(spec, args.batch, False, dtype, where)
+    kind = "fp16" if args.half_model else "fp32"
+    path = export_onnx(module, inputs, os.path.join(args.cache, f"{args.model}_{kind}_torchscript.onnx"), "torchscript")
     logger = trt.Logger(trt.Logger.ERROR)
     builder = trt.Builder(logger, "cuda")
     network = builder.create_network(0)
@@ -44,14 +53,19 @@ def main() -> None:
     with open(path, "rb") as handle:
         assert parser_.parse(handle.read()), "parse failed"
     config = builder.create_builder_config()
-    if args.fp16:
+    if args.fp16 or args.half_model:
         config.set_flag(trt.BuilderFlag.FP16)
+    if not args.tf32:
+        config.clear_flag(trt.BuilderFlag.TF32)
     profile = builder.create_optimization_profile()
     for name, tensor in inputs.items():
         shape = tuple(tensor.shape)
         profile.set_shape(name, (1, *shape[1:]), shape, shape)
     config.add_optimization_profile(profile)
     engine = trt.Runtime(logger, device="cuda").deserialize_cuda_engine(builder.build_serialized_network(network, config))
+    if args.layers:
+        for layer in engine.plan.layers:
+            print(f"  {layer.kind:18s} t{layer.tactic} {layer.name[:100]}")
     context = engine.create_execution_context()
     context.use_cuda_graph = True
     device_inputs = {name: tensor.cuda().contiguous() for name, tensor in inputs.items()}
@@ -63,7 +77,8 @@ def main() -> None:
         name = engine.get_tensor_name(i)
         if engine.get_tensor_mode(name) == trt.TensorIOMode.OUTPUT:
             shape = tuple(context.get_tensor_shape(name))
-            outputs[name] = torch.empty(shape, dtype=torch.float32, device="cuda")
+            element = getattr(torch, engine.get_tensor_dtype(name).nptype().__name__.rstrip("_"))
+            outputs[name] = torch.empty(shape, dtype=element, device="cuda")
             context.set_tensor_address(name, outputs[name].data_ptr())
     stream = torch.cuda.Stream()
     for _ in range(3):  # capture, then replays
@@ -84,7 +99,8 @@ def main() -> None:
             entry[0] += 1
             entry[1] += event.device_time_total if hasattr(event, "device_time_total") else event.cuda_time_total
     device = sum(t for _, t in totals.values()) / args.replays / 1e3
-    print(f"{args.model} B={args.batch} {'+FP16' if args.fp16 else 'fp32'}: replay {wall:.3f} ms (events), kernels "
+    label = "fp16 model +FP16" if args.half_model else "+FP16" if args.fp16 else "fp32" + (" TF32" * args.tf32)
+    print(f"{args.model} B={args.batch} {label}: replay {wall:.3f} ms (events), kernels "
           f"{device:.3f} ms, {sum(c for c, _ in totals.values()) / args.replays:.0f} kernels a replay")
     for name, (count, total) in sorted(totals.items(), key=lambda kv: -kv[1][1])[: args.top]:
         print(f"{total / args.replays / 1e3:8.3f} ms {100 * total / max(device * args.replays * 1e3, 1e-9):5.1f}% "
