@@ -338,10 +338,6 @@ class Executor:
         """Run, replaying a graph where that is safe and repeats (``GraphRuns.run_auto``); True where it replayed."""
         return self.graphs.run_auto(self, stream)
 
-    def calls_id(self) -> int:
-        """Which list of prepared launches the next static run uses (a new one after each bind)."""
-        return id(self._calls)
-
     def _run_step(self, step: Step, stream: int) -> None:
         try:
             step.node.launch(stream)

@@ -39,26 +39,27 @@ class GraphRuns:
     def reset(self) -> None:
         """Forget the graph: the executor bound new shapes or addresses."""
         self.graph: Graph | None = None
-        self._key: tuple[int, int] | None = None
+        #: the stream the graph was captured on (a bind resets the graph; the launches are per stream)
+        self._stream = -1
         #: (stream, eager runs on it since the last reset)
         self._runs = (-1, 0)
 
-    def _replay(self, executor: Executor, stream: int) -> bool:
-        if self.graph is not None and self._key == (executor.calls_id(), stream):
+    def _replay(self, stream: int) -> bool:
+        if self.graph is not None and self._stream == stream:
             self.graph.launch(stream)
             return True
         return False
 
     def _capture(self, executor: Executor, stream: int, warm: bool) -> None:
         self.graph = executor.backend.capture(lambda: executor.run_static(stream), stream, warm=warm)
-        self._key = (executor.calls_id(), stream)
+        self._stream = stream
 
     def run(self, executor: Executor, stream: int) -> bool:
         """Replay the run (True), capturing it first for the current shapes and addresses (that call runs
         eagerly once, then captures: see :meth:`Backend.capture`; False)."""
         if executor.upper:
             raise ExecutionError("CUDA graphs cannot hold data-dependent shapes: the sizes must be read back")
-        if self._replay(executor, stream):
+        if self._replay(stream):
             return True
         self._capture(executor, stream, warm=True)
         return False
@@ -68,7 +69,7 @@ class GraphRuns:
         if executor.upper or not stream or self.refusal(executor.plan) or executor.backend.capturing(stream):
             executor.run(stream)
             return False
-        if self._replay(executor, stream):
+        if self._replay(stream):
             return True
         executor.run_static(stream)
         last, runs = self._runs

@@ -51,12 +51,24 @@ def loop_for(first: int, second: int) -> Callable[..., None]:
     return loop
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _dense(source, weights, bias, target, alpha, beta, code):  # type: ignore[no-untyped-def]
+    """``target = activation(bias + source @ weights)``, the activation's code the length of the tuple ``code``
+    (a compile-time constant: its branch is chosen when compiled)."""
+    act = len(code)
+    target[:] = bias
+    for a in range(source.shape[0]):
+        value = source[a]
+        for b in range(target.shape[0]):
+            target[b] += value * weights[a, b]
+    for b in range(target.shape[0]):
+        target[b] = _activate(target[b], alpha, beta, act)
+
+
 @njit(cache=True, nogil=True)
 def squeeze_rows(x, w1, b1, w2, b2, out, pooled, hidden, scale, alphas, betas, first, second):  # type: ignore[no-untyped-def]
     """See :func:`loop_for`; the activation codes are the lengths of the tuples ``first`` and ``second``."""
-    act1, act2 = len(first), len(second)
     images, height, width, channels = x.shape
-    squeezed = w1.shape[1]
     inverse = np.float32(1.0) / np.float32(height * width)
     for n in range(images):
         pooled[:] = np.float32(0.0)
@@ -66,20 +78,8 @@ def squeeze_rows(x, w1, b1, w2, b2, out, pooled, hidden, scale, alphas, betas, f
                     pooled[c] += x[n, i, j, c]
         for c in range(channels):
             pooled[c] *= inverse
-        hidden[:] = b1
-        for c in range(channels):
-            p = pooled[c]
-            for m in range(squeezed):
-                hidden[m] += p * w1[c, m]
-        for m in range(squeezed):
-            hidden[m] = _activate(hidden[m], alphas[0], betas[0], act1)
-        scale[:] = b2
-        for m in range(squeezed):
-            q = hidden[m]
-            for c in range(channels):
-                scale[c] += q * w2[m, c]
-        for c in range(channels):
-            scale[c] = _activate(scale[c], alphas[1], betas[1], act2)
+        _dense(pooled, w1, b1, hidden, alphas[0], betas[0], first)
+        _dense(hidden, w2, b2, scale, alphas[1], betas[1], second)
         for i in range(height):
             for j in range(width):
                 for c in range(channels):
