@@ -1,6 +1,6 @@
-"""Channels-last runs of convolutions on the GPU (``PLUGRT_TORCH=nhwc``): the tensors between them stored HWC,
-cuDNN's NHWC kernels on channels-last views (no reorders), against the CPU engine, FLOAT and FP16, eager and
-captured."""
+"""Channels-last runs on the GPU: convolutions, max pooling and global pooling between them storing their tensors
+HWC, cuDNN's NHWC kernels on channels-last views (no reorders), against the CPU engine, FLOAT and FP16, eager and
+captured; forced (``PLUGRT_TORCH=nhwc``), and by default for HALF layers (FP16)."""
 
 from __future__ import annotations
 
@@ -28,14 +28,19 @@ def _model() -> bytes:
             inits.append(numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32), name))
         nodes.append(helper.make_node("Conv", [x, f"{y}_w", f"{y}_b"], [y], kernel_shape=[k, k], **attrs))
 
-    conv("x", "c1", 16, 8, 1)
+    conv("x", "c0", 16, 16, 3, pads=[1, 1, 1, 1])
+    nodes.append(helper.make_node("Relu", ["c0"], ["r0"]))
+    nodes.append(helper.make_node("MaxPool", ["r0"], ["p"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
+    conv("p", "c1", 16, 8, 1)
     nodes.append(helper.make_node("Relu", ["c1"], ["r1"]))
     conv("r1", "c2", 8, 8, 3, pads=[1, 1, 1, 1])
     nodes.append(helper.make_node("Relu", ["c2"], ["r2"]))
     conv("r2", "c3", 8, 16, 1)
-    nodes.append(helper.make_node("Add", ["c3", "x"], ["s3"]))
+    nodes.append(helper.make_node("Add", ["c3", "p"], ["s3"]))
     nodes.append(helper.make_node("Relu", ["s3"], ["r3"]))
-    conv("r3", "y", 16, 16, 3, strides=[2, 2], pads=[0, 0, 1, 1])
+    conv("r3", "c4", 16, 16, 3, strides=[2, 2], pads=[0, 0, 1, 1])
+    nodes.append(helper.make_node("Relu", ["c4"], ["r4"]))
+    nodes.append(helper.make_node("GlobalAveragePool", ["r4"], ["y"]))
     graph = helper.make_graph(
         nodes,
         "bottleneck",
@@ -50,17 +55,22 @@ def _plan(device: str, fp16: bool) -> bytes:
     return onnx_plan(_model(), device, {"x": ((1, 16, 14, 14), (4, 16, 14, 14), (4, 16, 14, 14))}, fp16)
 
 
+@pytest.mark.parametrize("switch", ["nhwc", "1"])
 @pytest.mark.parametrize("graph", [False, True])
 @pytest.mark.parametrize("fp16", [False, True])
-def test_channels_last_convolutions_on_the_gpu_match_the_cpu(monkeypatch, fp16: bool, graph: bool) -> None:
+def test_channels_last_runs_on_the_gpu_match_the_cpu(monkeypatch, fp16: bool, graph: bool, switch: str) -> None:
     x = np.random.default_rng(1).standard_normal((3, 16, 14, 14)).astype(np.float32)
     monkeypatch.setenv("PLUGRT_TORCH", "0")
     want = run_plan(_plan("cpu", False), "cpu", {"x": x})["y"]
-    monkeypatch.setenv("PLUGRT_TORCH", "nhwc")  # every convolution takes its channels-last kernel
+    monkeypatch.setenv("PLUGRT_TORCH", switch)  # nhwc: every layer with a channels-last kernel takes it
     plan = _plan("cuda", fp16)
-    tensors = EnginePlan.from_bytes(plan).tensors
-    # the tensors between the convolutions (FLOAT ones: builder/layouts.py keeps HALF tensors linear)
-    assert sum(t.format == TensorFormat.HWC for t in tensors) >= (0 if fp16 else 2)
+    loaded = EnginePlan.from_bytes(plan)
+    stored = sum(t.format == TensorFormat.HWC for t in loaded.tensors)
+    if switch == "nhwc" or fp16:  # the tensors between the convolutions and the poolings, FLOAT (forced) or HALF
+        assert stored >= 5
+        assert all(layer.tactic == 2 for layer in loaded.layers if "pool" in layer.kind)
+    else:  # FLOAT keeps cuDNN's NCHW kernels unless forced
+        assert stored == 0
     got = run_plan(plan, "cuda", {"x": x}, graph=graph)["y"]
     assert got.shape == want.shape and np.isfinite(got).all()
     np.testing.assert_allclose(got, want, rtol=0, atol=(3e-2 if fp16 else 2e-3) * float(np.abs(want).max()))

@@ -256,6 +256,43 @@ def test_max_pooling_between_channels_last_convolutions_stays_channels_last(monk
     np.testing.assert_allclose(engine(x=x)["y"], want_engine(x=x)["y"], rtol=1e-5, atol=1e-5)
 
 
+def _global_pool_model(mode: str):  # type: ignore[no-untyped-def]
+    """Two convolutions (ReLU), then global pooling (``mode``: Average or Max) of the second one's output."""
+    rng = np.random.default_rng(8)
+    inits = [
+        numpy_helper.from_array((rng.standard_normal(shape) * 0.4).astype(np.float32), name)
+        for name, shape in (("w1", (16, 3, 3, 3)), ("w2", (24, 16, 1, 1)), ("b2", (24,)))
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], kernel_shape=[1, 1]),
+        helper.make_node(f"Global{mode}Pool", ["c2"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 9, 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@needs_torch
+@pytest.mark.parametrize("mode", ["Average", "Max"])
+def test_global_pooling_reads_the_last_convolution_channels_last(monkeypatch, mode):
+    model, shapes = _global_pool_model(mode), {"x": ((1, 3, 9, 7), (2, 3, 9, 7), (2, 3, 9, 7))}
+    want_engine = _compile(monkeypatch, "0", model, shapes=shapes)
+    engine = _compile(monkeypatch, "nhwc", model, shapes=shapes)
+    for batch in (2, 1):  # the second conv hands its result over (CPU); a new batch binds again
+        x = np.random.default_rng(batch).standard_normal((batch, 3, 9, 7)).astype(np.float32)
+        np.testing.assert_allclose(engine(x=x)["y"], want_engine(x=x)["y"], rtol=1e-5, atol=1e-5)
+    plan = engine.engine.plan
+    assert [layer.tactic for layer in plan.layers if layer.kind in ("convolution", "global_pooling")] == [2, 2, 2]
+    assert {t.name for t in plan.tensors if t.format == TensorFormat.HWC} == {"r1", "c2"}
+
+
 def _se_model(bias: bool = True):  # type: ignore[no-untyped-def]
     """A depthwise convolution, then an SE block (pool, 1x1 + ReLU, 1x1 + hard-sigmoid, Mul), then a 1x1."""
     rng = np.random.default_rng(7)

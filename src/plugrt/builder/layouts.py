@@ -43,6 +43,9 @@ from .tactics import MARGIN, pick, time_layer
 
 __all__ = ["channels_last_layouts"]
 
+#: the types a tensor between channels-last kernels may have (HALF: a GPU's, under ``BuilderFlag.FP16`` or typed so)
+_STORED_TYPES = (DataType.FLOAT, DataType.HALF)
+
 
 def channels_last_layouts(state: BuildState) -> None:
     """Store ``HWC`` the tensors between layers that take the channels-last kernel (see the module's note)."""
@@ -242,12 +245,12 @@ def _may_store(
     readers: list[tuple[LayerPlan, int]],
     taken: dict[int, tuple[list[int], list[int]]],
 ) -> bool:
-    """Whether tensor ``t`` (output ``k`` of ``layer``) may be stored HWC: an internal 4-D FLOAT tensor that a
+    """Whether tensor ``t`` (output ``k`` of ``layer``) may be stored HWC: an internal 4-D FLOAT or HALF tensor that a
     candidate writes and only candidates read, each at a position its channels-last kernel takes HWC."""
     tensor = state.tensors[t]
     if id(layer) not in taken or k not in taken[id(layer)][1]:
         return False
-    if tensor.role != "internal" or tensor.format != TensorFormat.LINEAR or tensor.dtype != DataType.FLOAT:
+    if tensor.role != "internal" or tensor.format != TensorFormat.LINEAR or tensor.dtype not in _STORED_TYPES:
         return False
     if len(tensor.shape) != 4 or not readers:
         return False

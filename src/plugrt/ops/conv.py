@@ -60,7 +60,7 @@ from .products import matmul_into
 from .shared_rules import expect_float_inputs
 from .spatial import Window, kernel_taps
 from .torch_channels_last import convolution_channels_last
-from .torch_cpu import CHANNELS_LAST_TACTIC, Kernel, TorchOperator, forced_channels_last
+from .torch_cpu import CHANNELS_LAST_TACTIC, Kernel, TorchOperator
 from .torch_cpu_kernels import convolution as torch_convolution
 
 __all__ = ["FUSED_ACTIVATIONS", "TAPS_MIN_COLUMN_BYTES", "ConvolutionOperator", "pack_conv_kernel"]
@@ -192,12 +192,9 @@ class ConvolutionOperator(TorchOperator):
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> bool:
         """2-D convolutions with the kernel (and bias) as weights
-        (see :func:`~plugrt.ops.torch_cpu_kernels.convolution_channels_last`). On a GPU (cuDNN's NHWC kernels
-        through :func:`~plugrt.ops.torch_cpu_kernels.convolution` on channels-last views) only with
-        ``PLUGRT_TORCH=nhwc``: it gives the CPU's results there (FLOAT, eager and captured), but its speed and
-        the layout search's build time on a GPU are not measured yet."""
-        if self.xp is not np and not forced_channels_last():
-            return False
+        (see :func:`~plugrt.ops.torch_cpu_kernels.convolution_channels_last`); on a GPU cuDNN's NHWC kernels
+        through :func:`~plugrt.ops.torch_cpu_kernels.convolution` on channels-last views (HALF convolutions run
+        there without the reorders cuDNN's NCHW path makes around each one)."""
         return self.window.rank == 2 and "kernel" in self.weights and self.bias_input is None
 
     def channels_last_positions(self, inputs: int, outputs: int) -> list[int]:

@@ -6,7 +6,7 @@ PyTorch exposes cuDNN's fused forms as ``aten::cudnn_convolution_relu`` and
 writes the engine's output buffer directly: the convolution's result is never stored and read again,
 which the unfused epilogue (``torch_cpu_kernels.convolution``: a convolution into a temporary, then the
 add and the activation into the output) costs per layer. Whether cuDNN fuses these on this GPU, type
-and layout is probed once per (device, type) on a small case checked against the unfused result; where
+and layout is probed once per (device, type, layout) on a small case checked against the unfused result; where
 it does not, the unfused epilogue runs.
 """
 
@@ -19,7 +19,7 @@ from .torch_cpu import Kernel
 
 __all__ = ["fused_conv_relu"]
 
-_PROBED: dict[tuple[str, Any], bool] = {}
+_PROBED: dict[tuple[str, Any, bool], bool] = {}
 
 
 def fused_conv_relu(
@@ -36,8 +36,11 @@ def fused_conv_relu(
 ) -> Kernel | None:
     """``out = relu(conv(x, weight) + bias [+ residual])`` as one cuDNN kernel, or None where it does not apply
     (not CUDA, not 2-D, or cuDNN's fused form failed its probe for this device and type)."""
-    if not (x.is_cuda and x.dim() == 4 and weight.dim() == 4 and _works(torch, x.device, x.dtype)):
+    if not (x.is_cuda and x.dim() == 4 and weight.dim() == 4):
         return None
+    layouts = {_channels_last(torch, t) for t in (x, out, *([] if residual is None else [residual]))}
+    if len(layouts) != 1 or not _works(torch, x.device, x.dtype, layouts.pop()):
+        return None  # (tensors of both layouts: the unfused epilogue, as probed)
     args = (list(strides), list(pads), list(dilations), groups)
     if residual is None:
         relu = torch.ops.aten.cudnn_convolution_relu.out
@@ -54,18 +57,29 @@ def fused_conv_relu(
     return run_add
 
 
-def _works(torch: Any, device: Any, dtype: Any) -> bool:
-    """Whether both fused forms give the unfused result on ``device`` in ``dtype`` (probed once)."""
-    key = (str(device), dtype)
+def _channels_last(torch: Any, tensor: Any) -> bool:
+    """Whether ``tensor`` ``[N, C, H, W]`` has channels-last strides (not also plainly contiguous)."""
+    return not tensor.is_contiguous() and bool(tensor.is_contiguous(memory_format=torch.channels_last))
+
+
+def _works(torch: Any, device: Any, dtype: Any, nhwc: bool) -> bool:
+    """Whether both fused forms give the unfused result on ``device`` in ``dtype``, on channels-last tensors
+    where ``nhwc`` (probed once each)."""
+    key = (str(device), dtype, nhwc)
     if key not in _PROBED:
-        _PROBED[key] = _probe(torch, device, dtype)
+        _PROBED[key] = _probe(torch, device, dtype, nhwc)
     return _PROBED[key]
 
 
-def _probe(torch: Any, device: Any, dtype: Any) -> bool:
+def _probe(torch: Any, device: Any, dtype: Any, nhwc: bool) -> bool:
     try:
         generator = torch.Generator(device="cpu").manual_seed(0)
-        make = lambda *shape: torch.randn(*shape, generator=generator).to(device=device, dtype=dtype)  # noqa: E731
+        layout = torch.channels_last if nhwc else torch.contiguous_format
+
+        def make(*shape: int) -> Any:
+            tensor = torch.randn(*shape, generator=generator).to(device=device, dtype=dtype)
+            return tensor.contiguous(memory_format=layout) if len(shape) == 4 else tensor
+
         x, w, b, z = make(2, 8, 9, 9), make(16, 4, 3, 3), make(16), make(2, 16, 5, 5)
         args = ([2, 2], [1, 1], [1, 1], 2)
         want = torch.nn.functional.conv2d(x, w, b, *args)

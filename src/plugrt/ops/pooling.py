@@ -33,7 +33,7 @@ from ..shape import constant
 from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import FLOAT_TYPES, expect_inputs, label
 from .spatial import Window, kernel_taps, tap_slices
-from .torch_channels_last import max_pooling
+from .torch_channels_last import global_pooling_channels_last, max_pooling
 from .torch_cpu import CHANNELS_LAST_TACTIC, Kernel, TorchOperator, torch_module, view
 
 __all__ = ["GlobalPoolingOperator", "PoolingOperator"]
@@ -114,9 +114,8 @@ class PoolingOperator(TorchOperator):
     def channels_last_supports(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> bool:
-        """2-D MAX pooling of ``[N, C, H, W]`` whose padding torch takes (see :func:`_torch_pads`), on the CPU
-        (the GPU's channels-last runs are convolutions)."""
-        if self.xp is not np or self.mode != "MAX" or self.window.rank != 2 or len(shapes[0]) != 4:
+        """2-D MAX pooling of ``[N, C, H, W]`` whose padding torch takes (see :func:`_torch_pads`)."""
+        if self.mode != "MAX" or self.window.rank != 2 or len(shapes[0]) != 4:
             return False
         _, begins, ends = self.window.resolve(shapes[0][2:])
         return _torch_pads(self.window, begins, ends)
@@ -310,6 +309,7 @@ class GlobalPoolingOperator(TorchOperator):
     """Pooling over all spatial axes: ``[N, C, *S] -> [N, C, 1, ...]``; params: ``mode``, ``p`` (LP)."""
 
     kind = "global_pooling"
+    channels_last = True
 
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
@@ -334,14 +334,27 @@ class GlobalPoolingOperator(TorchOperator):
         """MAX and AVERAGE over the spatial axes of FLOAT (HALF on a GPU) inputs."""
         return self.mode in ("MAX", "AVERAGE") and super().torch_supports(types, shapes, constant)
 
+    def channels_last_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """MAX and AVERAGE over the two spatial axes of ``[N, C, H, W]``: the end of a channels-last run (a
+        network's pooled features) reads the last convolution's output as it was written."""
+        return len(shapes[0]) == 4
+
+    def channels_last_positions(self, inputs: int, outputs: int) -> list[int]:
+        """The input (the output ``[N, C, 1, 1]`` is the same bytes in either layout)."""
+        return [0]
+
     def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
         torch = torch_module()
         x, out = inputs[0], outputs[0]
         if x.size == 0:
             return None
+        reduce = torch.amax if self.mode == "MAX" else torch.mean
+        if self.tactic == CHANNELS_LAST_TACTIC:
+            return global_pooling_channels_last(reduce, x, out, self.formats[0])
         flat = view(x).view(x.shape[0], x.shape[1], -1)
         target = view(out).view(x.shape[0], x.shape[1])
-        reduce = torch.amax if self.mode == "MAX" else torch.mean
         return lambda: reduce(flat, 2, out=target)  # type: ignore[no-any-return]
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:

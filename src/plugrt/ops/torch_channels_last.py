@@ -31,7 +31,14 @@ if TYPE_CHECKING:
     from .conv import ConvolutionOperator
     from .pooling import PoolingOperator
 
-__all__ = ["POST_OPS", "SMALL_PRODUCT_FLOPS", "convolution_channels_last", "max_pooling", "squeeze_excitation"]
+__all__ = [
+    "POST_OPS",
+    "SMALL_PRODUCT_FLOPS",
+    "convolution_channels_last",
+    "global_pooling_channels_last",
+    "max_pooling",
+    "squeeze_excitation",
+]
 
 #: a 1x1 convolution between two channels-last tensors with fewer operations than this runs as NumPy's product of
 #: the rows ``[N*H*W, C] @ [C, M]`` with torch's epilogue in place, not as oneDNN's convolution: oneDNN's call
@@ -310,13 +317,14 @@ def max_pooling(
         return None  # ceil mode's last window: torch drops one that starts in the end padding
     source = xt
     if channels_last and formats[0] != TensorFormat.HWC:
-        source = torch.empty(shape).contiguous(memory_format=torch.channels_last)
+        source = torch.empty(shape, dtype=xt.dtype, device=xt.device).contiguous(memory_format=torch.channels_last)
     staged = source is not xt
     kernel, strides, pads, dilations = list(w.kernel), list(w.strides), list(begins), list(w.dilations)
     ceil = w.ceil_mode
     flops = float(ot.numel() * math.prod(w.kernel))
-    given = hand_over(x) if formats[0] == TensorFormat.HWC else None
-    handed = hand_over(out) if formats[-1] == TensorFormat.HWC else None
+    host = isinstance(x, np.ndarray)  # on a GPU results are copied into the buffers (a graph replays no hand-over)
+    given = hand_over(x) if host and formats[0] == TensorFormat.HWC else None
+    handed = hand_over(out) if host and formats[-1] == TensorFormat.HWC else None
 
     def run() -> None:
         use_threads(flops)
@@ -328,6 +336,29 @@ def max_pooling(
             handed.tensor = result
         else:
             ot.copy_(result)
+
+    return run
+
+
+def global_pooling_channels_last(reduce: Any, x: Any, out: Any, fmt: TensorFormat) -> Kernel:
+    """``reduce`` (``torch.mean`` or ``torch.amax``) over the spatial axes of ``[N, C, H, W]`` stored as ``fmt``
+    (an ``HWC`` input reduced as stored, over its middle axes ``[N, (H, W), C]``; on the CPU the tensor a
+    channels-last kernel handed over when there is one) into ``out`` ``[N, C, 1, 1]``."""
+    n, channels = (int(d) for d in (x.shape[0], x.shape[3] if fmt == TensorFormat.HWC else x.shape[1]))
+    target = view(out).view(n, channels)
+    if fmt != TensorFormat.HWC:
+        flat = view(x).view(n, channels, -1)
+        return lambda: reduce(flat, 2, out=target)  # type: ignore[no-any-return]
+    rows = view(x).view(n, -1, channels)
+    given = hand_over(x) if isinstance(x, np.ndarray) else None
+    if given is None:
+        return lambda: reduce(rows, 1, out=target)  # type: ignore[no-any-return]
+    flops = float(x.size)
+
+    def run() -> None:
+        use_threads(flops)
+        handed = given.tensor
+        reduce(rows if handed is None else handed.permute(0, 2, 3, 1).reshape(n, -1, channels), 1, out=target)
 
     return run
 

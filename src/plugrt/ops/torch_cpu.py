@@ -223,9 +223,17 @@ class TorchOperator(Operator):
     ) -> list[int]:
         """The own kernel, and PyTorch's where it runs on this device and :meth:`torch_supports` these inputs
         (PyTorch alone with ``PLUGRT_TORCH=always``, or on a GPU for :attr:`same_kernel_on_gpu` operators), and the
-        channels-last one where :meth:`channels_last_supports` them."""
+        channels-last one where :meth:`channels_last_supports` them. On a GPU the channels-last kernel is offered
+        for HALF inputs only (or with ``PLUGRT_TORCH=nhwc``), and then alone: cuDNN's HALF convolutions run NHWC
+        kernels (given NCHW tensors it reorders them in and out around each one: 53% of ResNet-50's fp16 kernel
+        time at batch 32), and timing every layer of a run in both layouts there cost minutes of build time
+        (ResNet-50: 5 s -> 120 s)."""
         if runs_on(self.xp) and self.torch_supports(types, shapes, constant):
             nhwc = self.channels_last and self.channels_last_supports(types, shapes, constant)
+            if nhwc and self.xp is not np:
+                if forced_channels_last() or DataType.HALF in types:
+                    return [CHANNELS_LAST_TACTIC]
+                nhwc = False
             if forced() or (self.same_kernel_on_gpu and self.xp is not np and not nhwc):
                 return [CHANNELS_LAST_TACTIC if nhwc and forced_channels_last() else TORCH_TACTIC]
             return [NUMPY_TACTIC, TORCH_TACTIC, *([CHANNELS_LAST_TACTIC] if nhwc else [])]

@@ -206,7 +206,7 @@ def convolution(
     act = ACTIVATIONS[op.activation] if op.activation else None
     rt = None if residual is None else logical_view(residual, formats[1])
     affine = post_affine(torch, op)
-    if op.activation == "RELU" and interior is None and affine is None and not relaid and uniform is None:  # cuDNN
+    if op.activation == "RELU" and interior is None and affine is None and uniform is None:  # cuDNN
         fused = fused_conv_relu(torch, xt, weight, bias_t, rt, ot, strides, pads, dilations, group)
         if fused is not None:
             return fused
