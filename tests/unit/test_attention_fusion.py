@@ -237,7 +237,9 @@ def test_the_transposes_and_scales_around_attention_are_taken_in(monkeypatch, tr
     assert layer.params["perm_b"] == [0, 2, 3, 1]  # with transpose_k False: two transposes composed
     assert layer.params["perm_out"] == [0, 2, 1, 3] and layer.params["scale_a"] and layer.params["scale_b"]
     assert "elementwise" not in kinds  # the scales
-    assert kinds.count("shuffle") == 3 + 1  # the reshapes splitting the heads off and merging them remain
+    # the reshapes splitting the heads off are read as views ([B, S, 32] split into [B, S, 4, 8]); the merge remains
+    assert kinds.count("shuffle") == 1
+    assert layer.params["split_a"] == layer.params["split_v"] == [[-1], [10], [4, 8]] and not layer.params["select_a"]
 
 
 def test_attention_permutations_are_checked() -> None:

@@ -39,6 +39,7 @@ from ..backends.registry import backend_for
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..nodes.base import Binding
+from ..shape import DimensionOperation, constant, operation
 from .attention_blocks import attention_blocks, blocked, torch_attention_blocks
 from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .elementwise import FLOAT_TYPES, ElementwiseOperator, label
@@ -51,6 +52,32 @@ from .torch_cpu_linear import linear_available
 __all__ = ["AttentionOperator"]
 
 _PRE = ("", "PROD", "DIV")
+
+
+def _int_lists(value: Any) -> list[list[int]]:
+    """A list of lists of integers (a converter for :func:`param`): a view recipe's split."""
+    return [[int(item) for item in inner] for inner in value]
+
+
+def _checked_view(
+    name: str, split: list[list[int]] | None, select: Sequence[int], perm: Sequence[int]
+) -> tuple[list[list[int]], dict[int, int]] | None:
+    """Input ``name``'s view recipe as (split, {atom: index}), checked (None without one)."""
+    if split is None:
+        if select:
+            raise NetworkError(f"attention: select_{name} {list(select)} needs split_{name}")
+        return None
+    atoms = sum(len(sizes) for sizes in split)
+    if any(sizes.count(-1) > 1 or any(c < 1 and c != -1 for c in sizes) for sizes in split):
+        raise NetworkError(f"attention: split_{name} {split} must give positive sizes and at most one -1 per axis")
+    if len(select) % 2:
+        raise NetworkError(f"attention: select_{name} {list(select)} must be (atom, index) pairs")
+    fixed = dict(zip(select[::2], select[1::2]))
+    if any(not 0 <= a < atoms or i < 0 for a, i in fixed.items()) or len(fixed) != len(select) // 2:
+        raise NetworkError(f"attention: select_{name} {list(select)} names atoms outside split_{name} {split}")
+    if perm and len(perm) != atoms - len(fixed):
+        raise NetworkError(f"attention: perm_{name} {list(perm)} does not order the {atoms - len(fixed)} atoms left")
+    return split, fixed
 
 
 @register_operator
@@ -71,6 +98,12 @@ class AttentionOperator(TorchOperator):
     perm_out: list[int] = param(ints, default=())
     scale_a: bool = param(bool, default=False)
     scale_b: bool = param(bool, default=False)
+    split_a: list[list[int]] | None = param(_int_lists, default=None)
+    split_b: list[list[int]] | None = param(_int_lists, default=None)
+    split_v: list[list[int]] | None = param(_int_lists, default=None)
+    select_a: list[int] = param(ints, default=())
+    select_b: list[int] = param(ints, default=())
+    select_v: list[int] = param(ints, default=())
 
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
@@ -94,6 +127,15 @@ class AttentionOperator(TorchOperator):
                            ("perm_out", self.perm_out)):  # fmt: skip
             if perm and sorted(perm) != list(range(len(perm))):
                 raise NetworkError(f"attention: {name} {list(perm)} is not a permutation")
+        #: per input: (its split into atoms, {atom: fixed index}) or None: read as stored (then transposed)
+        self._views = tuple(
+            _checked_view(name, split, select, perm)
+            for name, split, select, perm in (
+                ("a", self.split_a, self.select_a, self.perm_a),
+                ("b", self.split_b, self.select_b, self.perm_b),
+                ("v", self.split_v, self.select_v, self.perm_v),
+            )
+        )
 
     @property
     def num_outputs(self) -> int:
@@ -137,13 +179,49 @@ class AttentionOperator(TorchOperator):
         return [result, scores]
 
     def _permuted(self, index: int, shape: Sequence[Any]) -> list[Any]:
-        """Input ``index``'s dims as the products read it (through its transpose, where it has one)."""
+        """Input ``index``'s dims as the products read it (through its view recipe and transpose, where it has
+        them): expressions at build, integers at shape change."""
         perm = self._perms[index]
+        if self._views[index] is not None:
+            atoms = self._atoms(index, shape)
+            shape = [d for k, d in enumerate(atoms) if k not in self._views[index][1]]  # type: ignore[index]
         if perm is None:
             return list(shape)
         if len(perm) != len(shape):
             raise ShapeError(f"{label(self)}: the transpose {list(perm)} of input {index} does not fit its dims {list(shape)}")
         return [shape[p] for p in perm]
+
+    def _atoms(self, index: int, shape: Sequence[Any]) -> list[Any]:
+        """Input ``index``'s dims split into its recipe's atoms (expressions or integers, as ``shape``)."""
+        split = self._views[index][0]  # type: ignore[index]
+        if len(split) != len(shape):
+            raise ShapeError(f"{label(self)}: the split {split} of input {index} does not fit its dims {list(shape)}")
+        atoms: list[Any] = []
+        for sizes, dim in zip(split, shape):
+            known = math.prod(c for c in sizes if c != -1)
+            expression = not isinstance(dim, (int, np.integer))
+            value = None if expression and not dim.is_constant() else int(dim.get_constant_value() if expression else dim)
+            if value is not None and (value % known if -1 in sizes else value != known):
+                raise ShapeError(f"{label(self)}: input {index}'s dim {value} does not split into {sizes}")
+            for size in sizes:
+                if size == -1 and value is None:
+                    atoms.append(dim if known == 1 else operation(DimensionOperation.FLOOR_DIV, dim, constant(known)))
+                    continue
+                size = value // known if size == -1 else size  # type: ignore[operator]
+                atoms.append(constant(size) if expression else size)
+        return atoms
+
+    def _read(self, index: int, x: Any, torch_tensor: bool = False) -> Any:
+        """Input ``index``'s array ``x`` (NumPy, CuPy or a torch tensor) as the products read it: a view through its
+        recipe, then its transpose."""
+        found, perm = self._views[index], self._perms[index]
+        if found is not None:
+            x = x.reshape(self._atoms(index, tuple(x.shape)))
+            if found[1]:
+                x = x[tuple(found[1].get(k, slice(None)) for k in range(x.ndim))]
+        if perm is None:
+            return x
+        return x.permute(*perm) if torch_tensor else x.transpose(perm)
 
     def _result_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         """The second product's dims, for the output's ``shape``."""
@@ -186,7 +264,7 @@ class AttentionOperator(TorchOperator):
         out, scores = outputs
         pre, mask, post = self._positions
         work = self._work_arrays(out.dtype, xp)
-        operands = [x if perm is None else x.transpose(perm) for x, perm in zip(inputs[:3], self._perms)]
+        operands = [self._read(i, x) for i, x in enumerate(inputs[:3])]
         for i, position in enumerate(self._input_scales):
             if position is not None:  # as the Mul layer did: the (transposed) input times its scale
                 xp.multiply(operands[i], inputs[position], out=work[i])
@@ -250,7 +328,7 @@ class AttentionOperator(TorchOperator):
         if self.xp is np:
             return self._torch_blocks(inputs, outputs)
         pre, mask, _ = self._positions
-        a, b, v = (view(x) if perm is None else view(x).permute(perm) for x, perm in zip(inputs[:3], self._perms))
+        a, b, v = (self._read(i, view(x), torch_tensor=True) for i, x in enumerate(inputs[:3]))
         if a.shape[:-2] != b.shape[:-2] or a.shape[:-2] != v.shape[:-2]:
             return None
         q = a.transpose(-1, -2) if self.op0 == "TRANSPOSE" else a
@@ -297,11 +375,12 @@ class AttentionOperator(TorchOperator):
                 factor *= float(np.asarray(inputs[position]).reshape(-1)[0])
         # oneDNN reads a matrix whose rows are strided (the heads of [B, S, H, D] read as [B, H, S, D]) slowly:
         # a transposed input is first copied into an operator-owned array in the order the products read it
+        read = [self._read(i, x) for i, x in enumerate(inputs[:3])]
+        moved = [self._perms[i] is not None or self._views[i] is not None for i in range(3)]
         staged = [
-            x if perm is None else self.scratch(("staged", i), tuple(x.shape[p] for p in perm), np.float32, np)
-            for i, (x, perm) in enumerate(zip(inputs[:3], self._perms))
+            self.scratch(("staged", i), tuple(x.shape), np.float32, np) if moved[i] else x for i, x in enumerate(read)
         ]
-        copies = [(x.transpose(perm), y) for x, y, perm in zip(inputs[:3], staged, self._perms) if perm is not None]
+        copies = [(x, y) for x, y, m in zip(read, staged, moved) if m]
         blocks = torch_attention_blocks(
             *self._products(staged),
             outputs[1].shape,

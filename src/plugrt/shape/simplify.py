@@ -32,7 +32,7 @@ from collections.abc import Iterable
 
 from .expr import _APPLY, DimensionOperation, IDimensionExpr
 
-__all__ = ["nonnegative", "simplified"]
+__all__ = ["monomial", "nonnegative", "simplified"]
 
 Op = DimensionOperation
 Linear = tuple[int, dict[IDimensionExpr, int]]  # constant, monomial -> coefficient
@@ -75,6 +75,11 @@ def _monomial(expr: IDimensionExpr) -> tuple[int, list[IDimensionExpr]]:
             expr._forms["monomial"] = cached
         return cached[0], list(cached[1])
     return 1, [expr]
+
+
+def monomial(expr: IDimensionExpr) -> tuple[int, list[IDimensionExpr]]:
+    """``expr`` as (coefficient, factors) whose product it is; a sum, quotient or other term is one factor."""
+    return _monomial(expr)
 
 
 def _product(factors: list[IDimensionExpr]) -> IDimensionExpr:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from ...engine.plan import LayerPlan
 from ...ops.softmax import SoftmaxOperator
 from .graph import FLOAT_TYPES, Fusion, LayerGraph
+from .view_chains import is_view_step, view_recipe
 
 __all__ = ["attention"]
 
@@ -120,11 +121,38 @@ def attention(graph: LayerGraph, step: int) -> Fusion | None:
         return None
     chain_steps, pre, first = chain
     steps = [*chain_steps, *steps, *(guard_steps if guard is not None else [])]
-    inputs = [*first.inputs, value]
-    readers = [chain_steps[0], chain_steps[0], step]
-    taken = [_taken_in(graph, t, r, scale=i < 2) if len(set(inputs)) == 3 else _Around(t) for i, (t, r) in
+    core = _Core(steps, pre, masked, post, guard is not None, first, second, probs, value, step)
+    fusion = _fused(graph, core, shared=True)  # q, k and v split off one tensor by one chain of layers
+    return fusion if fusion is not None and graph.sound(fusion) else _fused(graph, core, shared=False)
+
+
+@dataclass
+class _Core:
+    """The attention's own layers: steps, pre-scale, mask, softmax scale, NaN guard, the two products, the
+    scores, ``v`` and the second product's step."""
+
+    steps: list[int]
+    pre: tuple[str, int] | None
+    masked: int | None
+    post: int | None
+    guard: bool
+    first: LayerPlan
+    second: LayerPlan
+    probs: int
+    value: int
+    step: int
+
+
+def _fused(graph: LayerGraph, core: _Core, shared: bool) -> Fusion | None:
+    """The fused layer of ``core`` with what its inputs are read through taken in (see :func:`_taken_in`)."""
+    first, second, step, pre, masked, post = core.first, core.second, core.step, core.pre, core.masked, core.post
+    inputs = [*first.inputs, core.value]
+    readers = [core.steps[0], core.steps[0], step]
+    distinct = len(set(inputs)) == 3
+    taken = [_taken_in(graph, t, r, i < 2, shared) if distinct else _Around(t) for i, (t, r) in
              enumerate(zip(inputs, readers))]  # fmt: skip
     inputs = [around.source for around in taken]
+    steps, probs = list(core.steps), core.probs
     result, out_perm = second.outputs[0], None
     following = _pure_transpose(graph, result, step)
     if following is not None:
@@ -142,7 +170,7 @@ def attention(graph: LayerGraph, step: int) -> Fusion | None:
         "pre": pre[0] if pre else "",
         "mask": masked is not None,
         "scaled": post is not None,
-        "nan_to_zero": guard is not None,
+        "nan_to_zero": core.guard,
         "perm_a": taken[0].perm,
         "perm_b": taken[1].perm,
         "perm_v": taken[2].perm,
@@ -150,7 +178,10 @@ def attention(graph: LayerGraph, step: int) -> Fusion | None:
         "scale_a": taken[0].scale is not None,
         "scale_b": taken[1].scale is not None,
     }
-    steps = [*steps, *(s for around in taken for s in around.steps)]
+    for name, around in zip("abv", taken):
+        if around.split is not None:
+            params[f"split_{name}"], params[f"select_{name}"] = around.split, around.select
+    steps = sorted({*steps, *(s for around in taken for s in around.steps)})
     names = " + ".join(graph.layer(s).name for s in sorted(steps))
     layer = LayerPlan(names, "attention", [*inputs, *extra], [result, probs], params=params)
     return Fusion(steps, layer)
@@ -158,38 +189,77 @@ def attention(graph: LayerGraph, step: int) -> Fusion | None:
 
 @dataclass
 class _Around:
-    """What an attention input is read through: ``source`` transposed by ``perm`` (``[]``: none), times the
+    """What an attention input is read through: ``source`` seen through a view recipe (``split`` and ``select``,
+    None: no reshape, ``builder/passes/view_chains.py``) and transposed by ``perm`` (``[]``: none), times the
     one-element ``scale`` (None: none); ``steps`` are the layers that did it."""
 
     source: int
     perm: list[int] = field(default_factory=list)
     scale: int | None = None
     steps: list[int] = field(default_factory=list)
+    split: list[list[int]] | None = None
+    select: list[int] = field(default_factory=list)
 
 
-def _taken_in(graph: LayerGraph, tensor: int, reader: int, scale: bool) -> _Around:
-    """The transposes and (where ``scale``) the ``Mul`` by a one-element tensor, in any order, that make
-    ``tensor`` for ``reader`` alone: the exported ``scaled_dot_product_attention`` splits the heads off with
-    a transpose and scales the query and the key each by the square root of its scale."""
-    around = _Around(tensor)
-    for _ in range(3):
-        found = _private_from(graph, around.source, reader)
-        if found is None:
+#: the most layers one input's chain may take in (the scale and the view steps)
+_CHAIN = 12
+
+
+def _taken_in(graph: LayerGraph, tensor: int, reader: int, scale: bool, shared: bool) -> _Around:
+    """The layers before ``reader`` that only move ``tensor``'s elements (transposes, reshapes, squeezes, a Gather of
+    one index: a strided view of their source, :func:`~.view_chains.view_recipe`) and, where ``scale``, the ``Mul``
+    by a one-element tensor, in any order: the exported ``scaled_dot_product_attention`` splits the heads off with
+    a transpose and scales the query and the key each by the square root of its scale, ``nn.MultiheadAttention``
+    splits q, k and v off one projection. Each tensor on the way is read by the next layer alone, or (``shared``)
+    by other layers too, which the caller checks are all taken in."""
+    links: list[tuple[int, LayerPlan, int | None]] = []  # (step, layer, scale factor), from ``tensor`` back
+    source = tensor
+    for _ in range(_CHAIN):
+        step = graph.producer.get(source)
+        readers = graph.read_by(source)
+        if step is None or not graph.fusable(step) or not graph.private(source):
             break
-        step, layer = found
-        if scale and around.scale is None and layer.kind == "elementwise" and layer.params.get("op") == "PROD":
-            operands = [(x, f) for x, f in (layer.inputs, layer.inputs[::-1]) if _one_element(graph, f)]
-            if not operands or _one_element(graph, operands[0][0]):
-                break
-            around.source, around.scale = operands[0]
-        elif _is_pure_transpose(layer):  # transposes compose: x.T(inner).T(outer) = x.T(inner[outer])
-            inner = _full_perm(layer, len(graph.tensors[layer.inputs[0]].shape))
-            around.source, around.perm = layer.inputs[0], [inner[p] for p in around.perm] if around.perm else inner
+        if readers != {reader} and not (shared and reader in readers):
+            break
+        layer = graph.layer(step)
+        if scale and not any(f is not None for _, _, f in links) and _scaling(graph, layer) is not None:
+            operand, factor = _scaling(graph, layer)  # type: ignore[misc]
+            links.append((step, layer, factor))
+            source = operand
+        elif is_view_step(graph, layer):
+            links.append((step, layer, None))
+            source = layer.inputs[0]
         else:
             break
-        around.steps.append(step)
         reader = step
-    return around
+    for cut in range(len(links), 0, -1):  # the longest chain that is a view
+        kept = links[:cut]
+        last = kept[-1]
+        start = last[1].inputs[0] if last[2] is None else _scaling(graph, last[1])[0]  # type: ignore[index]
+        chain = [layer for _, layer, _ in reversed(kept)]
+        recipe = view_recipe(graph, start, chain)
+        if recipe is None:
+            continue
+        factors = [f for _, _, f in kept if f is not None]
+        around = _Around(start, scale=factors[0] if factors else None, steps=[s for s, _, _ in kept])
+        identity = all(len(a) == 1 and (a[0] == -1 or not d.is_constant() or a[0] == d.get_constant_value())
+                       for a, d in zip(recipe.split, graph.tensors[start].shape))  # fmt: skip
+        if identity and len(recipe.split) == len(recipe.perm) and not recipe.select:
+            around.perm = [] if recipe.perm == sorted(recipe.perm) else recipe.perm
+        else:
+            around.split, around.select, around.perm = recipe.split, recipe.select, recipe.perm
+        return around
+    return _Around(tensor)
+
+
+def _scaling(graph: LayerGraph, layer: LayerPlan) -> tuple[int, int] | None:
+    """(the scaled operand, the one-element factor) of a ``Mul`` by a one-element tensor, else None."""
+    if layer.kind != "elementwise" or layer.params.get("op") != "PROD" or len(layer.inputs) != 2:
+        return None
+    for operand, factor in (layer.inputs, layer.inputs[::-1]):
+        if _one_element(graph, factor) and not _one_element(graph, operand):
+            return operand, factor
+    return None
 
 
 def _is_pure_transpose(layer: LayerPlan) -> bool:

@@ -131,6 +131,20 @@ class LayerGraph:
     # --- rewriting ------------------------------------------------------------------------
     def apply(self, fusion: Fusion) -> bool:
         """Make ``fusion`` if it is sound (else leave the graph as it was); True when made."""
+        if not self.sound(fusion):
+            return False
+        steps = sorted(set(fusion.steps))
+        for s in steps:
+            self._leave(s)
+        for s in steps[:-1]:
+            self.layers[s] = None
+        self.layers[steps[-1]] = fusion.layer
+        self._enter(steps[-1], fusion.layer)
+        return True
+
+    def sound(self, fusion: Fusion) -> bool:
+        """Whether ``fusion`` may be made: fusable steps whose outputs nobody else reads, but those the fused
+        layer writes again."""
         steps = sorted(set(fusion.steps))
         if not steps or any(not self.fusable(s) for s in steps):
             return False
@@ -145,15 +159,7 @@ class LayerGraph:
                         return False
                 elif not self.private(o) or not self.read_by(o) <= inside:
                     return False
-        if not kept <= {o for s in steps for o in self.layer(s).outputs}:
-            return False
-        for s in steps:
-            self._leave(s)
-        for s in steps[:-1]:
-            self.layers[s] = None
-        self.layers[steps[-1]] = fusion.layer
-        self._enter(steps[-1], fusion.layer)
-        return True
+        return kept <= {o for s in steps for o in self.layer(s).outputs}
 
     def remove(self, step: int) -> None:
         """Drop the layer at ``step`` (its outputs must be read by nobody)."""
