@@ -13,7 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import plugrt as trt
 from plugrt.engine.plan import EnginePlan
-from plugrt.ops.torch_cpu import NUMPY_TACTIC, TORCH_TACTIC
+from plugrt.ops.torch_cpu import CHANNELS_LAST_TACTIC, NUMPY_TACTIC, TORCH_TACTIC
 
 from gpu_helpers import run_plan
 
@@ -104,6 +104,8 @@ def _cases():  # type: ignore[no-untyped-def]
 
 
 CASES = _cases()
+#: the cases whose HALF layer takes its channels-last kernel on a GPU (ops/torch_cpu.py TorchOperator.tactics)
+NHWC_WHEN_HALF = {"conv_relu", "conv_add_relu", "conv_stride2_asymmetric", "depthwise", "max_pool", "global_average_pool"}
 
 
 @pytest.mark.parametrize("graph", [False, True])
@@ -118,7 +120,7 @@ def test_torch_tactic_on_gpu_matches_numpy_on_cpu(monkeypatch, name: str, fp16: 
     monkeypatch.setenv("PLUGRT_TORCH", "always")
     plan = _plan(model, shape, "cuda", fp16)
     tactics = {layer.kind: layer.tactic for layer in EnginePlan.from_bytes(plan).layers}
-    assert tactics[kind] == TORCH_TACTIC
+    assert tactics[kind] == (CHANNELS_LAST_TACTIC if fp16 and name in NHWC_WHEN_HALF else TORCH_TACTIC)
     got = run_plan(plan, "cuda", {"x": x}, graph=graph)["y"]
     tolerance = 2e-2 if fp16 else 1e-4
     assert got.shape == want.shape and np.isfinite(got).all()
@@ -151,11 +153,13 @@ def test_gpu_plan_of_torch_layers_runs_with_cupy_when_torch_is_off(monkeypatch) 
     np.testing.assert_allclose(got, want, atol=1e-4 * float(np.abs(want).max()))
 
 
+@pytest.mark.parametrize("nhwc", [False, True])
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
-def test_cudnn_fuses_convolution_bias_add_and_relu_on_this_gpu(dtype: str) -> None:
-    """The probe behind ops/conv_cudnn.py: on an H200 cuDNN's fused forms give the unfused result (if this fails,
-    engines still run, with the unfused epilogue: a pass more per convolution)."""
+def test_cudnn_fuses_convolution_bias_add_and_relu_on_this_gpu(dtype: str, nhwc: bool) -> None:
+    """The probe behind ops/conv_cudnn.py: on an H200 cuDNN's fused forms give the unfused result, on NCHW and on
+    channels-last tensors (if this fails, engines still run, with the unfused epilogue: a pass more per
+    convolution)."""
     torch = pytest.importorskip("torch")
     from plugrt.ops.conv_cudnn import _works
 
-    assert _works(torch, torch.device("cuda"), getattr(torch, dtype))
+    assert _works(torch, torch.device("cuda"), getattr(torch, dtype), nhwc)
