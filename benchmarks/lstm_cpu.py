@@ -1,0 +1,87 @@
+"""One ONNX LSTM layer on the CPU: plugrt's NumPy step loop, plugrt's PyTorch tactic and onnxruntime, interleaved
+in one process on one thread (onnxruntime's spinning off).
+
+The recurrent models of the real-model table (the CRNN's bidirectional 512 -> 128 cell over 32 steps, the BiLSTM
+encoder's 256-unit cells) spend most of their time in this layer; this isolates it. Each engine's best of five
+blocks of ``--runs`` calls, ms a call; and each one's largest difference from onnxruntime's ``Y``.
+
+Usage: python benchmarks/lstm_cpu.py [--steps 32] [--inputs 512] [--hidden 128] [--batch 1] [--forward-only]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+
+def _model(steps: int, inputs: int, hidden: int, batch: int, dirs: int) -> Any:
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    weights = {
+        "W": rng.standard_normal((dirs, 4 * hidden, inputs)) * 0.1,
+        "R": rng.standard_normal((dirs, 4 * hidden, hidden)) * 0.1,
+        "B": rng.standard_normal((dirs, 8 * hidden)) * 0.1,
+    }
+    node = helper.make_node(
+        "LSTM", ["x", "W", "R", "B"], ["Y"], hidden_size=hidden, direction="bidirectional" if dirs == 2 else "forward"
+    )
+    graph = helper.make_graph(
+        [node],
+        "lstm",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [steps, batch, inputs])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(v.astype(np.float32), k) for k, v in weights.items()],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=32)
+    parser.add_argument("--inputs", type=int, default=512)
+    parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--forward-only", action="store_true", help="one direction (default: bidirectional)")
+    parser.add_argument("--runs", type=int, default=100)
+    args = parser.parse_args()
+
+    import onnxruntime as ort
+
+    import plugrt
+    from plugrt.ops import torch_cpu
+
+    model = _model(args.steps, args.inputs, args.hidden, args.batch, 1 if args.forward_only else 2)
+    x = np.random.default_rng(1).standard_normal((args.steps, args.batch, args.inputs)).astype(np.float32)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = ort.InferenceSession(model.SerializeToString(), options)
+    calls = {"onnxruntime": lambda: session.run(None, {"x": x})[0]}
+    switches = {"plugrt numpy": "0", "plugrt torch": "always"} if torch_cpu.torch_module() is not None else {"plugrt numpy": "0"}
+    for name, switch in switches.items():
+        os.environ[torch_cpu.ENV_SWITCH] = switch
+        engine = plugrt.compile(model)
+        calls[name] = lambda engine=engine: engine(x=x)["Y"]
+    os.environ.pop(torch_cpu.ENV_SWITCH, None)
+    want = calls["onnxruntime"]()
+    best = dict.fromkeys(calls, float("inf"))
+    for _ in range(5):
+        for name, call in calls.items():
+            call()
+            start = time.perf_counter()
+            for _ in range(args.runs):
+                call()
+            best[name] = min(best[name], (time.perf_counter() - start) / args.runs)
+    print(f"LSTM T={args.steps} input={args.inputs} hidden={args.hidden} batch={args.batch} "
+          f"{'forward' if args.forward_only else 'bidirectional'}, one thread, load {os.getloadavg()[0]:.2f}")  # fmt: skip
+    for name, call in calls.items():
+        print(f"  {name:12s} {best[name] * 1e3:8.3f} ms  max |diff| vs onnxruntime {np.abs(call() - want).max():.1e}")
+
+
+if __name__ == "__main__":
+    main()
