@@ -22,7 +22,7 @@ S, D, H = 10, 24, 3
 n = helper.make_node
 
 
-def _packed(extra_output: bool = False, plain_reshape: bool = False):  # type: ignore[no-untyped-def]
+def _packed(extra_output: bool = False, plain_reshape: bool = False, batch: object = "B"):  # type: ignore[no-untyped-def]
     """x [S, B, D] (sequence first) → one projection [S, B, 3D] → q, k, v as the exporter splits them → attention
     → [S, B, D]. ``extra_output``: the squeezed [3, S, B, D] is a network output too; ``plain_reshape``: q is the
     projection's slice reshaped straight to [B, H, S, d] (a reshape no view of the source shows)."""
@@ -69,7 +69,7 @@ def _packed(extra_output: bool = False, plain_reshape: bool = False):  # type: i
     if extra_output:
         outputs.append(helper.make_tensor_value_info("qkv", TensorProto.FLOAT, None))
     graph = helper.make_graph(
-        nodes, "packed", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [S, "B", D])], outputs, inits
+        nodes, "packed", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [S, batch, D])], outputs, inits
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
@@ -118,6 +118,28 @@ def test_q_k_and_v_split_off_one_projection_are_read_as_views_of_it(monkeypatch,
     assert kinds.count("shuffle") == 1  # the result's merge reshape, a view
 
 
+@pytest.mark.parametrize("torch_tactic", ["0", "always"])
+def test_a_batch_of_one_fixed_by_the_export_is_a_unit_axis_of_the_views(monkeypatch, torch_tactic: str) -> None:
+    """An export with the batch fixed at 1: that axis spans no atom; the views give it back as a unit axis (-1)."""
+    if torch_tactic != "0":
+        pytest.importorskip("torch")
+    model, x = _packed(batch=1), _x(1)
+    monkeypatch.setenv("PLUGRT_TORCH", "0")
+    monkeypatch.setenv(DISABLE_ENV, "attention")
+    want = plugrt.compile(model)(x=x)["y"]
+    monkeypatch.setenv(DISABLE_ENV, "")
+    monkeypatch.setenv("PLUGRT_TORCH", torch_tactic)
+    fused = plugrt.compile(model)
+    got = fused(x=x)["y"]
+    if torch_tactic == "0":
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * float(np.abs(want).max()))
+    layer, kinds = _attention(fused)
+    assert layer.params["split_a"] == [[S], [], [3, H, D // H]] and layer.params["perm_a"] == [-1, 1, 0, 2]
+    assert not {"gather", "squeeze", "unsqueeze"} & set(kinds)
+
+
 def test_a_chain_tensor_the_caller_reads_is_where_the_views_start(monkeypatch) -> None:
     layer, kinds = _attention(_compare(monkeypatch, _packed(extra_output=True), "0"))
     # [3, S, B, D] is a network output: the layers making it run, the Gathers and what follows are views of it
@@ -142,6 +164,10 @@ def test_a_recipe_that_cannot_be_read_is_refused() -> None:
         AttentionOperator({"split_v": [[2, 3]], "select_v": [5, 0]})
     with pytest.raises(NetworkError, match=r"perm_a .* atoms left"):
         AttentionOperator({"split_a": [[2, 3], [4]], "select_a": [0, 1], "perm_a": [1, 0, 2]})
+    with pytest.raises(NetworkError, match=r"perm_b .* atoms left"):
+        AttentionOperator({"split_b": [[2, 3], [4]], "perm_b": [-1, 0, 0, 2]})
+    with pytest.raises(NetworkError, match=r"perm_a \[1, 1\] is not a permutation"):
+        AttentionOperator({"perm_a": [1, 1]})
     op = AttentionOperator({"split_a": [[-1], [3, 4]], "perm_a": [0, 1, 2]})
     b = symbol("b")
     shapes = [[b, constant(10)], [b, constant(12), constant(5)], [b, constant(5), constant(7)]]

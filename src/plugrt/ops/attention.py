@@ -75,8 +75,9 @@ def _checked_view(
     fixed = dict(zip(select[::2], select[1::2]))
     if any(not 0 <= a < atoms or i < 0 for a, i in fixed.items()) or len(fixed) != len(select) // 2:
         raise NetworkError(f"attention: select_{name} {list(select)} names atoms outside split_{name} {split}")
-    if perm and len(perm) != atoms - len(fixed):
-        raise NetworkError(f"attention: perm_{name} {list(perm)} does not order the {atoms - len(fixed)} atoms left")
+    left = atoms - len(fixed)
+    if perm and sorted(p for p in perm if p != -1) != list(range(left)):
+        raise NetworkError(f"attention: perm_{name} {list(perm)} does not order the {left} atoms left (-1: a unit axis)")
     return split, fixed
 
 
@@ -123,9 +124,9 @@ class AttentionOperator(TorchOperator):
         self._input_scales: tuple[int | None, int | None] = (found[3], found[4])
         self._perms = tuple(tuple(p) or None for p in (self.perm_a, self.perm_b, self.perm_v))
         self._out_perm = tuple(self.perm_out) or None
-        for name, perm in (("perm_a", self.perm_a), ("perm_b", self.perm_b), ("perm_v", self.perm_v),
-                           ("perm_out", self.perm_out)):  # fmt: skip
-            if perm and sorted(perm) != list(range(len(perm))):
+        for name, perm, split in (("perm_a", self.perm_a, self.split_a), ("perm_b", self.perm_b, self.split_b),
+                                  ("perm_v", self.perm_v, self.split_v), ("perm_out", self.perm_out, None)):  # fmt: skip
+            if perm and split is None and sorted(perm) != list(range(len(perm))):  # (a split's: _checked_view)
                 raise NetworkError(f"attention: {name} {list(perm)} is not a permutation")
         #: per input: (its split into atoms, {atom: fixed index}) or None: read as stored (then transposed)
         self._views = tuple(
@@ -185,6 +186,9 @@ class AttentionOperator(TorchOperator):
         if self._views[index] is not None:
             atoms = self._atoms(index, shape)
             shape = [d for k, d in enumerate(atoms) if k not in self._views[index][1]]  # type: ignore[index]
+            if perm is not None and -1 in perm:  # unit axes: 1 where the permutation says -1
+                unit = 1 if all(isinstance(d, (int, np.integer)) for d in shape) else constant(1)
+                return [unit if p == -1 else shape[p] for p in perm]
         if perm is None:
             return list(shape)
         if len(perm) != len(shape):
@@ -221,7 +225,12 @@ class AttentionOperator(TorchOperator):
                 x = x[tuple(found[1].get(k, slice(None)) for k in range(x.ndim))]
         if perm is None:
             return x
-        return x.permute(*perm) if torch_tensor else x.transpose(perm)
+        moved = [p for p in perm if p != -1]
+        x = x.permute(*moved) if torch_tensor else x.transpose(moved)
+        if len(moved) == len(perm):
+            return x
+        axes = iter(x.shape)  # unit axes where the permutation says -1 (a view: only sizes of 1 are added)
+        return x.reshape([1 if p == -1 else next(axes) for p in perm])
 
     def _result_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         """The second product's dims, for the output's ``shape``."""

@@ -244,7 +244,7 @@ def _taken_in(graph: LayerGraph, tensor: int, reader: int, scale: bool, shared: 
         around = _Around(start, scale=factors[0] if factors else None, steps=[s for s, _, _ in kept])
         identity = all(len(a) == 1 and (a[0] == -1 or not d.is_constant() or a[0] == d.get_constant_value())
                        for a, d in zip(recipe.split, graph.tensors[start].shape))  # fmt: skip
-        if identity and len(recipe.split) == len(recipe.perm) and not recipe.select:
+        if identity and len(recipe.split) == len(recipe.perm) and not recipe.select and -1 not in recipe.perm:
             around.perm = [] if recipe.perm == sorted(recipe.perm) else recipe.perm
         else:
             around.split, around.select, around.perm = recipe.split, recipe.select, recipe.perm

@@ -12,8 +12,9 @@ elements of two atoms in a way no view of the source can show, a Gather of sever
 A recipe is ``(split, select, perm)``: ``split`` one list per source axis of the sizes of its atoms, outermost
 first (``-1``: the axis's size over the others', at most one per axis; ``[]``: an axis of size 1); ``select``
 ``[atom, index, ...]`` pairs fixing atoms (positions in the flat list of atoms); ``perm`` the order of the
-remaining atoms in the result. The reader applies it as ``source.reshape(atoms)[selected].transpose(perm)``:
-a reshape of a contiguous tensor and basic indexing, views in NumPy, CuPy and PyTorch alike.
+remaining atoms in the result, ``-1`` for an axis of size 1 (which spans no atom). The reader applies it as
+``source.reshape(atoms)[selected].transpose(perm)`` and then gives the result its unit axes: a reshape of a
+contiguous tensor, basic indexing and unit axes, views in NumPy, CuPy and PyTorch alike.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def view_recipe(graph: LayerGraph, source: int, chain: Sequence[LayerPlan]) -> R
         if found is None:
             return None
         groups, current = found, layer.outputs[0]
-    if any(len(group) != 1 for group in groups):  # every axis of the result one atom: a strided view
+    if any(len(group) > 1 for group in groups):  # every axis of the result one atom (or of size 1): a strided view
         return None
     order = [a for ids in axis_atoms for a in ids]
     remaining = [a for a in order if a not in selected]
@@ -91,7 +92,7 @@ def view_recipe(graph: LayerGraph, source: int, chain: Sequence[LayerPlan]) -> R
             return None
         split.append([-1 if s[1] else s[0] for s in sizes])
     select = [x for a in order if a in selected for x in (order.index(a), selected[a])]
-    return Recipe(split, select, [remaining.index(group[0]) for group in groups])
+    return Recipe(split, select, [remaining.index(group[0]) if group else -1 for group in groups])
 
 
 def _step(
