@@ -10,13 +10,15 @@ Tensors a plugin writes in place keep their copies (``builder/in_place.py`` deci
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ..core.types import TensorFormat
-from ..engine.plan import host_computed
+from ..engine.plan import LayerPlan, host_computed
 from ..nodes.base import Node
 from ..ops.base import create_operator, registered_operators
 from .state import BuildState
 
-__all__ = ["share_views"]
+__all__ = ["reshapes", "share_views"]
 
 
 def share_views(state: BuildState) -> int:
@@ -35,14 +37,20 @@ def share_views(state: BuildState) -> int:
             continue
         if not _plain(state, target, size_symbols) or state.tensors[source].dtype != state.tensors[target].dtype:
             continue
-        kind = operators.get(layer.kind)
-        if kind is None or kind.views_input is Node.views_input:  # only a reshaping kind is made and asked
-            continue
-        if not create_operator(layer.kind, dict(layer.params), {}).views_input():
+        if not reshapes(layer, operators):
             continue
         state.shares[target] = source
         laid += 1
     return laid
+
+
+def reshapes(layer: LayerPlan, operators: Mapping[str, type[Node]] | None = None) -> bool:
+    """Whether standard layer ``layer`` writes its input's elements in the same order, only in other dimensions
+    (:meth:`~plugrt.nodes.base.Node.views_input`; only a kind that can is made and asked)."""
+    kind = (operators if operators is not None else registered_operators()).get(layer.kind)
+    if layer.is_plugin or kind is None or kind.views_input is Node.views_input:
+        return False
+    return bool(create_operator(layer.kind, dict(layer.params), {}).views_input())
 
 
 def _plain(state: BuildState, index: int, size_symbols: set[str]) -> bool:

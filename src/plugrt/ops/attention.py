@@ -129,6 +129,7 @@ class AttentionOperator(TorchOperator):
             if perm and split is None and sorted(perm) != list(range(len(perm))):  # (a split's: _checked_view)
                 raise NetworkError(f"attention: {name} {list(perm)} is not a permutation")
         #: per input: (its split into atoms, {atom: fixed index}) or None: read as stored (then transposed)
+        self._atom_shapes: tuple[tuple[int, ...] | None, ...] = (None, None, None)
         self._views = tuple(
             _checked_view(name, split, select, perm)
             for name, split, select, perm in (
@@ -216,11 +217,11 @@ class AttentionOperator(TorchOperator):
         return atoms
 
     def _read(self, index: int, x: Any, torch_tensor: bool = False) -> Any:
-        """Input ``index``'s array ``x`` (NumPy, CuPy or a torch tensor) as the products read it: a view through its
-        recipe, then its transpose."""
+        """Input ``index``'s array ``x`` (NumPy, CuPy or a torch tensor, of the shapes :meth:`prepare` saw) as the
+        products read it: a view through its recipe, then its transpose."""
         found, perm = self._views[index], self._perms[index]
         if found is not None:
-            x = x.reshape(self._atoms(index, tuple(x.shape)))
+            x = x.reshape(self._atom_shapes[index])
             if found[1]:
                 x = x[tuple(found[1].get(k, slice(None)) for k in range(x.ndim))]
         if perm is None:
@@ -244,6 +245,10 @@ class AttentionOperator(TorchOperator):
     def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
         self._named()
         logical = [tuple(self._permuted(i, shape)) for i, shape in enumerate(input_shapes[:3])]
+        #: per input, its dims split into its recipe's atoms (None without a recipe): made here, not per run
+        self._atom_shapes = tuple(
+            None if self._views[i] is None else tuple(self._atoms(i, shape)) for i, shape in enumerate(input_shapes[:3])
+        )
         result = self._result_shape(tuple(output_shapes[0]))
         self._scores.prepare(logical[:2], [output_shapes[1]])
         self._result.prepare([output_shapes[1], logical[2]], [result])

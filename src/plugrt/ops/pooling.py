@@ -243,8 +243,9 @@ class PoolingOperator(TorchOperator):
         return self.window.rank <= 3 and super().torch_supports(types, shapes, constant)
 
     def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
-        if self.tactic == CHANNELS_LAST_TACTIC:
-            return max_pooling(self, inputs[0], outputs[0], self.formats, True)
+        if self.tactic == CHANNELS_LAST_TACTIC:  # on a device (untimed there) staged channels-last only in a run
+            staged = self.xp is np or TensorFormat.HWC in self.formats
+            return max_pooling(self, inputs[0], outputs[0], self.formats, staged)
         if self.window.ceil_mode or any(f != TensorFormat.LINEAR for f in self.formats):
             return None
         torch, w = torch_module(), self.window

@@ -350,15 +350,15 @@ def global_pooling_channels_last(reduce: Any, x: Any, out: Any, fmt: TensorForma
         flat = view(x).view(n, channels, -1)
         return lambda: reduce(flat, 2, out=target)  # type: ignore[no-any-return]
     rows = view(x).view(n, -1, channels)
-    given = hand_over(x) if isinstance(x, np.ndarray) else None
-    if given is None:
+    if not isinstance(x, np.ndarray):  # a device's buffer holds its tensor (no hand-over there)
         return lambda: reduce(rows, 1, out=target)  # type: ignore[no-any-return]
+    given, flat = hand_over(x), x.reshape(-1, channels)
     flops = float(x.size)
 
     def run() -> None:
         use_threads(flops)
-        handed = given.tensor
-        reduce(rows if handed is None else handed.permute(0, 2, 3, 1).reshape(n, -1, channels), 1, out=target)
+        pixels = _rows(given, channels, flat)  # the handed-over tensor's rows where it holds one
+        reduce(rows if pixels is flat else view(pixels).view(n, -1, channels), 1, out=target)
 
     return run
 

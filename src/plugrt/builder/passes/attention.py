@@ -242,9 +242,8 @@ def _taken_in(graph: LayerGraph, tensor: int, reader: int, scale: bool, shared: 
             continue
         factors = [f for _, _, f in kept if f is not None]
         around = _Around(start, scale=factors[0] if factors else None, steps=[s for s, _, _ in kept])
-        identity = all(len(a) == 1 and (a[0] == -1 or not d.is_constant() or a[0] == d.get_constant_value())
-                       for a, d in zip(recipe.split, graph.tensors[start].shape))  # fmt: skip
-        if identity and len(recipe.split) == len(recipe.perm) and not recipe.select and -1 not in recipe.perm:
+        # one atom per axis (the whole axis), none fixed, no unit axis added: a transpose alone, as plans had it
+        if all(len(a) == 1 for a in recipe.split) and not recipe.select and -1 not in recipe.perm:
             around.perm = [] if recipe.perm == sorted(recipe.perm) else recipe.perm
         else:
             around.split, around.select, around.perm = recipe.split, recipe.select, recipe.perm

@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ...engine.plan import LayerPlan
-from ...ops.base import create_operator, registered_operators
 from ...shape.expr import IDimensionExpr
 from ...shape.simplify import monomial
+from ..views import reshapes
 from .graph import LayerGraph
 
 __all__ = ["Recipe", "is_view_step", "view_recipe"]
@@ -54,8 +54,7 @@ def is_view_step(graph: LayerGraph, layer: LayerPlan) -> bool:
         index = graph.value(layer.inputs[1]) if len(layer.inputs) == 2 else None
         scalar = index is not None and index.size == 1 and not graph.tensors[layer.inputs[1]].shape  # (stored flat)
         return scalar and not layer.params.get("batch_dims")
-    kind = registered_operators().get(layer.kind)
-    return kind is not None and bool(create_operator(layer.kind, dict(layer.params), {}).views_input())
+    return reshapes(layer)
 
 
 def view_recipe(graph: LayerGraph, source: int, chain: Sequence[LayerPlan]) -> Recipe | None:
