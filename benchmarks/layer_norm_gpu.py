@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from plugrt.plugins._layer_norm_cuda import layer_norm_cuda
+from plugrt.ops.layer_norm_cuda import layer_norm_cuda
 
 
 def _time(fn, repeats: int = 50) -> float:  # type: ignore[no-untyped-def]

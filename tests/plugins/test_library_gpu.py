@@ -214,7 +214,7 @@ def test_group_norm_on_the_device(dtype: type, atol: float, groups: int) -> None
 @pytest.mark.parametrize(("dtype", "atol"), FLOATS)
 @pytest.mark.parametrize(("shape", "axis"), [((4, 6), -1), ((3, 1000), -1), ((2, 3, 2, 5), 1), ((5, 7, 3), -2)])
 def test_layer_norm_fallback_on_the_device(dtype: type, atol: float, shape: tuple, axis: int) -> None:
-    from plugrt.plugins._layer_norm_cuda import supports
+    from plugrt.ops.layer_norm_cuda import supports
 
     assert not supports(dtype, int(np.prod(shape[axis % len(shape) :])))  # rows the CUDA kernel does not take
     same_on_both(*_layer_norm(dtype, shape, axis), atol=atol * 10)

@@ -9,6 +9,7 @@ only when every tensor it removes is internal and read by the fused layers alone
 =====================  ==================================================================  ==================
 rule                   what                                                                results
 =====================  ==================================================================  ==================
+``round_trips``        HALF → FLOAT (cast) → HALF (reformat): readers read the HALF source   bit-identical
 ``scaled_softmax``     ``PROD(x, s)`` by a one-element ``s``, then ``SoftMax``               bit-identical
 ``matrix_bias``        ``MatrixMultiply``, then a FLOAT ``SUM`` of a ``[1, ..., N]`` bias     bit-identical
 ``attention``          ``MatMul → [Mul/Div c] → [Add mask] → SoftMax → MatMul`` → attention    bit-identical
@@ -20,12 +21,13 @@ rule                   what                                                     
 ``conv_scale_shift``   ``Convolution`` + activation, then PROD/DIV/SUM/SUB by a scalar       ≤ 1 ulp
 ``squeeze_excitation`` GlobalAveragePool → 1x1 Conv → 1x1 Conv → Mul(x, ·) → one layer (CPU)  few ulp
 ``layer_norm``         ReduceMean/Sub/square/ReduceMean/eps/Sqrt/Div (gamma, beta)          ~1e-6 relative
+``residual_layer_norm`` ``SUM(x, r)`` then layer normalization → one kernel (GPU)             ~1e-6 relative
 ``elementwise_chain``  runs of elementwise layers → ``fused_elementwise``                    bit-identical
 ``duplicate_layers``   a layer repeating an earlier one's kind, params, weights and inputs     bit-identical
 ``dead_layers``        layers nobody reads after fusion (then their weights)                 –
 =====================  ==================================================================  ==================
 
-(``builder/passes/``: ``pairs.py``, ``attention.py``, ``conv_fold.py``, ``gelu.py``, ``squeeze.py``, ``layer_norm.py``,
+(``builder/passes/``: ``round_trips.py`` (first, so that the patterns the casts interrupted are found), ``pairs.py``, ``attention.py``, ``conv_fold.py``, ``gelu.py``, ``squeeze.py``, ``layer_norm.py``,
 ``chains.py``, ``duplicates.py``, ``dead.py``.) ``hard_swish`` is bit-identical to PaddlePaddle's spelling, a few ulp from others;
 ``conv_activation`` applies the activation layer's kernel (NumPy's, or torch's under the
 PyTorch tactic, whose results may differ from NumPy's by a few ulp where the unfused
@@ -54,8 +56,9 @@ from .passes.dead import remove_dead_layers
 from .passes.duplicates import merge_duplicates
 from .passes.gelu import gelu, hard_swish
 from .passes.graph import Fusion, LayerGraph
-from .passes.layer_norm import layer_norm
+from .passes.layer_norm import layer_norm, residual_layer_norm
 from .passes.pairs import conv_activation, conv_residual, matrix_bias, scaled_softmax
+from .passes.round_trips import drop_round_trips
 from .passes.squeeze import squeeze_excitation
 
 __all__ = ["DISABLE_ENV", "PASS_NAMES", "RULES", "Rule", "disabled_passes", "fuse_layers"]
@@ -72,6 +75,8 @@ class Rule:
     match: Callable[[LayerGraph, int], Fusion | None]
     #: applied only to builds for the CPU (a rule that saves per-layer calls there and costs kernels on a GPU)
     cpu_only: bool = False
+    #: applied only to builds for a GPU (a rule whose fused layer has a kernel of its own there alone)
+    gpu_only: bool = False
 
 
 RULES: tuple[Rule, ...] = (
@@ -88,10 +93,14 @@ RULES: tuple[Rule, ...] = (
     # eager run 5.3 ms fused against 2.9 ms with the layers apart, replayed no faster (H200, docs/benchmarks.md)
     Rule("squeeze_excitation", squeeze_excitation, cpu_only=True),
     Rule("layer_norm", layer_norm),
+    # one CUDA kernel reads x and r and normalizes their sum (BERT-base fp16 at batch 32: 27 adds were 16% of its
+    # kernel time); on the CPU the fused layer would only add the two first and lose PyTorch's layer_norm tactic
+    Rule("residual_layer_norm", residual_layer_norm, gpu_only=True),
     Rule("elementwise_chain", elementwise_chain),
 )
-#: every pass a build runs, in order (the rules, then merging duplicate layers, then dead-layer removal)
-PASS_NAMES: tuple[str, ...] = (*(rule.name for rule in RULES), "duplicate_layers", "dead_layers")
+#: every pass a build runs, in order (type round trips, the rules, then merging duplicate layers, then dead-layer
+#: removal)
+PASS_NAMES: tuple[str, ...] = ("round_trips", *(rule.name for rule in RULES), "duplicate_layers", "dead_layers")
 
 
 def disabled_passes(text: str | None = None) -> frozenset[str]:
@@ -118,14 +127,15 @@ def fuse_layers(
 
     ``weights`` is the plan's weight table (constants are read from it; weights no layer
     uses any more leave it); ``disabled`` names passes to skip (default: the environment's);
-    ``gpu``: the build is for a GPU (rules marked ``cpu_only`` are skipped).
+    ``gpu``: the build is for a GPU (rules marked ``cpu_only`` are skipped; else those marked ``gpu_only``).
     """
     skip = disabled_passes() if disabled is None else frozenset(disabled)
     table = weights if weights is not None else {}
     graph = LayerGraph(layers, tensors, io, table)
+    dropped = [] if "round_trips" in skip else drop_round_trips(graph)
     fused: list[str] = []
     for rule in RULES:
-        if rule.name in skip or (gpu and rule.cpu_only):
+        if rule.name in skip or (rule.cpu_only if gpu else rule.gpu_only):
             continue
         for step in graph.steps():
             if graph.layers[step] is None:
@@ -134,7 +144,7 @@ def fuse_layers(
             if fusion is not None and graph.apply(fusion):
                 fused.append(fusion.layer.name)
     merged = merge_duplicates(graph) if "duplicate_layers" not in skip else []
-    if not fused and not merged and "dead_layers" in skip:
+    if not fused and not merged and not dropped and "dead_layers" in skip:
         return layers, tensors, io, []
     if "dead_layers" not in skip:
         remove_dead_layers(graph)

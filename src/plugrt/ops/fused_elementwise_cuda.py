@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["chain_kernel", "chain_source"]
+__all__ = ["ACTIVATION_SOURCE", "CLIP_PREAMBLE", "chain_kernel", "chain_source", "literal"]
 
 #: ElementWiseOperation -> C expression of ``a`` and ``b`` (floats)
 _BINARY = {
@@ -61,7 +61,7 @@ _UNARY = {
     "ROUND": "rintf({v})",
 }
 #: ActivationType -> C expression of ``v``, ``A`` (alpha) and ``B`` (beta)
-_ACTIVATION = {
+ACTIVATION_SOURCE = {
     "RELU": "({v} < 0.0f ? 0.0f : {v})",
     "SIGMOID": "(1.0f / (1.0f + expf(-fmaxf({v}, -88.0f))))",
     "TANH": "tanhf({v})",
@@ -79,7 +79,7 @@ _ACTIVATION = {
     "GELU_TANH": "(0.5f * {v} * (1.0f + tanhf(0.79788456080286536f * ({v} + 0.044715f * {v} * {v} * {v}))))",
 }
 #: max(low, min(high, x)) as TensorRT's CLIP: NaN stays NaN, low wins where low > high
-_PREAMBLE = """
+CLIP_PREAMBLE = """
 __device__ __forceinline__ float clip_(float x, float low, float high) {
     float m = x > high ? high : x;
     return m < low ? low : m;
@@ -89,7 +89,7 @@ __device__ __forceinline__ float clip_(float x, float low, float high) {
 _KERNELS: dict[tuple[str, str], Any] = {}
 
 
-def _literal(value: float) -> str:
+def literal(value: float) -> str:
     """``value`` as a C float expression (infinities and NaN included)."""
     if math.isnan(value):
         return "__int_as_float(0x7fc00000)"
@@ -114,10 +114,10 @@ def chain_source(steps: Sequence[dict[str, Any]], inputs: int) -> str | None:
                 return None
             expression = template.format(v="v")
         else:
-            template = _ACTIVATION.get(step["activation"])
+            template = ACTIVATION_SOURCE.get(step["activation"])
             if template is None:
                 return None
-            expression = template.format(v="v", A=_literal(step["alpha"]), B=_literal(step["beta"]))
+            expression = template.format(v="v", A=literal(step["alpha"]), B=literal(step["beta"]))
         lines.append(f"v = {expression};")
     lines.append("out = (T)v;")
     return "\n".join(lines)
@@ -134,7 +134,7 @@ def chain_kernel(cp: Any, steps: Sequence[dict[str, Any]], inputs: int, dtype: A
     if kernel is None:
         params = ", ".join(f"T in{i}" for i in range(inputs))
         kernel = cp.ElementwiseKernel(
-            params, "T out", body, "plugrt_chain", preamble=_PREAMBLE, options=("--fmad=false",)
+            params, "T out", body, "plugrt_chain", preamble=CLIP_PREAMBLE, options=("--fmad=false",)
         )
         _KERNELS[key] = kernel
     return kernel

@@ -10,6 +10,11 @@ computed in FLOAT whatever the input type; the centred input is written into
 the output (or a FLOAT work buffer for HALF) and normalized in place. With PyTorch installed,
 ``layer_norm`` / ``group_norm`` are a second tactic, timed per layer at build
 (:mod:`plugrt.ops.torch_cpu`): one kernel where this one makes several passes.
+
+Layer normalization may read a residual (``residual``: ``LayerNorm(x + r)``, what the
+``residual_layer_norm`` pass fuses on a GPU) and also give the sum as its last output
+(``keep_sum``). On a GPU its own kernel is the one-pass CUDA kernel
+(:mod:`plugrt.ops.layer_norm_cuda`) where rows, types and alignment suit it.
 """
 
 from __future__ import annotations
@@ -135,22 +140,35 @@ class NormalizationOperator(TorchOperator):
     per_group: bool = param(bool, key="per_group_affine", default=False)
     has_bias: bool = param(bool, default=True)
     stash: int = param(int, key="stash_outputs", default=0)
+    residual: bool = param(bool, default=False)
+    keep_sum: bool = param(bool, default=False)
 
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
         if self.stash and self.mode != "layer":
             raise NetworkError("normalization: only layer normalization gives mean and inverse deviation outputs")
-        self._inputs = 1 + ("scale" not in self.weights) + (self.has_bias and "bias" not in self.weights)
+        if self.residual and (self.mode != "layer" or self.stash):
+            raise NetworkError("normalization: a residual is read by layer normalization without statistics outputs")
+        if self.keep_sum and not self.residual:
+            raise NetworkError("normalization: keep_sum gives the sum of x and a residual, and there is none")
+        self._scale_at = 1 + self.residual
+        self._inputs = self._scale_at + ("scale" not in self.weights) + (self.has_bias and "bias" not in self.weights)
         self._shape: tuple[int, ...] | None = None
         self._rows = (0, 0)
+        self._kernel_affine: tuple[Any, Any] | None = None  # FLOAT gamma and beta the CUDA kernel reads
+        self._host_vectors: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     @property
     def num_outputs(self) -> int:
-        return 1 + self.stash
+        return 1 + self.stash + self.keep_sum
 
     def output_types(self, input_types: Sequence[DataType]) -> list[DataType]:
         expect_float_inputs(self, input_types, self._inputs)
-        return [input_types[0]] + [DataType.FLOAT] * self.stash
+        if self.residual and input_types[1] != input_types[0]:
+            raise NetworkError(
+                f"{label(self)}: the residual is {input_types[1].name}, the input {input_types[0].name}; they must agree"
+            )
+        return [input_types[0]] + [DataType.FLOAT] * self.stash + [input_types[0]] * self.keep_sum
 
     def _first_axis(self, rank: int) -> int:
         if self.mode != "layer":
@@ -171,22 +189,32 @@ class NormalizationOperator(TorchOperator):
                     f"{label(self)}: {channels.get_constant_value()} channels do not split into {self.groups} groups"
                 )
         axis = self._first_axis(len(x))
+        if self.residual:
+            r = input_shapes[1]
+            if len(r) != len(x) or any(
+                a.is_constant() and b.is_constant() and a.get_constant_value() != b.get_constant_value()
+                for a, b in zip(x, r)
+            ):
+                raise ShapeError(f"{label(self)}: the residual's dims {list(r)} are not the input's {list(x)}")
         stats = list(x[:axis]) + [constant(1)] * (len(x) - axis)
-        return [list(x)] + [stats] * self.stash
+        return [list(x)] + [stats] * self.stash + [list(x)] * self.keep_sum
 
     def torch_supports(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> bool:
-        """Without statistics outputs, and for group normalization with one scale and bias per channel."""
-        return not self.stash and not (self.mode == "group" and self.per_group) and super().torch_supports(
-            types, shapes, constant
-        )
+        """Without statistics outputs or a residual, and for group normalization with one scale and bias per
+        channel."""
+        if self.stash or self.residual or (self.mode == "group" and self.per_group):
+            return False
+        return super().torch_supports(types, shapes, constant)
 
     def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
         return torch_normalization(self, inputs, outputs[0])
 
     def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
         shape = tuple(input_shapes[0])
+        if self.residual and tuple(input_shapes[1]) != shape:
+            raise ShapeError(f"{label(self)}: the residual's shape {tuple(input_shapes[1])} is not the input's {shape}")
         self._shape = shape
         total = int(np.prod(shape, dtype=np.int64))
         if self.mode == "instance":
@@ -206,10 +234,68 @@ class NormalizationOperator(TorchOperator):
             vector = xp.repeat(vector.reshape(-1), shape[1] // self.groups)
         return _channel_view(vector, len(shape), xp)
 
+    def direct_launch(
+        self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any
+    ) -> tuple[Any, tuple[Any, ...]] | None:
+        """On a GPU, layer normalization as the one-pass CUDA kernel where it takes these rows (contiguous,
+        16-byte aligned arrays of one FLOAT or HALF type; FLOAT scale and bias of one value per column)."""
+        self._kernel_affine = None
+        if xp is np or self.mode != "layer" or self.stash:
+            return None
+        from .layer_norm_cuda import layer_norm_launch, supports
+
+        rows, cols = self._rows
+        x, out = inputs[0], outputs[0]
+        arrays = [x, out, *inputs[1 : 1 + self.residual], *outputs[1:]]
+        if rows == 0 or not supports(x.dtype, cols):
+            return None
+        if any(a.dtype != x.dtype or not a.flags.c_contiguous or a.data.ptr % 16 for a in arrays):
+            return None
+        affine = [self._kernel_vector("scale", self._scale_at, inputs, cols, xp)]
+        affine.append(
+            self._kernel_vector("bias", self._inputs - 1, inputs, cols, xp)
+            if self.has_bias
+            else self.scratch("no_bias", (cols,), np.float32, xp, zero=True)
+        )
+        if any(v is None for v in affine):
+            return None
+        self._kernel_affine = (affine[0], affine[1])  # the kernel reads their addresses: kept alive here
+        return layer_norm_launch(
+            x.data.ptr,
+            affine[0].data.ptr,
+            affine[1].data.ptr,
+            out.data.ptr,
+            rows,
+            cols,
+            self.epsilon,
+            x.dtype,
+            residual=inputs[1].data.ptr if self.residual else 0,
+            total=outputs[1].data.ptr if self.keep_sum else 0,
+        )
+
+    def _kernel_vector(self, name: str, index: int, inputs: Sequence[Any], cols: int, xp: Any) -> Any:
+        """Scale or bias as a contiguous FLOAT vector of ``cols`` values for the CUDA kernel (a weight converted
+        once; an input only where it is one already), else None."""
+        if name in self.weights:
+            stored = self.weights[name]
+            kept = self._host_vectors.get(name)
+            if kept is None or kept[0] is not stored:  # converted once per stored array
+                kept = self._host_vectors[name] = (stored, np.ascontiguousarray(stored, dtype=np.float32).reshape(-1))
+            vector = self.on_device(("kernel", name), kept[1], xp)
+        else:
+            vector = inputs[index]
+            if vector.dtype != np.float32 or not vector.flags.c_contiguous or vector.data.ptr % 16:
+                return None
+        return vector if vector.size == cols else None
+
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         x, out = inputs[0], outputs[0]
+        if self.residual:  # the sum, rounded to the input's type as a separate add stores it, then normalized
+            total = outputs[-1] if self.keep_sum else out
+            xp.add(x, inputs[1], out=total)
+            x = total
         if self._shape != x.shape:
-            self.prepare([x.shape], [out.shape])
+            self.prepare([x.shape, *[x.shape] * self.residual], [out.shape])
         rows, length = self._rows
         work = out
         if out.dtype != np.float32:
@@ -226,7 +312,7 @@ class NormalizationOperator(TorchOperator):
         xp.sqrt(inverse, out=inverse)
         xp.reciprocal(inverse, out=inverse)
         xp.multiply(flat, inverse[:, None], out=flat)
-        xp.multiply(work, self._affine("scale", 1, inputs, x.shape, xp), out=work)
+        xp.multiply(work, self._affine("scale", self._scale_at, inputs, x.shape, xp), out=work)
         if self.has_bias:
             xp.add(work, self._affine("bias", self._inputs - 1, inputs, x.shape, xp), out=work)
         if work is not out:

@@ -211,13 +211,7 @@ def convolution(
         if fused is not None:
             return fused
 
-    def run() -> None:
-        use_threads(flops)
-        if interior is not None:
-            interior.copy_(xt)
-        result = function(source, weight, bias_t, strides, pads, dilations, group)
-        if uniform is not None:
-            same_maps(result, *uniform)
+    def finish(result: Any) -> None:
         if rt is not None:
             torch.add(result, rt, out=ot)
             if act is not None:
@@ -234,6 +228,32 @@ def convolution(
             affine(result, ot)
         else:
             ot.copy_(result)
+
+    if xt.is_cuda and bias_t is not None and uniform is None:  # bias, residual, activation: one kernel
+        from .conv_epilogue_cuda import conv_epilogue
+
+        epilogue = conv_epilogue(ot, bias_t, rt, op.activation or None, low, high, op.post_affine)
+        if epilogue is not None:
+            maps_bias = bias_t.reshape(1, -1, *[1] * w.rank)
+
+            def run_epilogue() -> None:
+                if interior is not None:
+                    interior.copy_(xt)
+                result = function(source, weight, None, strides, pads, dilations, group)
+                if not epilogue(result):  # (a result laid out unlike the output: the passes one by one)
+                    result.add_(maps_bias)
+                    finish(result)
+
+            return run_epilogue
+
+    def run() -> None:
+        use_threads(flops)
+        if interior is not None:
+            interior.copy_(xt)
+        result = function(source, weight, bias_t, strides, pads, dilations, group)
+        if uniform is not None:
+            same_maps(result, *uniform)
+        finish(result)
 
     return run
 

@@ -141,7 +141,7 @@ class LayerNormPlugin(DynamicLibraryPlugin):
 
     def _launch_cuda(self, desc: PluginTensorDesc, x: int, y: int, cols: int, stream: int) -> bool:
         """On a CUDA engine, the one-pass LayerNorm kernel when it supports the shape; False otherwise."""
-        from ._layer_norm_cuda import layer_norm_cuda, supports
+        from ..ops.layer_norm_cuda import layer_norm_cuda, supports
 
         dtype = nptype(desc.type)
         if not supports(dtype, cols) or x % 16 or y % 16:

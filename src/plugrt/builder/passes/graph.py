@@ -153,9 +153,9 @@ class LayerGraph:
         for s in steps:
             for o in self.layer(s).outputs:
                 if o in kept:
-                    # readers after the last step only (an earlier step's output read by the fused layers alone
-                    # may be kept too: the new layer writes it, e.g. attention's scores)
-                    if self.producer.get(o) != steps[-1] and not self.read_by(o) <= inside:
+                    # the new layer writes it at the last step: an earlier step's output may be kept when the layers
+                    # outside that read it come after (attention's scores, the sum a residual LayerNorm keeps)
+                    if self.producer.get(o) != steps[-1] and any(r < steps[-1] for r in self.read_by(o) - inside):
                         return False
                 elif not self.private(o) or not self.read_by(o) <= inside:
                     return False

@@ -23,7 +23,7 @@ from ...engine.plan import LayerPlan
 from .chains import fused_name
 from .graph import FLOAT_TYPES, Fusion, LayerGraph
 
-__all__ = ["layer_norm"]
+__all__ = ["layer_norm", "residual_layer_norm"]
 
 
 def _kind(graph: LayerGraph, step: int | None, kind: str, **params: object) -> LayerPlan | None:
@@ -159,3 +159,33 @@ def layer_norm(graph: LayerGraph, step: int) -> Fusion | None:
         weights=weights,
     )
     return Fusion(steps, fused)
+
+
+def residual_layer_norm(graph: LayerGraph, step: int) -> Fusion | None:
+    """``SUM(a, b)`` of two tensors of one shape, then a layer normalization of the sum at ``step``, as one
+    ``normalization`` layer reading ``a`` and the residual ``b`` (a transformer's ``LayerNorm(x + r)``). Where
+    something else reads the sum too (a pre-LN block's next residual, after the normalization), the fused layer
+    also writes it (``keep_sum``)."""
+    norm = _kind(graph, step, "normalization", mode="layer")
+    if norm is None or norm.params.get("stash_outputs") or norm.params.get("residual"):
+        return None
+    total = norm.inputs[0]
+    add_step = graph.producer.get(total)
+    add = _kind(graph, add_step, "elementwise", op="SUM")
+    if add is None or add_step is None or len(add.inputs) != 2 or total in norm.inputs[1:]:
+        return None
+    dtype = graph.tensors[total].dtype
+    if dtype not in FLOAT_TYPES or any(
+        graph.tensors[i].dtype != dtype or not graph.shape_equal(i, total) for i in add.inputs
+    ):
+        return None
+    keep = graph.only_reader(total) != step
+    layer = LayerPlan(
+        f"{add.name} + {norm.name}",
+        "normalization",
+        [*add.inputs, *norm.inputs[1:]],
+        [*norm.outputs, *([total] if keep else [])],
+        params={**norm.params, "residual": True, "keep_sum": keep},
+        weights=dict(norm.weights),
+    )
+    return Fusion([add_step, step], layer)

@@ -7,6 +7,12 @@ threads (a warp for short rows, up to a whole block for long ones) and the two
 reductions (mean, then the centred sum of squares — exact, no cancellation) stay
 in registers and shuffles. The kernel is specialised for each (dtype, cols) at
 first use, so the per-thread work is fully unrolled.
+
+With a residual (``residual=``, the transformer's ``LayerNorm(x + r)``) the kernel
+reads ``r`` beside ``x`` and normalises their sum, rounded to the row type first
+as a separate add would store it; ``total=`` also writes that sum (a pre-LN block
+reads it again). One pass instead of an add's three tensors and the norm's two.
+The LayerNorm plugin and the ``normalization`` operator on a GPU both launch it.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import numpy as np
 from ..backends.cuda import CudaModule
 from ..backends.registry import gpu_backend
 
-__all__ = ["layer_norm_cuda", "supports"]
+__all__ = ["layer_norm_cuda", "layer_norm_launch", "supports"]
 
 _SOURCE = r"""
 #include <cuda_fp16.h>
@@ -45,10 +51,11 @@ __device__ __forceinline__ float row_sum(float v, float* shared) {
     return total;
 }
 
-template <typename T, int COLS, int TPR>
+// RES: 0 plain, 1 normalise x + r, 2 also write x + r to s
+template <typename T, int COLS, int TPR, int RES>
 __global__ void __launch_bounds__(TPR < 256 ? 256 : TPR)
-layer_norm(const T* __restrict__ x, const float* __restrict__ gamma, const float* __restrict__ beta,
-           T* __restrict__ y, int rows, float eps) {
+layer_norm(const T* __restrict__ x, const T* __restrict__ r, const float* __restrict__ gamma,
+           const float* __restrict__ beta, T* __restrict__ y, T* __restrict__ s, int rows, float eps) {
     constexpr int VEC = 16 / sizeof(T);
     constexpr int LOADS = COLS / (VEC * TPR);
     __shared__ float shared[32];
@@ -64,7 +71,15 @@ layer_norm(const T* __restrict__ x, const float* __restrict__ gamma, const float
     for (int l = 0; l < LOADS; ++l) {
         const int col = (l * TPR + lane) * VEC;
         uint4 raw = valid ? *reinterpret_cast<const uint4*>(xr + col) : make_uint4(0, 0, 0, 0);
-        const T* e = reinterpret_cast<const T*>(&raw);
+        T* e = reinterpret_cast<T*>(&raw);
+        if (RES) {
+            const uint4 other = valid ? *reinterpret_cast<const uint4*>(r + (size_t)(valid ? row : 0) * COLS + col)
+                                      : make_uint4(0, 0, 0, 0);
+            const T* o = reinterpret_cast<const T*>(&other);
+            #pragma unroll
+            for (int k = 0; k < VEC; ++k) e[k] = from_f<T>(to_f<T>(e[k]) + to_f<T>(o[k]));
+            if (RES == 2 && valid) *reinterpret_cast<uint4*>(s + (size_t)row * COLS + col) = raw;
+        }
         #pragma unroll
         for (int k = 0; k < VEC; ++k) { v[l][k] = to_f<T>(e[k]); sum += v[l][k]; }
     }
@@ -118,11 +133,42 @@ def supports(dtype: Any, cols: int) -> bool:
     return _threads_per_row(cols, 16 // np_dtype.itemsize) is not None
 
 
-def _kernel(dtype: np.dtype, cols: int, threads_per_row: int | None = None) -> tuple[Any, int]:
+def _kernel(dtype: np.dtype, cols: int, threads_per_row: int | None = None, residual: int = 0) -> tuple[Any, int]:
     tpr = threads_per_row or _threads_per_row(cols, 16 // dtype.itemsize)
     assert tpr is not None
     ctype = "float" if dtype == np.float32 else "__half"
-    return _MODULE.function(f"layer_norm<{ctype}, {cols}, {tpr}>"), tpr
+    return _MODULE.function(f"layer_norm<{ctype}, {cols}, {tpr}, {residual}>"), tpr
+
+
+def layer_norm_launch(
+    x: int,
+    gamma: int,
+    beta: int,
+    y: int,
+    rows: int,
+    cols: int,
+    eps: float,
+    dtype: Any,
+    residual: int = 0,
+    total: int = 0,
+    threads_per_row: int | None = None,
+) -> tuple[Any, tuple[Any, ...]]:
+    """The kernel and its launch arguments, ``kernel(*arguments)`` launching it on CuPy's current stream.
+
+    Addresses of x/y (``dtype``, ``rows`` × ``cols``), of FP32 gamma/beta (``cols``), of the residual
+    (``residual``, 0 for none) and of the sum's output (``total``, 0 for none; needs a residual).
+    Requires :func:`supports` and 16-byte aligned addresses.
+    """
+    if total and not residual:
+        raise ValueError("layer_norm_launch: the sum's output (total) needs a residual")
+    np_dtype = np.dtype(dtype)
+    mode = 2 if total else 1 if residual else 0
+    kernel, tpr = _kernel(np_dtype, cols, threads_per_row, mode)
+    block = max(tpr, 256)
+    rows_per_block = block // tpr
+    grid = (rows + rows_per_block - 1) // rows_per_block
+    pointers = (np.uint64(p) for p in (x, residual, gamma, beta, y, total))
+    return kernel, ((grid,), (block,), (*pointers, np.int32(rows), np.float32(eps)))
 
 
 def layer_norm_cuda(
@@ -136,19 +182,12 @@ def layer_norm_cuda(
     dtype: Any,
     stream: int,
     threads_per_row: int | None = None,
+    residual: int = 0,
+    total: int = 0,
 ) -> None:
-    """Launch on ``stream``: addresses of x/y (``dtype``, ``rows`` × ``cols``) and of FP32 gamma/beta (``cols``).
-
-    Requires :func:`supports` and 16-byte aligned addresses.
-    """
-    np_dtype = np.dtype(dtype)
-    kernel, tpr = _kernel(np_dtype, cols, threads_per_row)
-    block = max(tpr, 256)
-    rows_per_block = block // tpr
-    grid = (rows + rows_per_block - 1) // rows_per_block
+    """Launch on ``stream`` (a raw handle): :func:`layer_norm_launch`'s kernel over these addresses."""
+    kernel, arguments = layer_norm_launch(
+        x, gamma, beta, y, rows, cols, eps, dtype, residual, total, threads_per_row
+    )
     with gpu_backend().stream_scope(stream):
-        kernel(
-            (grid,),
-            (block,),
-            (np.uint64(x), np.uint64(gamma), np.uint64(beta), np.uint64(y), np.int32(rows), np.float32(eps)),
-        )
+        kernel(*arguments)
