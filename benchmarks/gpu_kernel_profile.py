@@ -4,10 +4,11 @@ Exports a model of ``_gpu_models.py`` (random weights, as ``real_models_gpu.py``
 model in fp16, built with ``BuilderFlag.FP16`` as that script builds it), builds it with plugrt for the GPU in
 strict FP32 (``BuilderFlag.TF32`` cleared unless ``--tf32``; ``--fp16`` sets ``BuilderFlag.FP16``), captures a CUDA
 graph and profiles ``--replays`` replays; prints the kernels by total device time (name, count, total, share) and
-the replay's device time against its wall time; ``--layers`` lists the engine's layers first (kind, tactic, name).
+the replay's device time against its wall time; ``--layers`` lists the engine's layers first (kind, tactic, name);
+``--per-layer`` then launches each layer once on its own and lists the kernels it ran (where a layer's time goes).
 
 Usage: python benchmarks/gpu_kernel_profile.py [--model bert] [--batch 1] [--fp16 | --half-model] [--tf32]
-       [--layers] [--replays 20] [--top 25]
+       [--layers] [--per-layer] [--replays 20] [--top 25]
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ def main() -> None:
     parser.add_argument("--half-model", action="store_true", help="the fp16 model's export, built with FP16")
     parser.add_argument("--tf32", action="store_true", help="keep BuilderFlag.TF32 (default: strict FP32)")
     parser.add_argument("--layers", action="store_true", help="list the engine's layers")
+    parser.add_argument("--per-layer", action="store_true", help="each layer launched alone: its kernels and time")
     parser.add_argument("--replays", type=int, default=20)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--cache", default=os.path.expanduser("~/.cache/plugrt-real-models-gpu"))
@@ -105,6 +107,29 @@ def main() -> None:
     for name, (count, total) in sorted(totals.items(), key=lambda kv: -kv[1][1])[: args.top]:
         print(f"{total / args.replays / 1e3:8.3f} ms {100 * total / max(device * args.replays * 1e3, 1e-9):5.1f}% "
               f"{count // args.replays:4d}x  {name[:110]}")
+    if args.per_layer:
+        _per_layer(torch, context, stream)
+
+
+def _per_layer(torch: object, context: object, stream: object) -> None:
+    """Each layer's prepared launch run alone under the profiler: its kernels, by name, and their device time."""
+    import cupy as cp
+
+    cuda = torch.autograd.DeviceType.CUDA
+    print("per layer (kind, tactic, device ms, kernels: name):")
+    with torch.cuda.stream(stream), cp.cuda.ExternalStream(stream.cuda_stream):
+        for step in context._executor.steps:  # (the engine's internals: a diagnostic)
+            if step.constant or step.view or step.host:
+                continue
+            launch, arguments = step.node.prepared_launch(stream.cuda_stream)
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                launch(*arguments)
+                stream.synchronize()
+            kernels = [(e.name, e.device_time_total) for e in prof.events() if e.device_type == cuda]
+            names = "; ".join(name.removeprefix("void ")[:48] for name, _ in kernels)
+            total = sum(t for _, t in kernels) / 1e3
+            print(f"  {step.layer.kind[:14]:14s} t{step.layer.tactic} {total:7.3f} {len(kernels)}: {names}"
+                  f"  [{step.layer.name[:70]}]")
 
 
 if __name__ == "__main__":

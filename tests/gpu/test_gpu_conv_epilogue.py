@@ -43,15 +43,31 @@ def test_the_epilogue_matches_torch(activation: str | None, channels_last: bool,
     torch.testing.assert_close(out.float(), want, **tol)
 
 
-def test_a_result_laid_out_unlike_the_output_is_left_to_the_caller() -> None:
+@pytest.mark.parametrize("out_channels_last", [False, True])
+def test_a_result_in_the_other_layout_is_read_through_its_strides(out_channels_last: bool) -> None:
+    """cuDNN may give a depthwise convolution's result in the other layout than the output's."""
     import torch
 
     from plugrt.ops.conv_epilogue_cuda import conv_epilogue
 
-    out = torch.zeros(2, 8, 5, 5, device="cuda").contiguous(memory_format=torch.channels_last)
+    layouts = (torch.contiguous_format, torch.channels_last)
+    out = torch.zeros(2, 8, 5, 7, device="cuda").contiguous(memory_format=layouts[out_channels_last])
+    bias = torch.arange(8, device="cuda", dtype=torch.float32)
+    result = torch.randn(2, 8, 5, 7, device="cuda").contiguous(memory_format=layouts[not out_channels_last])
+    apply = conv_epilogue(out, bias, None, "RELU", 0.0, 0.0)
+    assert apply is not None and apply(result)
+    torch.testing.assert_close(out, torch.relu(result + bias.reshape(1, -1, 1, 1)))
+
+
+def test_a_result_it_cannot_read_is_left_to_the_caller() -> None:
+    import torch
+
+    from plugrt.ops.conv_epilogue_cuda import conv_epilogue
+
+    out = torch.zeros(2, 8, 9, device="cuda")
     apply = conv_epilogue(out, torch.ones(8, device="cuda"), None, None, 0.0, 0.0)
     assert apply is not None
-    assert not apply(torch.ones(2, 8, 5, 5, device="cuda"))  # contiguous NCHW, not channels-last
+    assert not apply(torch.ones(2, 9, 8, device="cuda").transpose(1, 2))  # 3-D, laid out otherwise
     assert not out.any()
 
 

@@ -7,8 +7,9 @@ output::
 
     y = shift + scale * act(conv + bias[c] (+ r))
 
-over the result's memory as it lies (contiguous NCHW or channels-last: the channel of element ``i`` is
-``(i / inner) % channels``). The activation is the elementwise chains' CUDA expression
+in the output's layout (contiguous NCHW or channels-last: the channel of element ``i`` is ``(i / inner) %
+channels``), reading the result where it lies (cuDNN may give a depthwise convolution's result in the other
+layout: the kernel then reads it through its strides, the relayout included). The activation is the elementwise chains' CUDA expression
 (:data:`~plugrt.ops.fused_elementwise_cuda.ACTIVATION_SOURCE`), compiled by NVRTC once per activation and
 its parameters. FLOAT arithmetic, one rounding at the end (the separate passes round after each).
 MobileNetV3-small's fp16 export at batch 32 spent 18% of its kernel time in 46 separate bias adds.
@@ -34,13 +35,24 @@ __device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
 __device__ __forceinline__ void store(float* p, float v) { *p = v; }
 __device__ __forceinline__ void store(__half* p, float v) { *p = __float2half_rn(v); }
 %(preamble)s
-template <typename T, bool RES>
+// y and r laid out alike (inner: 1 channels-last, else the spatial size); x as it lies: 4-D strides
+// (sn, sc, sh, sw) in elements, with h_w the width (STRIDED), else laid out as y
+template <typename T, bool RES, bool STRIDED>
 __global__ void conv_epilogue(const T* __restrict__ x, const T* __restrict__ bias, const T* __restrict__ r,
                               T* __restrict__ y, long long n, long long inner, int channels, float scale,
-                              float shift) {
+                              float shift, long long height, long long width, long long sn, long long sc,
+                              long long sh, long long sw) {
     const long long stride = (long long)blockDim.x * gridDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        float v = to_f(x[i]) + to_f(bias[(i / inner) %% channels]);
+        const long long c = (i / inner) %% channels;
+        long long at = i;
+        if (STRIDED) {  // the element's (n, c, h, w) from y's layout, then x's offset
+            long long w, h, b;
+            if (inner == 1) { long long p = i / channels; w = p %% width; p /= width; h = p %% height; b = p / height; }
+            else { w = i %% width; long long p = i / width; h = p %% height; b = p / height / channels; }
+            at = b * sn + c * sc + h * sh + w * sw;
+        }
+        float v = to_f(x[at]) + to_f(bias[c]);
         if (RES) v += to_f(r[i]);
         v = %(activation)s;
         store(y + i, shift + scale * v);
@@ -84,8 +96,9 @@ def conv_epilogue(
 
     ``ot``: the output as a torch CUDA tensor ``[N, C, *spatial]``, contiguous or channels-last; ``bias``:
     ``[C]`` of its type; ``residual``: None or a tensor laid out like ``ot``; ``activation``: an activation
-    type's name or None. ``apply`` returns False (having done nothing) when ``result`` is not laid out like
-    ``ot``, so the caller runs its own passes. None when the kernel does not take these tensors.
+    type's name or None. ``apply`` returns False (having done nothing) when it cannot read ``result`` (another
+    shape; not 4-D and laid out unlike ``ot``), so the caller runs its own passes. None when the kernel does not
+    take these tensors.
     """
     import torch
 
@@ -104,7 +117,8 @@ def conv_epilogue(
     if module is None:
         return None
     ctype = "float" if ot.dtype == torch.float32 else "__half"
-    kernel = module.function(f"conv_epilogue<{ctype}, {'true' if residual is not None else 'false'}>")
+    res = "true" if residual is not None else "false"
+    kernels = {strided: module.function(f"conv_epilogue<{ctype}, {res}, {strided}>") for strided in ("false", "true")}
     bias = bias.contiguous()
     n = ot.numel()
     grid = (min((n + _THREADS - 1) // _THREADS, 65536),)
@@ -119,13 +133,20 @@ def conv_epilogue(
         np.float32(scale),
         np.float32(shift),
     )
+    size = tuple(ot.shape)
+    spatial = (np.int64(size[2]), np.int64(size[3])) if ot.dim() == 4 else (np.int64(1), np.int64(1))
+    alike = (kernels["false"], (*tail, *spatial, *(np.int64(0),) * 4))
     block = (_THREADS,)
     keep = (bias,)  # the kernel reads its address
 
     def apply(result: Any) -> bool:
-        if result.stride() != ot.stride():
+        if result.stride() == ot.stride():
+            kernel, rest = alike
+        elif ot.dim() == 4 and tuple(result.shape) == size:  # (cuDNN chose another layout for its result)
+            kernel, rest = kernels["true"], (*tail, *spatial, *(np.int64(s) for s in result.stride()))
+        else:
             return False
-        kernel(grid, block, (np.uint64(result.data_ptr()), *tail))
+        kernel(grid, block, (np.uint64(result.data_ptr()), *rest))
         return keep is not None
 
     return apply
