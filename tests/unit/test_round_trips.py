@@ -77,3 +77,19 @@ def test_a_widened_tensor_read_elsewhere_keeps_its_cast(monkeypatch: pytest.Monk
     assert "cast" in kinds
     np.testing.assert_array_equal(got["z"], 2 * x.astype(np.float32))
     np.testing.assert_array_equal(got["y"], np.abs(x).astype(np.float32))
+
+
+def test_the_widening_cast_goes_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not only at dead-layer removal: the rules after the pass ask who reads the HALF source."""
+    import copy
+
+    from plugrt.builder.fusion import fuse_layers
+
+    monkeypatch.setenv(DISABLE_ENV, "all")
+    engine = trt.Runtime(LOGGER).deserialize_cuda_engine(_plan(trt.float16))
+    plan = engine.plan
+    layers = [copy.deepcopy(layer) for layer in plan.layers]
+    others = set(PASS_NAMES) - {"round_trips"}
+    out, *_ = fuse_layers(layers, list(plan.tensors), list(plan.io), dict(plan.weights), disabled=others)
+    kinds = [layer.kind for layer in out]
+    assert "cast" not in kinds and kinds.count("reformat") == [layer.kind for layer in plan.layers].count("reformat") - 1

@@ -3,8 +3,8 @@
 Exports of fp16 models keep FLOAT islands (torch's exporter casts attention scores, values and residuals to
 FLOAT in BERT's first layer); a build with ``BuilderFlag.FP16`` runs those layers in HALF again, so the
 tensor goes HALF → FLOAT (the export's ``Cast``) → HALF (the builder's reformat). HALF → FLOAT → HALF is
-exact, so the reformat's readers read the HALF source instead, bit for bit; the cast goes with dead-layer
-removal when nothing else reads it. With the casts gone, the patterns around them (the attention, the
+exact, so the reformat's readers read the HALF source instead, bit for bit; the cast goes too when nothing
+else reads it (at once: the rules after ask whether the source has other readers). With the casts gone, the patterns around them (the attention, the
 residual LayerNorm) are what the fusion rules look for.
 """
 
@@ -20,8 +20,8 @@ _WIDENING = ("cast", "reformat")
 
 
 def drop_round_trips(graph: LayerGraph) -> list[str]:
-    """Make the readers of every HALF reformat of a widened HALF tensor read that tensor; the reformats removed,
-    by name."""
+    """Make the readers of every HALF reformat of a widened HALF tensor read that tensor; the layers removed (the
+    reformats, and the widening layers nobody reads any more), by name."""
     dropped: list[str] = []
     for step in graph.steps():
         layer = graph.layers[step]
@@ -44,4 +44,8 @@ def drop_round_trips(graph: LayerGraph) -> list[str]:
         graph.redirect(narrow, source)
         graph.remove(step)
         dropped.append(layer.name)
+        if not graph.read_by(wide) and graph.private(wide):  # now, not at dead-layer removal: the rules that
+            widening_step = graph.producer[wide]  # follow ask who else reads the source
+            dropped.append(widening.name)
+            graph.remove(widening_step)
     return dropped
