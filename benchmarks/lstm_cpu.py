@@ -1,5 +1,6 @@
-"""One ONNX LSTM layer on the CPU: plugrt's NumPy step loop, plugrt's PyTorch tactic and onnxruntime, interleaved
-in one process on one thread (onnxruntime's spinning off).
+"""One ONNX LSTM layer on the CPU: plugrt's NumPy step loop, plugrt's PyTorch tactic, the compiled loop the numba
+extra gives the own kernel where PyTorch's tactic is off, and onnxruntime, interleaved in one process on one thread
+(onnxruntime's spinning off).
 
 The recurrent models of the real-model table (the CRNN's bidirectional 512 -> 128 cell over 32 steps, the BiLSTM
 encoder's 256-unit cells) spend most of their time in this layer; this isolates it. Each engine's best of five
@@ -53,7 +54,7 @@ def main() -> None:
     import onnxruntime as ort
 
     import plugrt
-    from plugrt.ops import torch_cpu
+    from plugrt.ops import depthwise_numba, torch_cpu
 
     model = _model(args.steps, args.inputs, args.hidden, args.batch, 1 if args.forward_only else 2)
     x = np.random.default_rng(1).standard_normal((args.steps, args.batch, args.inputs)).astype(np.float32)
@@ -62,16 +63,22 @@ def main() -> None:
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = ort.InferenceSession(model.SerializeToString(), options)
     calls = {"onnxruntime": lambda: session.run(None, {"x": x})[0]}
-    switches = {"plugrt numpy": "0", "plugrt torch": "always"} if torch_cpu.torch_module() is not None else {"plugrt numpy": "0"}
+    switches = {"plugrt numpy": {torch_cpu.ENV_SWITCH: "0", depthwise_numba.ENV_SWITCH: "0"}}
+    if torch_cpu.torch_module() is not None:
+        switches["plugrt torch"] = {torch_cpu.ENV_SWITCH: "always", depthwise_numba.ENV_SWITCH: "0"}
+    if depthwise_numba.loops() is not None:  # the compiled loop: the own kernel where PyTorch's tactic is off
+        switches["plugrt numba"] = {torch_cpu.ENV_SWITCH: "0", depthwise_numba.ENV_SWITCH: "1"}
+    environments = {"onnxruntime": {}}
     for name, switch in switches.items():
-        os.environ[torch_cpu.ENV_SWITCH] = switch
+        os.environ.update(switch)  # (read when the engine is built and when its kernels are bound, at calls)
         engine = plugrt.compile(model)
         calls[name] = lambda engine=engine: engine(x=x)["Y"]
-    os.environ.pop(torch_cpu.ENV_SWITCH, None)
+        environments[name] = switch
     want = calls["onnxruntime"]()
     best = dict.fromkeys(calls, float("inf"))
     for _ in range(5):
         for name, call in calls.items():
+            os.environ.update(environments[name])
             call()
             start = time.perf_counter()
             for _ in range(args.runs):
@@ -80,6 +87,7 @@ def main() -> None:
     print(f"LSTM T={args.steps} input={args.inputs} hidden={args.hidden} batch={args.batch} "
           f"{'forward' if args.forward_only else 'bidirectional'}, one thread, load {os.getloadavg()[0]:.2f}")  # fmt: skip
     for name, call in calls.items():
+        os.environ.update(environments[name])
         print(f"  {name:12s} {best[name] * 1e3:8.3f} ms  max |diff| vs onnxruntime {np.abs(call() - want).max():.1e}")
 
 

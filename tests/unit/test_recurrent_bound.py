@@ -13,6 +13,13 @@ from plugrt.nodes.base import Binding
 from plugrt.ops.base import create_operator
 from plugrt.ops.recurrent_steps import GATES
 
+
+@pytest.fixture(autouse=True)
+def _numpy_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The NumPy step loop bound at bind, which these tests compare with ``run``: not the compiled LSTM the numba
+    extra gives the own kernel (tests/unit/test_recurrent_numba.py)."""
+    monkeypatch.setenv("PLUGRT_NUMBA", "0")
+
 RNG = np.random.default_rng(11)
 
 

@@ -27,9 +27,10 @@ from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .blas_threads import blas_threads_for
 from .elementwise import FLOAT_TYPES, label
 from .params import param
+from .recurrent_numba import TORCH_MAX_BATCH, TORCH_MAX_HIDDEN, compiled_lstm
 from .recurrent_steps import GATES, CellSpec, bound_cells, run_cells
 from .rnn_activations import activation_functions
-from .torch_cpu import Kernel, TorchOperator
+from .torch_cpu import Kernel, TorchOperator, runs_on
 from .torch_cpu_rnn import recurrent as torch_recurrent
 from .torch_cpu_rnn import supports as torch_recurrent_supports
 
@@ -134,7 +135,15 @@ class RecurrentOperator(TorchOperator):
         return super().torch_supports(types, shapes, constant) and torch_recurrent_supports(self, constant)
 
     def torch_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
-        return torch_recurrent(self, inputs, outputs)
+        """PyTorch's fused layer; a small LSTM (batch 1, at most 128 units) as the compiled loop where numba is
+        installed (faster there: :mod:`plugrt.ops.recurrent_numba`, chosen at bind by the shapes run)."""
+        small = compiled_lstm(self, inputs, outputs, max_batch=TORCH_MAX_BATCH, max_hidden=TORCH_MAX_HIDDEN)
+        return small if small is not None else torch_recurrent(self, inputs, outputs)
+
+    @property
+    def spec(self) -> CellSpec:
+        """What the time loops need from the attributes."""
+        return self._spec
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         given = dict(zip(self.inputs, inputs))
@@ -174,10 +183,15 @@ class RecurrentOperator(TorchOperator):
     ) -> tuple[Callable[..., Any], tuple[Any, ...]] | None:
         """The NumPy step loop with its buffers made now (:func:`bound_cells`), for a sequence-major cell
         without sequence lengths whose tensors all have one type other than HALF (what :meth:`run` then
-        computes, without its conversions, copies and allocations per run)."""
+        computes, without its conversions, copies and allocations per run); where PyTorch's tactic cannot
+        run, an LSTM is the compiled loop where numba is installed (:mod:`plugrt.ops.recurrent_numba`)."""
         given = dict(zip(self.inputs, inputs))
         if xp is not np or self.layout or "sequence_lens" in given:
             return None
+        if not runs_on(np):  # without PyTorch's tactic, an LSTM is the compiled loop where numba is installed
+            compiled = compiled_lstm(self, inputs, outputs)
+            if compiled is not None:
+                return compiled, ()
         arrays = [*inputs, *outputs]
         dtype = arrays[0].dtype
         if dtype == np.float16 or any(a.dtype != dtype or not a.flags.c_contiguous for a in arrays):

@@ -1,0 +1,115 @@
+"""The LSTM's time loop as one Numba-compiled call (the optional extra ``plugrt[numba]``) where PyTorch is absent.
+
+A small LSTM step is a few microseconds of arithmetic behind a dozen NumPy calls (the CRNN's bidirectional
+512 -> 128 cell: ~30 us a step as NumPy calls, 1.09 ms over 32 steps, against onnxruntime's 0.31 ms for the
+layer). Here the input projection of every step and direction is one BLAS product (the directions' weights
+stacked once at bind), and the steps run as one compiled loop
+(:func:`~plugrt.ops.recurrent_numba_loops.lstm_steps`): the recurrent product as vectorised rows, the gates
+through a vectorised float32 exponential, a reverse direction read and written backwards in time. Within 1e-6
+of a float64 reference (the NumPy loop: within a few ulp of NumPy's functions).
+
+It is the recurrent operator's own kernel where PyTorch's tactic cannot run (PyTorch absent or turned off): there
+it takes 0.5-0.9x the NumPy loop's time (docs/benchmarks.md). PyTorch's tactic runs it instead of PyTorch's fused
+LSTM for small cells only (batch 1, at most 128 units: :data:`TORCH_MAX_BATCH`, :data:`TORCH_MAX_HIDDEN`), where
+it is faster in the models measured (the CRNN's 128-unit cell, silero-vad's); PyTorch's is faster for larger
+ones (the BiLSTM encoder's 256-unit cells: 1.9 and 3.1 ms a layer against PyTorch's ~2 ms each). The choice is
+made at bind by the shapes the engine runs, so the tactic the builder timed at one shape does not decide others.
+It applies to LSTMs with the default activations (sigmoid, tanh, tanh), no clip, no peepholes, no coupled
+input-forget gate, sequence-major, without sequence lengths, in FLOAT.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .blas_threads import blas_threads_for
+from .depthwise_numba import compiled_module
+
+if TYPE_CHECKING:
+    from .recurrent import RecurrentOperator
+
+__all__ = ["TORCH_MAX_BATCH", "TORCH_MAX_HIDDEN", "compiled_lstm"]
+
+#: in PyTorch's tactic, the largest batch and hidden size the compiled loop takes instead of PyTorch's fused LSTM
+#: (measured, docs/benchmarks.md "CPU: the LSTM's compiled loop")
+TORCH_MAX_BATCH = 1
+TORCH_MAX_HIDDEN = 128
+
+_DEFAULTS = ("sigmoid", "tanh", "tanh")
+
+
+def compiled_lstm(
+    op: RecurrentOperator,
+    inputs: Sequence[Any],
+    outputs: Sequence[Any],
+    max_batch: int | None = None,
+    max_hidden: int | None = None,
+) -> Callable[[], None] | None:
+    """The compiled LSTM over these bound arrays as a call without arguments (writing ``Y``, ``Y_h`` and ``Y_c``),
+    or None where it does not apply (numba unavailable or turned off, another cell or configuration, not FLOAT,
+    arrays not contiguous, empty, a batch above ``max_batch`` or a hidden size above ``max_hidden``)."""
+    given = dict(zip(op.inputs, inputs))
+    names = [str(n).lower() for n in op.params.get("activations") or []]
+    if op.cell != "LSTM" or op.layout or op.clip is not None or op.input_forget:
+        return None
+    if names and names != list(_DEFAULTS) * op.num_directions:
+        return None
+    if "P" in given or "sequence_lens" in given or len(outputs) != 3:
+        return None
+    arrays = [*inputs, *outputs]
+    if any(not isinstance(a, np.ndarray) or a.dtype != np.float32 or not a.flags.c_contiguous for a in arrays):
+        return None
+    x, w, r = given["X"], given["W"], given["R"]
+    steps, batch = x.shape[0], x.shape[1]
+    dirs, hidden = r.shape[0], r.shape[2]
+    if batch == 0 or steps == 0 or hidden == 0:
+        return None
+    if (max_batch is not None and batch > max_batch) or (max_hidden is not None and hidden > max_hidden):
+        return None
+    module = compiled_module("recurrent_numba_loops")
+    if module is None:
+        return None
+    size = 4 * hidden
+    # every direction's weights in one product, the recurrent weights transposed: made once, kept across binds (a
+    # context whose outputs move binds again at each call)
+    stacked = op.derived_weight(
+        "compiled_w", _key(w), lambda: np.ascontiguousarray(w.reshape(dirs * size, w.shape[2]).T)
+    )
+    recurrent_t = op.derived_weight("compiled_r", _key(r), lambda: np.ascontiguousarray(r.transpose(0, 2, 1)))
+    bias = given.get("B")
+    folded = None
+    if bias is not None:  # the recurrent bias joins the input bias
+        folded = (bias[:, :size] + bias[:, size:]).reshape(1, dirs * size)
+    projected = np.empty((steps * batch, dirs * size), np.float32)
+    rows = x.reshape(steps * batch, x.shape[2])
+    reverse = np.array(op.spec.reverse, np.int8)
+    zeros = np.zeros((dirs, batch, hidden), np.float32)
+    h0 = given.get("initial_h", zeros)
+    c0 = given.get("initial_c", zeros)
+    y, y_h, y_c = outputs
+    gates, work, bits = np.empty((batch, size), np.float32), np.empty(size, np.float32), np.empty(size, np.int32)
+    loop = module.lstm_steps
+    steps_view = projected.reshape(steps, batch, dirs * size)
+    last = [steps - 1 - (steps - 1) * int(back) for back in op.spec.reverse]  # each direction's last step
+    flops = 2.0 * rows.shape[0] * stacked.shape[0] * stacked.shape[1]
+
+    def run() -> None:
+        with blas_threads_for(flops):
+            np.matmul(rows, stacked, out=projected)
+        if folded is not None:
+            np.add(projected, folded, out=projected)
+        np.copyto(y_c, c0)
+        loop(steps_view, recurrent_t, reverse, h0, y_c, y, gates, work, bits)
+        for d, t in enumerate(last):
+            y_h[d] = y[t, d]
+
+    return run
+
+
+
+def _key(array: np.ndarray) -> tuple[int, tuple[int, ...]]:
+    """What a weight derived from ``array`` depends on: its memory and shape (weights are the engine's constants)."""
+    return array.__array_interface__["data"][0], array.shape

@@ -1,0 +1,144 @@
+"""The LSTM's compiled time loop (the numba extra; the own kernel where PyTorch's tactic cannot run): its results
+against a float64 reference and the NumPy loop, where it applies and where it must not."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import plugrt
+from plugrt.ops import depthwise_numba, recurrent
+from plugrt.ops.recurrent import RecurrentOperator
+from plugrt.ops.recurrent_numba import compiled_lstm
+
+pytestmark = pytest.mark.skipif(depthwise_numba.loops() is None, reason="numba is not installed")
+
+
+def _model(direction: str, hidden: int, inputs: int, extra: dict | None = None, initial: bool = False) -> object:
+    dirs = 2 if direction == "bidirectional" else 1
+    rng = np.random.default_rng(dirs * hidden)
+    weights = {
+        "W": rng.normal(0, 0.3, (dirs, 4 * hidden, inputs)),
+        "R": rng.normal(0, 0.3, (dirs, 4 * hidden, hidden)),
+        "B": rng.normal(0, 0.3, (dirs, 8 * hidden)),
+    }
+    names = ["x", "W", "R", "B"]
+    feeds = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T", "N", inputs])]
+    if initial:
+        names += ["", "h0", "c0"]
+        feeds += [helper.make_tensor_value_info(n, TensorProto.FLOAT, [dirs, "N", hidden]) for n in ("h0", "c0")]
+    node = helper.make_node(
+        "LSTM", names, ["Y", "Y_h", "Y_c"], hidden_size=hidden, direction=direction, **(extra or {})
+    )
+    graph = helper.make_graph(
+        [node],
+        "lstm",
+        feeds,
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y", "Y_h", "Y_c")],
+        [numpy_helper.from_array(v.astype(np.float32), k) for k, v in weights.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    return model, weights
+
+
+def _reference(x, weights, direction, h0=None, c0=None):
+    """ONNX's LSTM in float64, step by step."""
+    w, r, b = (np.asarray(weights[k], np.float64) for k in ("W", "R", "B"))
+    dirs, hidden = r.shape[0], r.shape[2]
+    steps, batch = x.shape[:2]
+    y = np.zeros((steps, dirs, batch, hidden))
+    finals_h, finals_c = np.zeros((dirs, batch, hidden)), np.zeros((dirs, batch, hidden))
+    for d in range(dirs):
+        back = direction == "reverse" or d == 1
+        h = np.zeros((batch, hidden)) if h0 is None else h0[d].astype(np.float64)
+        c = np.zeros((batch, hidden)) if c0 is None else c0[d].astype(np.float64)
+        for t in (range(steps - 1, -1, -1) if back else range(steps)):
+            g = x[t] @ w[d].T + h @ r[d].T + b[d, : 4 * hidden] + b[d, 4 * hidden :]
+            i, o, f = (1 / (1 + np.exp(-g[:, k * hidden : (k + 1) * hidden])) for k in range(3))
+            c = f * c + i * np.tanh(g[:, 3 * hidden :])
+            h = o * np.tanh(c)
+            y[t, d] = h
+        finals_h[d], finals_c[d] = h, c
+    return y, finals_h, finals_c
+
+
+@pytest.fixture
+def spy(monkeypatch: pytest.MonkeyPatch) -> list:
+    """The compiled loops the recurrent operator made (None where the loop did not apply)."""
+    made: list = []
+
+    def recording(*args, **kwargs):
+        made.append(compiled_lstm(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(recurrent, "compiled_lstm", recording)
+    return made
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize(("batch", "hidden"), [(1, 16), (3, 37)])
+@pytest.mark.parametrize("initial", [False, True])
+def test_the_compiled_loop_matches_a_float64_reference_and_the_numpy_loop(
+    direction: str, batch: int, hidden: int, initial: bool, spy: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PLUGRT_TORCH", "0")
+    model, weights = _model(direction, hidden, 24, initial=initial)
+    rng = np.random.default_rng(batch)
+    dirs = 2 if direction == "bidirectional" else 1
+    feeds = {"x": rng.normal(0, 1, (9, batch, 24)).astype(np.float32)}
+    if initial:
+        feeds.update({k: rng.normal(0, 0.5, (dirs, batch, hidden)).astype(np.float32) for k in ("h0", "c0")})
+    monkeypatch.setenv(depthwise_numba.ENV_SWITCH, "1")
+    got = plugrt.compile(model)(feeds)
+    assert spy and all(made is not None for made in spy)
+    want = _reference(feeds["x"].astype(np.float64), weights, direction, feeds.get("h0"), feeds.get("c0"))
+    for name, value in zip(("Y", "Y_h", "Y_c"), want):
+        np.testing.assert_allclose(got[name], value, rtol=0, atol=2e-6)
+    spy.clear()
+    monkeypatch.setenv(depthwise_numba.ENV_SWITCH, "0")  # the NumPy loop
+    plain = plugrt.compile(model)(feeds)
+    assert not any(spy)
+    for name in ("Y", "Y_h", "Y_c"):
+        np.testing.assert_allclose(got[name], plain[name], rtol=0, atol=2e-6)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{"clip": 1.0}, {"activations": ["Sigmoid", "Tanh", "Relu"]}, {"input_forget": 1}, {"layout": 1}],
+    ids=["clip", "activations", "input_forget", "layout"],
+)
+def test_configurations_the_loop_does_not_compute_keep_the_numpy_loop(
+    extra: dict, spy: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PLUGRT_TORCH", "0")
+    model, _ = _model("forward", 8, 5, extra)
+    x = np.random.default_rng(0).normal(0, 1, (4, 2, 5) if not extra.get("layout") else (2, 4, 5))
+    plugrt.compile(model)({"x": x.astype(np.float32)})
+    assert not any(spy)
+
+
+@pytest.mark.parametrize(("batch", "hidden", "compiled"), [(1, 8, True), (3, 8, False), (1, 130, False)])
+def test_pytorchs_tactic_takes_the_loop_for_small_cells_only(
+    batch: int, hidden: int, compiled: bool, spy: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("torch")
+    monkeypatch.setenv("PLUGRT_TORCH", "always")  # (the suite turns it off by default)
+    model, weights = _model("bidirectional", hidden, 5)
+    x = np.random.default_rng(4).normal(0, 1, (4, batch, 5)).astype(np.float32)
+    got = plugrt.compile(model)({"x": x})
+    assert spy and all((made is not None) is compiled for made in spy)
+    want = _reference(x.astype(np.float64), weights, "bidirectional")
+    for name, value in zip(("Y", "Y_h", "Y_c"), want):
+        np.testing.assert_allclose(got[name], value, rtol=0, atol=5e-6)
+
+
+def test_the_loop_declines_other_cells_and_types() -> None:
+    gru = RecurrentOperator({"cell": "GRU", "hidden_size": 4})
+    x, w, r = np.ones((3, 1, 2), np.float32), np.ones((1, 12, 2), np.float32), np.ones((1, 12, 4), np.float32)
+    assert compiled_lstm(gru, [x, w, r], [np.empty((3, 1, 1, 4), np.float32), np.empty((1, 1, 4), np.float32)]) is None
+    lstm = RecurrentOperator({"cell": "LSTM", "hidden_size": 4})
+    w, r = np.ones((1, 16, 2), np.float64), np.ones((1, 16, 4), np.float64)
+    outputs = [np.empty((3, 1, 1, 4)), np.empty((1, 1, 4)), np.empty((1, 1, 4))]
+    assert compiled_lstm(lstm, [x.astype(np.float64), w, r], outputs) is None  # DOUBLE: the NumPy loop
