@@ -173,3 +173,11 @@ def test_the_residual_must_have_the_input_shape() -> None:
         op.output_shapes([x, [constant(5), constant(3)]], [None, None])
     with pytest.raises(ShapeError, match=r"the residual's shape \(6, 4\) is not the input's \(5, 4\)"):
         op.prepare([(5, 4), (6, 4)], [(5, 4)])
+
+
+def test_the_kernel_launch_refuses_a_sum_output_without_a_residual() -> None:
+    """Checked before any GPU is needed."""
+    from plugrt.ops.layer_norm_cuda import layer_norm_launch
+
+    with pytest.raises(ValueError, match=r"the sum's output \(total\) needs a residual"):
+        layer_norm_launch(16, 16, 16, 16, 1, 768, 1e-5, np.float32, residual=0, total=32)
