@@ -121,3 +121,30 @@ def test_exported_patterns_fuse_and_match_the_unfused_engine(
     for key, expected in want.items():
         scale = float(np.abs(expected).max())
         np.testing.assert_allclose(got[key], expected, rtol=0, atol=1e-5 * scale)
+
+
+@pytest.mark.parametrize("exporter", ["dynamo", "torchscript"])
+@pytest.mark.parametrize(("name", "kept"), [("bert", False), ("gpt2", True), ("vit", True)])
+def test_residual_layer_norms_of_real_exports_match_the_unfused_engine(
+    exports: dict[tuple[str, str], str], name: str, kept: bool, exporter: str, monkeypatch
+) -> None:
+    """The GPU-only ``residual_layer_norm`` rule applied here (as a plan built for a GPU runs on the CPU): BERT's
+    post-LN sums are read by their norm alone, GPT-2's and ViT's pre-LN sums are kept for the next residual."""
+    import dataclasses
+
+    from plugrt.builder import fusion
+
+    monkeypatch.setattr(fusion, "RULES", tuple(dataclasses.replace(rule, gpu_only=False) for rule in fusion.RULES))
+    path = exports[(name, exporter)]
+    feeds = _feeds(path)
+    monkeypatch.setenv(DISABLE_ENV, "all")
+    plain = plugrt.compile(path)
+    monkeypatch.setenv(DISABLE_ENV, "")
+    fused = plugrt.compile(path)
+    norms = [layer for layer in fused.engine.plan.layers if layer.params.get("residual")]
+    assert norms, [layer.name for layer in fused.engine.plan.layers]
+    assert any(layer.params["keep_sum"] for layer in norms) is kept
+    want, got = plain(feeds), fused(feeds)
+    for key, expected in want.items():
+        scale = float(np.abs(expected).max())
+        np.testing.assert_allclose(got[key], expected, rtol=0, atol=1e-5 * scale)
