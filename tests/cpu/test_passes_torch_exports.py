@@ -103,24 +103,33 @@ def _feeds(path: str) -> dict[str, np.ndarray]:
     return feeds
 
 
+def _plain_and_fused(path: str, monkeypatch) -> tuple:
+    """The engine of ``path`` built with every pass off, and with them on."""
+    monkeypatch.setenv(DISABLE_ENV, "all")
+    plain = plugrt.compile(path)
+    monkeypatch.setenv(DISABLE_ENV, "")
+    return plain, plugrt.compile(path)
+
+
+def _assert_same_results(plain, fused, feeds: dict[str, np.ndarray]) -> None:
+    """The fused engine's outputs within 1e-5 of the largest value of the unfused one's."""
+    want, got = plain(feeds), fused(feeds)
+    for key, expected in want.items():
+        scale = float(np.abs(expected).max())
+        np.testing.assert_allclose(got[key], expected, rtol=0, atol=1e-5 * scale)
+
+
 @pytest.mark.parametrize("exporter", ["dynamo", "torchscript"])
 @pytest.mark.parametrize(("name", "prefix", "count"), CASES)
 def test_exported_patterns_fuse_and_match_the_unfused_engine(
     exports: dict[tuple[str, str], str], name: str, prefix: str, count: int, exporter: str, monkeypatch
 ) -> None:
     path = exports[(name, exporter)]
-    feeds = _feeds(path)
-    monkeypatch.setenv(DISABLE_ENV, "all")
-    plain = plugrt.compile(path)
-    monkeypatch.setenv(DISABLE_ENV, "")
-    fused = plugrt.compile(path)
+    plain, fused = _plain_and_fused(path, monkeypatch)
     names = [layer.name for layer in fused.engine.plan.layers]
     assert sum(n.startswith(prefix) for n in names) == count, names
     assert len(names) < len(plain.engine.plan.layers)
-    want, got = plain(feeds), fused(feeds)
-    for key, expected in want.items():
-        scale = float(np.abs(expected).max())
-        np.testing.assert_allclose(got[key], expected, rtol=0, atol=1e-5 * scale)
+    _assert_same_results(plain, fused, _feeds(path))
 
 
 @pytest.mark.parametrize("exporter", ["dynamo", "torchscript"])
@@ -136,15 +145,8 @@ def test_residual_layer_norms_of_real_exports_match_the_unfused_engine(
 
     monkeypatch.setattr(fusion, "RULES", tuple(dataclasses.replace(rule, gpu_only=False) for rule in fusion.RULES))
     path = exports[(name, exporter)]
-    feeds = _feeds(path)
-    monkeypatch.setenv(DISABLE_ENV, "all")
-    plain = plugrt.compile(path)
-    monkeypatch.setenv(DISABLE_ENV, "")
-    fused = plugrt.compile(path)
+    plain, fused = _plain_and_fused(path, monkeypatch)
     norms = [layer for layer in fused.engine.plan.layers if layer.params.get("residual")]
     assert norms, [layer.name for layer in fused.engine.plan.layers]
     assert any(layer.params["keep_sum"] for layer in norms) is kept
-    want, got = plain(feeds), fused(feeds)
-    for key, expected in want.items():
-        scale = float(np.abs(expected).max())
-        np.testing.assert_allclose(got[key], expected, rtol=0, atol=1e-5 * scale)
+    _assert_same_results(plain, fused, _feeds(path))

@@ -67,6 +67,18 @@ def _model(batch: object = 1, second_output: bool = False):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def _graph_model(nodes, inits, x_dims):  # type: ignore[no-untyped-def]
+    """An opset-17 model of ``nodes`` reading FLOAT ``x`` of ``x_dims``, giving ``y``."""
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_dims)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
 def _x(batch: int = 1) -> np.ndarray:
     return np.random.default_rng(batch).standard_normal((batch, 8, 10, 12)).astype(np.float32)
 
@@ -233,14 +245,7 @@ def _pool_model(ceil_mode: int):  # type: ignore[no-untyped-def]
         ),
         helper.make_node("Conv", ["p", "w2"], ["y"], kernel_shape=[1, 1]),
     ]
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 12, 11])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        inits,
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return _graph_model(nodes, inits, [2, 3, 12, 11])
 
 
 @needs_torch
@@ -269,14 +274,7 @@ def _global_pool_model(mode: str):  # type: ignore[no-untyped-def]
         helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], kernel_shape=[1, 1]),
         helper.make_node(f"Global{mode}Pool", ["c2"], ["y"]),
     ]
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 9, 7])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        inits,
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return _graph_model(nodes, inits, ["n", 3, 9, 7])
 
 
 @needs_torch
@@ -312,14 +310,7 @@ def _se_model(bias: bool = True):  # type: ignore[no-untyped-def]
         helper.make_node("Mul", ["d", "h2"], ["e"]),
         helper.make_node("Conv", ["e", "w3"], ["y"], kernel_shape=[1, 1]),
     ]
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 16, 6, 20])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        inits,
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return _graph_model(nodes, inits, ["n", 16, 6, 20])
 
 
 @pytest.mark.parametrize("switch", ["0", "always", "nhwc"])

@@ -142,3 +142,60 @@ def test_the_loop_declines_other_cells_and_types() -> None:
     w, r = np.ones((1, 16, 2), np.float64), np.ones((1, 16, 4), np.float64)
     outputs = [np.empty((3, 1, 1, 4)), np.empty((1, 1, 4)), np.empty((1, 1, 4))]
     assert compiled_lstm(lstm, [x.astype(np.float64), w, r], outputs) is None  # DOUBLE: the NumPy loop
+
+
+def test_weights_given_at_run_time_are_read_at_each_call(spy: list, monkeypatch: pytest.MonkeyPatch) -> None:
+    """W, R and B as graph inputs (ONNX's node tests give them so): new values at the same addresses are used."""
+    monkeypatch.setenv("PLUGRT_TORCH", "0")
+    hidden, inputs, dirs = 6, 4, 2
+    node = helper.make_node("LSTM", ["x", "W", "R", "B"], ["Y", "Y_h", "Y_c"], hidden_size=hidden, direction="bidirectional")
+    shapes = {"x": [5, 2, inputs], "W": [dirs, 4 * hidden, inputs], "R": [dirs, 4 * hidden, hidden], "B": [dirs, 8 * hidden]}
+    graph = helper.make_graph(
+        [node],
+        "lstm",
+        [helper.make_tensor_value_info(k, TensorProto.FLOAT, v) for k, v in shapes.items()],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("Y", "Y_h", "Y_c")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    engine = plugrt.compile(model)
+    rng = np.random.default_rng(11)
+    feeds = {k: rng.normal(0, 0.5, v).astype(np.float32) for k, v in shapes.items()}
+    buffers = {k: v.copy() for k, v in feeds.items()}
+    for _ in range(2):
+        for k in ("W", "R", "B"):  # new contents, same arrays
+            buffers[k][...] = rng.normal(0, 0.5, shapes[k])
+        got = engine(buffers)
+        want = _reference(buffers["x"].astype(np.float64), buffers, "bidirectional")
+        for name, value in zip(("Y", "Y_h", "Y_c"), want):
+            np.testing.assert_allclose(got[name], value, rtol=0, atol=2e-6)
+    assert spy and all(made is not None for made in spy)
+
+
+@pytest.mark.parametrize(("initializers", "constant"), [(True, True), (False, False)])
+def test_constant_recurrent_weights_are_transposed_once(
+    initializers: bool, constant: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bindings tell the operator which inputs are engine constants (``Binding.constant``); only then is R's
+    transpose kept across binds."""
+    monkeypatch.setenv("PLUGRT_TORCH", "0")
+    asked: list[bool] = []
+
+    def recording(*args, **kwargs):
+        asked.append(kwargs.get("constant_weights", False))
+        return compiled_lstm(*args, **kwargs)
+
+    monkeypatch.setattr(recurrent, "compiled_lstm", recording)
+    model, weights = _model("forward", 6, 4)
+    x = np.random.default_rng(2).normal(0, 1, (5, 1, 4)).astype(np.float32)
+    feeds = {"x": x}
+    if not initializers:  # the weights as graph inputs instead
+        graph = model.graph
+        for init in list(graph.initializer):
+            graph.input.append(helper.make_tensor_value_info(init.name, TensorProto.FLOAT, list(init.dims)))
+            feeds[init.name] = numpy_helper.to_array(init)
+        del graph.initializer[:]
+    got = plugrt.compile(model)(feeds)
+    assert asked and set(asked) == {constant}
+    want = _reference(x.astype(np.float64), weights, "forward")
+    np.testing.assert_allclose(got["Y"], want[0], rtol=0, atol=2e-6)

@@ -260,6 +260,7 @@ class Executor:
             self.arrays[index],
             functools.partial(self.engine.tensor_range, index, self.profile),
             self.values.get(index),
+            tensor.role == "constant",
         )
 
     def _write_values(self, step: Step) -> None:

@@ -43,11 +43,14 @@ class Binding:
     ``shape`` is the concrete shape (the upper bound while a data-dependent size is
     unknown), ``array`` the view the backend made of its memory (storage shape),
     ``address`` its start, ``values`` a shape tensor's values for these shapes (None for
-    other tensors: then only the array holds them). The plugin descriptor and the
+    other tensors: then only the array holds them), ``constant`` whether it is an engine
+    constant (written once per context, never per inference). The plugin descriptor and the
     profile's (min, opt, max) dims are made on first use: operators need neither.
     """
 
-    __slots__ = ("_desc", "_profile_dims", "address", "array", "dtype", "format", "scale", "shape", "values")
+    __slots__ = (
+        "_desc", "_profile_dims", "address", "array", "constant", "dtype", "format", "scale", "shape", "values"
+    )
 
     def __init__(
         self,
@@ -59,9 +62,11 @@ class Binding:
         array: Any,
         profile_dims: Callable[[], ProfileDims],
         values: tuple[int, ...] | None = None,
+        constant: bool = False,
     ) -> None:
         self.shape = shape
         self.values = values
+        self.constant = constant
         self.dtype = dtype
         self.format = fmt
         self.scale = scale

@@ -95,6 +95,8 @@ class Operator(Node):
         self._scratch: dict[Hashable, tuple[Any, Any, tuple[int, ...], Any]] = {}
         #: the bound inputs' shape-tensor values (None where an input is not one), set by :meth:`bind`
         self.bound_values: list[tuple[int, ...] | None] = []
+        #: per input, whether the bound tensor is an engine constant (derived arrays may then be kept across binds)
+        self.bound_constant: list[bool] = []
         read_params(self)  # the parameters the class declares (ops/params.py)
 
     def declare_size(self, output_index: int, opt: IDimensionExpr, upper: IDimensionExpr) -> IDimensionExpr:
@@ -177,6 +179,7 @@ class Operator(Node):
     def bind(self, inputs: Sequence[Binding], outputs: Sequence[Binding], workspace: int) -> None:
         """:meth:`prepare` for the bound shapes; keep the arrays :meth:`launch` runs on."""
         self.bound_values = [b.values for b in inputs]
+        self.bound_constant = [b.constant for b in inputs]
         self.prepare([b.shape for b in inputs], [b.shape for b in outputs])
         self._bound_args = ([b.array for b in inputs], [b.array for b in outputs], self.xp)
         self._direct = self.direct_launch(*self._bound_args)

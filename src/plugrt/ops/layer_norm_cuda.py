@@ -133,25 +133,15 @@ def supports(dtype: Any, cols: int) -> bool:
     return _threads_per_row(cols, 16 // np_dtype.itemsize) is not None
 
 
-def _kernel(dtype: np.dtype, cols: int, threads_per_row: int | None = None, residual: int = 0) -> tuple[Any, int]:
-    tpr = threads_per_row or _threads_per_row(cols, 16 // dtype.itemsize)
+def _kernel(dtype: np.dtype, cols: int, residual: int) -> tuple[Any, int]:
+    tpr = _threads_per_row(cols, 16 // dtype.itemsize)
     assert tpr is not None
     ctype = "float" if dtype == np.float32 else "__half"
     return _MODULE.function(f"layer_norm<{ctype}, {cols}, {tpr}, {residual}>"), tpr
 
 
 def layer_norm_launch(
-    x: int,
-    gamma: int,
-    beta: int,
-    y: int,
-    rows: int,
-    cols: int,
-    eps: float,
-    dtype: Any,
-    residual: int = 0,
-    total: int = 0,
-    threads_per_row: int | None = None,
+    x: int, gamma: int, beta: int, y: int, rows: int, cols: int, eps: float, dtype: Any, residual: int = 0, total: int = 0
 ) -> tuple[Any, tuple[Any, ...]]:
     """The kernel and its launch arguments, ``kernel(*arguments)`` launching it on CuPy's current stream.
 
@@ -161,9 +151,7 @@ def layer_norm_launch(
     """
     if total and not residual:
         raise ValueError("layer_norm_launch: the sum's output (total) needs a residual")
-    np_dtype = np.dtype(dtype)
-    mode = 2 if total else 1 if residual else 0
-    kernel, tpr = _kernel(np_dtype, cols, threads_per_row, mode)
+    kernel, tpr = _kernel(np.dtype(dtype), cols, 2 if total else 1 if residual else 0)
     block = max(tpr, 256)
     rows_per_block = block // tpr
     grid = (rows + rows_per_block - 1) // rows_per_block
@@ -172,22 +160,10 @@ def layer_norm_launch(
 
 
 def layer_norm_cuda(
-    x: int,
-    gamma: int,
-    beta: int,
-    y: int,
-    rows: int,
-    cols: int,
-    eps: float,
-    dtype: Any,
-    stream: int,
-    threads_per_row: int | None = None,
-    residual: int = 0,
-    total: int = 0,
+    x: int, gamma: int, beta: int, y: int, rows: int, cols: int, eps: float, dtype: Any, stream: int
 ) -> None:
-    """Launch on ``stream`` (a raw handle): :func:`layer_norm_launch`'s kernel over these addresses."""
-    kernel, arguments = layer_norm_launch(
-        x, gamma, beta, y, rows, cols, eps, dtype, residual, total, threads_per_row
-    )
+    """Plain layer normalization (:func:`layer_norm_launch` without a residual) launched on ``stream``, a raw
+    handle (the LayerNorm plugin's ``enqueue``)."""
+    kernel, arguments = layer_norm_launch(x, gamma, beta, y, rows, cols, eps, dtype)
     with gpu_backend().stream_scope(stream):
         kernel(*arguments)

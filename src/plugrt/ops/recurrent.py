@@ -137,7 +137,9 @@ class RecurrentOperator(TorchOperator):
     def torch_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
         """PyTorch's fused layer; a small LSTM (batch 1, at most 128 units) as the compiled loop where numba is
         installed (faster there: :mod:`plugrt.ops.recurrent_numba`, chosen at bind by the shapes run)."""
-        small = compiled_lstm(self, inputs, outputs, max_batch=TORCH_MAX_BATCH, max_hidden=TORCH_MAX_HIDDEN)
+        small = compiled_lstm(  # (the tactic requires constant W, R and B: torch_supports)
+            self, inputs, outputs, max_batch=TORCH_MAX_BATCH, max_hidden=TORCH_MAX_HIDDEN, constant_weights=True
+        )
         return small if small is not None else torch_recurrent(self, inputs, outputs)
 
     @property
@@ -189,7 +191,8 @@ class RecurrentOperator(TorchOperator):
         if xp is not np or self.layout or "sequence_lens" in given:
             return None
         if not runs_on(np):  # without PyTorch's tactic, an LSTM is the compiled loop where numba is installed
-            compiled = compiled_lstm(self, inputs, outputs)
+            constant = self.bound_constant[self.inputs.index("R")] if self.bound_constant else False
+            compiled = compiled_lstm(self, inputs, outputs, constant_weights=constant)
             if compiled is not None:
                 return compiled, ()
         arrays = [*inputs, *outputs]

@@ -2,8 +2,8 @@
 
 A small LSTM step is a few microseconds of arithmetic behind a dozen NumPy calls (the CRNN's bidirectional
 512 -> 128 cell: ~30 us a step as NumPy calls, 1.09 ms over 32 steps, against onnxruntime's 0.31 ms for the
-layer). Here the input projection of every step and direction is one BLAS product (the directions' weights
-stacked once at bind), and the steps run as one compiled loop
+layer). Here the input projection of every step is one BLAS product per direction, and the steps run as one
+compiled loop
 (:func:`~plugrt.ops.recurrent_numba_loops.lstm_steps`): the recurrent product as vectorised rows, the gates
 through a vectorised float32 exponential, a reverse direction read and written backwards in time. Within 1e-6
 of a float64 reference (the NumPy loop: within a few ulp of NumPy's functions).
@@ -47,10 +47,14 @@ def compiled_lstm(
     outputs: Sequence[Any],
     max_batch: int | None = None,
     max_hidden: int | None = None,
+    constant_weights: bool = False,
 ) -> Callable[[], None] | None:
     """The compiled LSTM over these bound arrays as a call without arguments (writing ``Y``, ``Y_h`` and ``Y_c``),
     or None where it does not apply (numba unavailable or turned off, another cell or configuration, not FLOAT,
-    arrays not contiguous, empty, a batch above ``max_batch`` or a hidden size above ``max_hidden``)."""
+    arrays not contiguous, empty, a batch above ``max_batch`` or a hidden size above ``max_hidden``).
+    ``constant_weights``: ``R`` is an engine constant (the binding says so; PyTorch's tactic requires it), so its
+    transpose is made once and kept across binds; otherwise it is transposed at each call, as ``W`` and ``B`` are
+    always read then (a 256 KB transpose costs silero-vad's call ~40 us)."""
     given = dict(zip(op.inputs, inputs))
     names = [str(n).lower() for n in op.params.get("activations") or []]
     if op.cell != "LSTM" or op.layout or op.clip is not None or op.input_forget:
@@ -73,18 +77,16 @@ def compiled_lstm(
     if module is None:
         return None
     size = 4 * hidden
-    # every direction's weights in one product, the recurrent weights transposed: made once, kept across binds (a
-    # context whose outputs move binds again at each call)
-    stacked = op.derived_weight(
-        "compiled_w", _key(w), lambda: np.ascontiguousarray(w.reshape(dirs * size, w.shape[2]).T)
-    )
-    recurrent_t = op.derived_weight("compiled_r", _key(r), lambda: np.ascontiguousarray(r.transpose(0, 2, 1)))
-    bias = given.get("B")
-    folded = None
-    if bias is not None:  # the recurrent bias joins the input bias
-        folded = (bias[:, :size] + bias[:, size:]).reshape(1, dirs * size)
-    projected = np.empty((steps * batch, dirs * size), np.float32)
     rows = x.reshape(steps * batch, x.shape[2])
+    projected = np.empty((dirs, steps * batch, size), np.float32)
+    bias = given.get("B")
+    folded = None if bias is None else np.empty((dirs, 1, size), np.float32)
+    if constant_weights:  # transposed once, kept across binds (a context whose outputs move binds again per call)
+        recurrent_t = op.derived_weight("compiled_r", (r.ctypes.data, r.shape), lambda: _transposed(r))
+        transpose = None
+    else:
+        recurrent_t = np.empty((dirs, hidden, size), np.float32)
+        transpose = r.transpose(0, 2, 1)
     reverse = np.array(op.spec.reverse, np.int8)
     zeros = np.zeros((dirs, batch, hidden), np.float32)
     h0 = given.get("initial_h", zeros)
@@ -92,15 +94,19 @@ def compiled_lstm(
     y, y_h, y_c = outputs
     gates, work, bits = np.empty((batch, size), np.float32), np.empty(size, np.float32), np.empty(size, np.int32)
     loop = module.lstm_steps
-    steps_view = projected.reshape(steps, batch, dirs * size)
+    steps_view = projected.reshape(dirs, steps, batch, size)
     last = [steps - 1 - (steps - 1) * int(back) for back in op.spec.reverse]  # each direction's last step
-    flops = 2.0 * rows.shape[0] * stacked.shape[0] * stacked.shape[1]
+    flops = 2.0 * rows.shape[0] * size * rows.shape[1]
 
     def run() -> None:
         with blas_threads_for(flops):
-            np.matmul(rows, stacked, out=projected)
-        if folded is not None:
+            for d in range(dirs):
+                np.matmul(rows, w[d].T, out=projected[d])
+        if bias is not None and folded is not None:  # the recurrent bias joins the input bias
+            np.add(bias[:, None, :size], bias[:, None, size:], out=folded)
             np.add(projected, folded, out=projected)
+        if transpose is not None:
+            np.copyto(recurrent_t, transpose)
         np.copyto(y_c, c0)
         loop(steps_view, recurrent_t, reverse, h0, y_c, y, gates, work, bits)
         for d, t in enumerate(last):
@@ -109,7 +115,5 @@ def compiled_lstm(
     return run
 
 
-
-def _key(array: np.ndarray) -> tuple[int, tuple[int, ...]]:
-    """What a weight derived from ``array`` depends on: its memory and shape (weights are the engine's constants)."""
-    return array.__array_interface__["data"][0], array.shape
+def _transposed(r: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(r.transpose(0, 2, 1))

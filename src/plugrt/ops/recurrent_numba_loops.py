@@ -1,7 +1,7 @@
 """The compiled LSTM time loop of :mod:`plugrt.ops.recurrent_numba` (imported only where numba is installed).
 
 Per time step, direction and batch entry: the gates start from the step's input projection (computed before
-the loop by one product for every step and direction, the biases folded in; a reverse direction reads it and
+the loop by one product per direction for every step, the biases folded in; a reverse direction reads it and
 writes its outputs backwards in time, so nothing is reversed or copied), the recurrent product is added as ``H``
 scaled rows of the transposed recurrent weight, four rows at a time (``gates += (h[k] RT[k] + h[k+1] RT[k+1]) +
 (h[k+2] RT[k+2] + h[k+3] RT[k+3])``, in that order: the loop over the gates is vectorised, no sum reordered by
@@ -60,12 +60,12 @@ def lstm_steps(
     work: np.ndarray,
     bits: np.ndarray,
 ) -> None:
-    """The LSTM's steps: ``projected`` ``[T, B, D * 4H]`` (every direction's input projection of step ``t`` in
-    the input's time order, ONNX gate order i o f c), ``recurrent_t`` ``[D, H, 4H]``, ``reverse`` ``[D]`` (1 for
+    """The LSTM's steps: ``projected`` ``[D, T, B, 4H]`` (each direction's input projection of step ``t`` in the
+    input's time order, ONNX gate order i o f c), ``recurrent_t`` ``[D, H, 4H]``, ``reverse`` ``[D]`` (1 for
     a direction that runs backwards in time), ``h0`` ``[D, B, H]`` the initial hidden state, ``c`` ``[D, B, H]``
     the cell state (initial in, final out), ``y`` ``[T, D, B, H]`` the hidden states out (in the input's time
     order); float32 scratch ``gates`` ``[B, 4H]`` and ``work`` ``[4H]``, int32 ``bits`` ``[4H]``."""
-    steps, batch = projected.shape[0], projected.shape[1]
+    steps, batch = projected.shape[1], projected.shape[2]
     dirs, hidden = recurrent_t.shape[0], recurrent_t.shape[1]
     size = 4 * hidden
     for step in range(steps):
@@ -79,7 +79,7 @@ def lstm_steps(
                 previous = y[t + 1, d] if back else y[t - 1, d]
             for b in range(batch):
                 for j in range(size):
-                    gates[b, j] = projected[t, b, d * size + j]
+                    gates[b, j] = projected[d, t, b, j]
             quads = hidden - hidden % 4
             for k in range(0, quads, 4):  # four weight rows at a time: the gates read and written a quarter as often
                 r0, r1, r2, r3 = weights[k], weights[k + 1], weights[k + 2], weights[k + 3]
