@@ -137,9 +137,8 @@ def conv_epilogue(
     spatial = (np.int64(size[2]), np.int64(size[3])) if ot.dim() == 4 else (np.int64(1), np.int64(1))
     alike = (kernels["false"], (*tail, *spatial, *(np.int64(0),) * 4))
     block = (_THREADS,)
-    keep = (bias,)  # the kernel reads its address
 
-    def apply(result: Any) -> bool:
+    def apply(result: Any, _bias: Any = bias) -> bool:  # (_bias: the kernel reads its address, kept alive here)
         if result.stride() == ot.stride():
             kernel, rest = alike
         elif ot.dim() == 4 and tuple(result.shape) == size:  # (cuDNN chose another layout for its result)
@@ -147,6 +146,6 @@ def conv_epilogue(
         else:
             return False
         kernel(grid, block, (np.uint64(result.data_ptr()), *rest))
-        return keep is not None
+        return True
 
     return apply
