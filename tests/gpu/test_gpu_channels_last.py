@@ -74,3 +74,37 @@ def test_channels_last_runs_on_the_gpu_match_the_cpu(monkeypatch, fp16: bool, gr
     got = run_plan(plan, "cuda", {"x": x}, graph=graph)["y"]
     assert got.shape == want.shape and np.isfinite(got).all()
     np.testing.assert_allclose(got, want, rtol=0, atol=(3e-2 if fp16 else 2e-3) * float(np.abs(want).max()))
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_channels_last_runs_hand_over_on_the_gpu_call_after_call(monkeypatch, graph: bool) -> None:
+    """Between the layers of a HALF channels-last run cuDNN's fused convolution + ReLU and max pooling leave their
+    results in the buffers' hand-over slots (no copy into the buffer); one context run on new inputs (eager, or
+    graph replays) reads this call's tensors, never the last call's."""
+    import cupy as cp
+
+    from plugrt.ops import hand_over
+
+    monkeypatch.setenv("PLUGRT_TORCH", "1")
+    plan = _plan("cuda", True)
+    engine = trt.Runtime(LOGGER, device="cuda").deserialize_cuda_engine(plan)
+    context = engine.create_execution_context()
+    context.use_cuda_graph = graph
+    context.set_input_shape("x", (3, 16, 14, 14))
+    x, y = cp.zeros((3, 16, 14, 14), np.float32), cp.zeros((3, 16, 1, 1), np.float32)
+    context.set_tensor_address("x", int(x.data.ptr))
+    context.set_tensor_address("y", int(y.data.ptr))
+    stream = cp.cuda.Stream(non_blocking=True)
+    monkeypatch.setenv("PLUGRT_TORCH", "0")
+    cpu_plan = _plan("cpu", False)
+    rng = np.random.default_rng(5)
+    for call in range(4):
+        host = rng.standard_normal((3, 16, 14, 14)).astype(np.float32)
+        x.set(host)
+        context.execute_async_v3(stream.ptr)
+        stream.synchronize()
+        want = run_plan(cpu_plan, "cpu", {"x": host})["y"]
+        got = cp.asnumpy(y)
+        np.testing.assert_allclose(got, want, rtol=0, atol=3e-2 * float(np.abs(want).max()), err_msg=f"call {call}")
+    handed = [slot.tensor for slot in hand_over._SLOTS.values() if slot.tensor is not None]
+    assert any(t.is_cuda for t in handed)  # the fused convolutions' and the pooling's results, not copies

@@ -1,5 +1,6 @@
 """On the GPU: MobileNetV3's squeeze-and-excitation block as exported, eager and captured in a CUDA graph, FLOAT
-and under ``BuilderFlag.FP16``, against the CPU's engine (which fuses it; a GPU build leaves its layers apart)."""
+and under ``BuilderFlag.FP16``, against the CPU's engine (which fuses it; a GPU build leaves a FLOAT block's layers
+apart), and as an fp16 export's HALF block, which a GPU build fuses into its channels-last run."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ pytestmark = pytest.mark.gpu
 n = helper.make_node
 
 
-def _se_block():  # type: ignore[no-untyped-def]
-    """x [N, 16, 6, 20]: depthwise conv, the SE block (pool, 1x1 + ReLU, 1x1 + HardSigmoid, Mul), a 1x1 conv."""
+def _se_block(half: bool = False):  # type: ignore[no-untyped-def]
+    """x [N, 16, 6, 20]: depthwise conv, the SE block (pool, 1x1 + ReLU, 1x1 + HardSigmoid, Mul), a 1x1 conv;
+    ``half``: typed FLOAT16 throughout, as an fp16 export."""
     rng = np.random.default_rng(3)
 
     def w(shape: tuple[int, ...]) -> np.ndarray:
@@ -25,6 +27,8 @@ def _se_block():  # type: ignore[no-untyped-def]
 
     inits = {"wd": w((16, 1, 3, 3)), "w1": w((4, 16, 1, 1)), "b1": w((4,)), "w2": w((16, 4, 1, 1)), "b2": w((16,))}
     inits["w3"] = w((8, 16, 1, 1))
+    if half:
+        inits = {k: v.astype(np.float16) for k, v in inits.items()}
     nodes = [
         n("Conv", ["x", "wd"], ["d"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=16),
         n("GlobalAveragePool", ["d"], ["g"]),
@@ -35,7 +39,7 @@ def _se_block():  # type: ignore[no-untyped-def]
         n("Mul", ["d", "h2"], ["e"]),
         n("Conv", ["e", "w3"], ["y"], kernel_shape=[1, 1]),
     ]
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 16, 6, 20])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT16 if half else TensorProto.FLOAT, ["n", 16, 6, 20])
     return onnx_model(nodes, [x], ["y"], inits)
 
 
@@ -57,3 +61,23 @@ def test_squeeze_excitation_on_the_gpu_matches_the_cpu(fp16: bool, graph: bool) 
     scale = float(np.abs(want).max())
     tolerance = 2e-2 if fp16 else 1e-5
     assert np.abs(got - want).max() <= tolerance * scale, (np.abs(got - want).max(), scale)
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_a_half_squeeze_excitation_block_fuses_into_the_channels_last_run_on_the_gpu(monkeypatch, graph: bool) -> None:
+    """An fp16 export's block: one ``squeeze_excitation`` layer taking its channels-last kernel, its input and output
+    stored HWC (the depthwise convolution before it and the 1x1 after read and write them without reorders)."""
+    from plugrt.core.types import TensorFormat
+
+    monkeypatch.setenv("PLUGRT_TORCH", "1")
+    plan = EnginePlan.from_bytes(onnx_plan(_se_block(half=True), "cuda", SHAPES))
+    (block,) = [layer for layer in plan.layers if layer.kind == "squeeze_excitation"]
+    assert block.tactic == 2
+    assert plan.tensors[block.inputs[0]].format == TensorFormat.HWC
+    assert plan.tensors[block.outputs[0]].format == TensorFormat.HWC
+    x = np.random.default_rng(4).standard_normal((3, 16, 6, 20)).astype(np.float32)
+    monkeypatch.setenv("PLUGRT_TORCH", "0")
+    want = run_plan(onnx_plan(_se_block(), "cpu", SHAPES), "cpu", {"x": x})["y"]
+    got = run_plan(plan.to_bytes(), "cuda", {"x": x.astype(np.float16)}, graph)["y"].astype(np.float32)
+    scale = float(np.abs(want).max())
+    assert np.abs(got - want).max() <= 2e-2 * scale, (np.abs(got - want).max(), scale)

@@ -225,12 +225,13 @@ def test_a_residual_of_another_shape_is_refused() -> None:
         op.output_types([plugrt.float32])
 
 
-def test_squeeze_excitation_fuses_for_the_cpu_only(monkeypatch) -> None:
-    """The rule is ``cpu_only``: a GPU build keeps the block's layers (its fused kernel is many small launches
-    there)."""
-    from plugrt.builder.fusion import RULES, fuse_layers
+def test_squeeze_excitation_fuses_on_a_gpu_in_half_only(monkeypatch) -> None:
+    """A CPU build fuses the block in FLOAT and HALF; a GPU build keeps a FLOAT block's layers (its fused kernel is
+    many small launches there) and fuses a HALF one (which keeps a channels-last run unbroken there)."""
+    import dataclasses
 
-    assert [rule.name for rule in RULES if rule.cpu_only] == ["squeeze_excitation"]
+    from plugrt.builder.fusion import fuse_layers
+    from plugrt.core.types import DataType
     rng = np.random.default_rng(2)
     constants = {
         "w1": rng.standard_normal((2, 4, 1, 1)),
@@ -250,7 +251,9 @@ def test_squeeze_excitation_fuses_for_the_cpu_only(monkeypatch) -> None:
     compiled = plugrt.compile(_model(nodes, constants))
     compiled({"x": _x()})
     plan = compiled.engine.plan
-    for gpu, fused in ((False, True), (True, False)):
+    half = [dataclasses.replace(t, dtype=DataType.HALF) if t.dtype == DataType.FLOAT else t for t in plan.tensors]
+    cases = ((plan.tensors, False, True), (plan.tensors, True, False), (half, False, True), (half, True, True))
+    for tensors, gpu, fused in cases:
         layers = [copy.deepcopy(layer) for layer in plan.layers]
-        out, *_ = fuse_layers(layers, list(plan.tensors), list(plan.io), dict(plan.weights), disabled=(), gpu=gpu)
-        assert ("squeeze_excitation" in [layer.kind for layer in out]) is fused
+        out, *_ = fuse_layers(layers, list(tensors), list(plan.io), dict(plan.weights), disabled=(), gpu=gpu)
+        assert ("squeeze_excitation" in [layer.kind for layer in out]) is fused, (gpu, tensors is half)

@@ -19,7 +19,7 @@ rule                   what                                                     
 ``conv_residual``      ``Convolution``, then a FLOAT ``SUM`` with a tensor of its shape       bit-identical
 ``conv_activation``    ``Convolution``, then a FLOAT activation it applies in place          same kernels
 ``conv_scale_shift``   ``Convolution`` + activation, then PROD/DIV/SUM/SUB by a scalar       ≤ 1 ulp
-``squeeze_excitation`` GlobalAveragePool → 1x1 Conv → 1x1 Conv → Mul(x, ·) → one layer (CPU)  few ulp
+``squeeze_excitation`` GlobalAveragePool → 1x1 Conv → 1x1 Conv → Mul(x, ·) → one layer        few ulp
 ``layer_norm``         ReduceMean/Sub/square/ReduceMean/eps/Sqrt/Div (gamma, beta)          ~1e-6 relative
 ``residual_layer_norm`` ``SUM(x, r)`` then layer normalization → one kernel (GPU)             ~1e-6 relative
 ``elementwise_chain``  runs of elementwise layers → ``fused_elementwise``                    bit-identical
@@ -91,7 +91,7 @@ RULES: tuple[Rule, ...] = (
     Rule("conv_scale_shift", conv_scale_shift),
     # on a GPU its NumPy-shaped kernel is a dozen small launches: 0.47-0.57 ms a block eagerly, MobileNetV3-small's
     # eager run 5.3 ms fused against 2.9 ms with the layers apart, replayed no faster (H200, docs/benchmarks.md)
-    Rule("squeeze_excitation", squeeze_excitation, cpu_only=True),
+    Rule("squeeze_excitation", squeeze_excitation),
     Rule("layer_norm", layer_norm),
     # one CUDA kernel reads x and r and normalizes their sum (BERT-base fp16 at batch 32: 27 adds were 16% of its
     # kernel time); on the CPU the fused layer would only add the two first and lose PyTorch's layer_norm tactic
@@ -131,7 +131,7 @@ def fuse_layers(
     """
     skip = disabled_passes() if disabled is None else frozenset(disabled)
     table = weights if weights is not None else {}
-    graph = LayerGraph(layers, tensors, io, table)
+    graph = LayerGraph(layers, tensors, io, table, gpu)
     dropped = [] if "round_trips" in skip else drop_round_trips(graph)
     fused: list[str] = []
     for rule in RULES:

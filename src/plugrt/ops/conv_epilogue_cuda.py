@@ -91,13 +91,15 @@ def conv_epilogue(
     alpha: float,
     beta: float,
     post_affine: tuple[float, float] = (1.0, 0.0),
-) -> Callable[[Any], bool] | None:
-    """``apply(result)`` writing the epilogue of ``result`` (the convolution without its bias) into ``ot``.
+) -> Callable[..., bool] | None:
+    """``apply(result, given=None)`` writing the epilogue of ``result`` (the convolution without its bias) into
+    ``ot``, reading the residual from ``given`` instead of ``residual`` where given (a tensor laid out alike).
 
     ``ot``: the output as a torch CUDA tensor ``[N, C, *spatial]``, contiguous or channels-last; ``bias``:
     ``[C]`` of its type; ``residual``: None or a tensor laid out like ``ot``; ``activation``: an activation
     type's name or None. ``apply`` returns False (having done nothing) when it cannot read ``result`` (another
-    shape; not 4-D and laid out unlike ``ot``), so the caller runs its own passes. None when the kernel does not
+    shape; not 4-D and laid out unlike ``ot``) or ``given`` (laid out unlike ``ot``), so the caller runs its own
+    passes. None when the kernel does not
     take these tensors.
     """
     import torch
@@ -138,13 +140,17 @@ def conv_epilogue(
     alike = (kernels["false"], (*tail, *spatial, *(np.int64(0),) * 4))
     block = (_THREADS,)
 
-    def apply(result: Any, _bias: Any = bias) -> bool:  # (_bias: the kernel reads its address, kept alive here)
+    def apply(result: Any, given: Any = None, _bias: Any = bias) -> bool:  # (_bias: its address is read: kept alive)
+        if given is not None and (residual is None or not _same_memory(given, ot)):
+            return False
         if result.stride() == ot.stride():
             kernel, rest = alike
         elif ot.dim() == 4 and tuple(result.shape) == size:  # (cuDNN chose another layout for its result)
             kernel, rest = kernels["true"], (*tail, *spatial, *(np.int64(s) for s in result.stride()))
         else:
             return False
+        if given is not None:  # the residual a channels-last run handed over instead of writing its buffer
+            rest = (rest[0], np.uint64(given.data_ptr()), *rest[2:])
         kernel(grid, block, (np.uint64(result.data_ptr()), *rest))
         return True
 

@@ -142,7 +142,7 @@ class ShuffleOperator(Operator):
         transpose, ``builder/layouts.py``) is written in its stored order and its hand-over slot emptied at
         each run, so that a channels-last reader takes the buffer (see ``ops/hand_over.py``)."""
         super().bind(inputs, outputs, workspace)
-        stored = outputs[0].format == TensorFormat.HWC and self.xp is np
+        stored = outputs[0].format == TensorFormat.HWC
         self._handed = hand_over(outputs[0].array) if stored else None
 
     def direct_launch(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any) -> Any:
@@ -162,7 +162,15 @@ class ShuffleOperator(Operator):
                 target, source = view(out).permute(*self._p2_inverse), source.view(self._mid)
         except (RuntimeError, TypeError):  # a reshape that needs a copy, a type torch does not view
             return None
-        return target.copy_, (source,)
+        handed = self._handed
+        if handed is None:
+            return target.copy_, (source,)
+
+        def copy_stored(given: Any) -> None:  # (an output stored HWC: its slot emptied, the buffer holds it)
+            target.copy_(given)
+            handed.tensor = None
+
+        return copy_stored, (source,)
 
     def views_input(self) -> bool:
         """A reshape without transposes."""

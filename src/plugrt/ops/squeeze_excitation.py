@@ -9,14 +9,16 @@ of ``[N, C]`` rows, the activations in place and one broadcast multiply.
 params: ``activation1`` / ``activation2`` (activation type names, or ``""``), each with
 ``_alpha`` and ``_beta``. weights: ``kernel1`` (``[M, C]``, the first convolution's packed
 kernel as it was), ``bias1`` ``[M]``, ``kernel2`` (``[C, M]``), ``bias2`` ``[C]``; a missing
-bias is none. FLOAT input ``[N, C, *spatial]``, the output of its shape.
+bias is none. FLOAT (or HALF) input ``[N, C, *spatial]``, the output of its shape and type.
 
 Results are the unfused layers' up to the products' summation order (a few ulp).
 
 With PyTorch installed the block also has a PyTorch kernel on NCHW tensors and on
 channels-last ones (tactic ``torch-nhwc``): between channels-last convolutions (a depthwise
-one before it, a 1x1 after, as in every SE block) it keeps their run unbroken. There, with numba installed, a
-block whose activations it computes is one compiled loop (:mod:`plugrt.ops.squeeze_numba`).
+one before it, a 1x1 after, as in every SE block) it keeps their run unbroken. There, on the CPU with numba
+installed, a block whose activations it computes is one compiled loop (:mod:`plugrt.ops.squeeze_numba`). On a GPU
+the PyTorch kernel takes FLOAT and HALF tensors (HALF ones channels-last, as the convolutions around it: no
+reorder of the block's input or output; MobileNetV3's fp16 export has nine such blocks).
 """
 
 from __future__ import annotations
@@ -85,20 +87,25 @@ class SqueezeExcitationOperator(SameShape, TorchOperator):
     def torch_supports(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> bool:
-        """FLOAT ``[N, C, H, W]`` inputs on the CPU (the kernel views the weights as host tensors)."""
-        return self.xp is np and super().torch_supports(types, shapes, constant) and len(shapes[0]) == 4
+        """``[N, C, H, W]`` inputs of a type PyTorch computes here (FLOAT; on a GPU also HALF)."""
+        return super().torch_supports(types, shapes, constant) and len(shapes[0]) == 4
 
     def channels_last_supports(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> bool:
-        return self.xp is np  # what torch_supports takes, on the CPU (the GPU's channels-last runs are convolutions)
+        """What :meth:`torch_supports` takes: between channels-last convolutions the block keeps their run."""
+        return True
 
     def channels_last_positions(self, inputs: int, outputs: int) -> list[int]:
         """The input and the output."""
         return [0, inputs]
 
-    def torch_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
+    def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
         weights = (self._w1, self._b1, self._w2, self._b2)
+        if self.xp is not np:  # the device's copies, kept across binds
+            xp = self.xp
+            w1, b1, w2, b2 = (None if w is None else self.on_device(("torch", k), w, xp) for k, w in enumerate(weights))
+            return squeeze_excitation(self._acts, (w1, b1, w2, b2), inputs[0], outputs[0], self.formats)
         if self.tactic == CHANNELS_LAST_TACTIC:  # Numba's compiled block where it computes it (ops/squeeze_numba.py)
             loop = squeeze_excitation_channels_last(self._acts, weights, inputs[0], outputs[0], self.formats)
             if loop is not None:

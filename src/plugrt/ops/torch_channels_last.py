@@ -322,9 +322,8 @@ def max_pooling(
     kernel, strides, pads, dilations = list(w.kernel), list(w.strides), list(begins), list(w.dilations)
     ceil = w.ceil_mode
     flops = float(ot.numel() * math.prod(w.kernel))
-    host = isinstance(x, np.ndarray)  # on a GPU results are copied into the buffers (a graph replays no hand-over)
-    given = hand_over(x) if host and formats[0] == TensorFormat.HWC else None
-    handed = hand_over(out) if host and formats[-1] == TensorFormat.HWC else None
+    given = hand_over(x) if formats[0] == TensorFormat.HWC else None
+    handed = hand_over(out) if formats[-1] == TensorFormat.HWC else None
 
     def run() -> None:
         use_threads(flops)
@@ -342,17 +341,23 @@ def max_pooling(
 
 def global_pooling_channels_last(reduce: Any, x: Any, out: Any, fmt: TensorFormat) -> Kernel:
     """``reduce`` (``torch.mean`` or ``torch.amax``) over the spatial axes of ``[N, C, H, W]`` stored as ``fmt``
-    (an ``HWC`` input reduced as stored, over its middle axes ``[N, (H, W), C]``; on the CPU the tensor a
-    channels-last kernel handed over when there is one) into ``out`` ``[N, C, 1, 1]``."""
+    (an ``HWC`` input reduced as stored, over its middle axes ``[N, (H, W), C]``, or the tensor a channels-last
+    kernel handed over when there is one) into ``out`` ``[N, C, 1, 1]``."""
     n, channels = (int(d) for d in (x.shape[0], x.shape[3] if fmt == TensorFormat.HWC else x.shape[1]))
     target = view(out).view(n, channels)
     if fmt != TensorFormat.HWC:
         flat = view(x).view(n, channels, -1)
         return lambda: reduce(flat, 2, out=target)  # type: ignore[no-any-return]
     rows = view(x).view(n, -1, channels)
-    if not isinstance(x, np.ndarray):  # a device's buffer holds its tensor (no hand-over there)
-        return lambda: reduce(rows, 1, out=target)  # type: ignore[no-any-return]
-    given, flat = hand_over(x), x.reshape(-1, channels)
+    given = hand_over(x)
+    if not isinstance(x, np.ndarray):  # a device's: the handed-over tensor ([N, C, H, W], channels-last), else the rows
+
+        def run_device() -> None:
+            tensor = given.tensor  # (stored as the buffer's rows: permuted back, a view, reduced as they are)
+            reduce(rows if tensor is None else tensor.permute(0, 2, 3, 1).reshape(n, -1, channels), 1, out=target)
+
+        return run_device
+    flat = x.reshape(-1, channels)
     flops = float(x.size)
 
     def run() -> None:
@@ -365,31 +370,35 @@ def global_pooling_channels_last(reduce: Any, x: Any, out: Any, fmt: TensorForma
 
 def squeeze_excitation(
     acts: Sequence[tuple[str, float, float]],
-    weights: tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray | None],
-    x: np.ndarray,
-    out: np.ndarray,
+    weights: tuple[Any, Any | None, Any, Any | None],
+    x: Any,
+    out: Any,
     formats: Sequence[TensorFormat],
 ) -> Kernel | None:
     """The squeeze-and-excitation block (``ops/squeeze_excitation.py``) on ``[N, C, H, W]`` tensors, NCHW or
-    channels-last (``formats``: the input's and the output's): the mean, two small products with their
-    activations, the broadcast product into the output's buffer (a channels-last output's hand-over slot emptied).
-    Every intermediate is a tensor made here, written with ``out=`` (each allocation cost ~1 us a call)."""
+    channels-last (``formats``: the input's and the output's), on the CPU or a GPU (``weights``, ``(w1 [C, M],
+    b1 [M] or None, w2 [M, C], b2 [C] or None)``, arrays where ``x`` is): the mean, two small products with their
+    activations, the broadcast product into the output's buffer (a channels-last output's hand-over slot emptied;
+    a channels-last input read from its slot where that holds a tensor). Every intermediate is a tensor made here,
+    written with ``out=`` (each allocation cost ~1 us a call on the CPU), in the input's type (a GPU's HALF: the
+    mean accumulates in FLOAT, the products in cuBLAS's FLOAT)."""
     torch = torch_module()
     xt, ot = logical_view(x, formats[0]), logical_view(out, formats[-1])
     if xt.dim() != 4 or xt.numel() == 0:
         return None
-    w1, b1, w2, b2 = (None if w is None else view(w) for w in weights)
+    w1, b1, w2, b2 = (None if w is None else view(w).to(xt.dtype) for w in weights)
     n, channels = int(xt.shape[0]), int(xt.shape[1])
-    pooled, scale = torch.empty(n, channels), torch.empty(n, channels)
-    hidden = torch.empty(n, int(weights[0].shape[1]))
+    pooled, scale = (torch.empty(n, channels, dtype=xt.dtype, device=xt.device) for _ in range(2))
+    hidden = torch.empty(n, int(weights[0].shape[1]), dtype=xt.dtype, device=xt.device)
     steps = [(pooled, w1, b1, acts[0], hidden), (hidden, w2, b2, acts[1], scale)]
     broadcast = scale[:, :, None, None]
     given = hand_over(x) if formats[0] == TensorFormat.HWC else None
     handed = hand_over(out) if formats[-1] == TensorFormat.HWC else None
-    flops = float(ELEMENT_FLOPS * xt.numel())
+    flops = float(ELEMENT_FLOPS * xt.numel()) if isinstance(x, np.ndarray) else 0.0
 
     def run() -> None:
-        use_threads(flops)
+        if flops:
+            use_threads(flops)
         source = given.tensor if given is not None and given.tensor is not None else xt
         torch.mean(source, (2, 3), out=pooled)
         for rows, weight, bias, (name, alpha, beta), target in steps:

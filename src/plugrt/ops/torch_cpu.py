@@ -320,16 +320,16 @@ class TorchOperator(Operator):
         for k, b in enumerate(inputs):
             if b.format == TensorFormat.HWC:
                 scratch = self.scratch(("relaid", k), tuple(b.shape), b.array.dtype, xp)
-                copies.append((scratch, b.array.transpose(0, 3, 1, 2), hand_over(b.array) if xp is np else None))
+                copies.append((scratch, b.array.transpose(0, 3, 1, 2), hand_over(b.array)))
                 linear_in.append(scratch)
             else:
                 linear_in.append(b.array)
         results: list[Any] = []
-        targets: list[tuple[Any, HandOver | None] | None] = []
+        targets: list[tuple[Any, HandOver] | None] = []
         for k, b in enumerate(outputs):
             if b.format == TensorFormat.HWC:
                 results.append(self.scratch(("relaid_out", k), tuple(b.shape), b.array.dtype, xp))
-                targets.append((b.array.transpose(0, 3, 1, 2), hand_over(b.array) if xp is np else None))
+                targets.append((b.array.transpose(0, 3, 1, 2), hand_over(b.array)))
             else:
                 results.append(b.array)
                 targets.append(None)
@@ -340,14 +340,13 @@ class TorchOperator(Operator):
         copies, linear_in, results, targets = self._relaid
         xp = self.xp
         for scratch, source, slot in copies:
-            given = None if slot is None else slot.tensor
-            xp.copyto(scratch, source if given is None else given.numpy())
+            given = slot.tensor
+            xp.copyto(scratch, source if given is None else (given.numpy() if xp is np else xp.asarray(given)))
         self.run(linear_in, results, xp)
         for result, target in zip(results, targets):
             if target is not None:
                 xp.copyto(target[0], result)
-                if target[1] is not None:
-                    target[1].tensor = None  # the buffer holds it now
+                target[1].tensor = None  # the buffer holds it now
 
     def launch(self, stream: int) -> None:
         """The bound PyTorch kernel, or the NumPy kernel."""

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..core.types import TensorFormat
 from .conv_cudnn import fused_conv_relu
+from .hand_over import hand_over, taken
 from .torch_cpu import Kernel, torch_module, use_threads, view
 
 if TYPE_CHECKING:
@@ -163,7 +164,9 @@ def convolution(
     the input into a zero-bordered buffer made here first. None for what torch does not do as the
     operator: other ranks, empty tensors. ``formats`` (the input's, the
     residual's when there is one, the output's; on a GPU): ``HWC`` tensors are read and written as channels-last
-    views, and the kernel is made channels-last, so cuDNN runs its NHWC kernels without reordering. A uniform
+    views, and the kernel is made channels-last, so cuDNN runs its NHWC kernels without reordering; an HWC input or
+    residual is read from its hand-over slot where that holds a tensor, and cuDNN's fused ReLU result is handed over
+    (``ops/hand_over.py``; every other path writes the buffer and empties its slot). A uniform
     kernel (``uniform_kernel``) runs without the bias, then its maps are made bit-identical and the bias added, as
     the NumPy kernel does.
     """
@@ -206,14 +209,22 @@ def convolution(
     act = ACTIVATIONS[op.activation] if op.activation else None
     rt = None if residual is None else logical_view(residual, formats[1])
     affine = post_affine(torch, op)
+    # channels-last tensors (a GPU's run) are read from, and a fused ReLU's result handed over in, their slots
+    hwc = TensorFormat.HWC
+    slots = (
+        hand_over(x) if formats[0] == hwc else None,
+        hand_over(residual) if residual is not None and formats[1] == hwc else None,
+        hand_over(out) if formats[-1] == hwc else None,
+    )
+    given, given_residual, handed = slots
     if op.activation == "RELU" and interior is None and affine is None and uniform is None:  # cuDNN
-        fused = fused_conv_relu(torch, xt, weight, bias_t, rt, ot, strides, pads, dilations, group)
+        fused = fused_conv_relu(torch, xt, weight, bias_t, rt, ot, strides, pads, dilations, group, slots)
         if fused is not None:
             return fused
 
-    def finish(result: Any) -> None:
-        if rt is not None:
-            torch.add(result, rt, out=ot)
+    def finish(result: Any, r: Any) -> None:
+        if r is not None:
+            torch.add(result, r, out=ot)
             if act is not None:
                 act(torch, ot, ot, low, high)
             if affine is not None:
@@ -228,6 +239,15 @@ def convolution(
             affine(result, ot)
         else:
             ot.copy_(result)
+        if handed is not None:
+            handed.tensor = None  # the buffer holds it
+
+    def staged() -> Any:
+        """The input to convolve: the slot's tensor or the buffer, copied into the zero border where there is one."""
+        if interior is None:
+            return taken(given, xt)
+        interior.copy_(taken(given, xt))
+        return source
 
     if xt.is_cuda and bias_t is not None and uniform is None:  # bias, residual, activation: one kernel
         from .conv_epilogue_cuda import conv_epilogue
@@ -237,23 +257,23 @@ def convolution(
             maps_bias = bias_t.reshape(1, -1, *[1] * w.rank)
 
             def run_epilogue() -> None:
-                if interior is not None:
-                    interior.copy_(xt)
-                result = function(source, weight, None, strides, pads, dilations, group)
-                if not epilogue(result):  # (a result laid out unlike the output: the passes one by one)
+                result = function(staged(), weight, None, strides, pads, dilations, group)
+                r = None if given_residual is None else given_residual.tensor
+                if epilogue(result, r):
+                    if handed is not None:
+                        handed.tensor = None
+                else:  # (a result laid out unlike the output: the passes one by one)
                     result.add_(maps_bias)
-                    finish(result)
+                    finish(result, taken(given_residual, rt))
 
             return run_epilogue
 
     def run() -> None:
         use_threads(flops)
-        if interior is not None:
-            interior.copy_(xt)
-        result = function(source, weight, bias_t, strides, pads, dilations, group)
+        result = function(staged(), weight, bias_t, strides, pads, dilations, group)
         if uniform is not None:
             same_maps(result, *uniform)
-        finish(result)
+        finish(result, taken(given_residual, rt))
 
     return run
 

@@ -34,8 +34,15 @@ class LayerGraph:
     """Layers, tensors, engine I/O and weights of one build, with producer and reader maps kept current."""
 
     def __init__(
-        self, layers: list[LayerPlan], tensors: list[TensorPlan], io: list[int], weights: dict[str, np.ndarray]
+        self,
+        layers: list[LayerPlan],
+        tensors: list[TensorPlan],
+        io: list[int],
+        weights: dict[str, np.ndarray],
+        gpu: bool = False,
     ) -> None:
+        #: the build is for a GPU (a rule may fuse there in some types only)
+        self.gpu = gpu
         self.layers: list[LayerPlan | None] = list(layers)
         self.tensors = tensors
         self.io = list(io)

@@ -4,7 +4,9 @@
 ``squeeze_excitation`` layer (``ops/squeeze_excitation.py``) when the pooling, the two
 convolutions and the product's scale are read by the next of them alone, the convolutions
 are plain (one group, unit strides, no padding, kernel and bias as weights, no residual or
-scalar map after the activation) and everything is FLOAT. The rule anchors at the ``Mul``,
+scalar map after the activation) and everything is FLOAT, or (on a GPU, only this) everything HALF: there the fused
+kernel is many small launches, and it pays only where it keeps a HALF channels-last run of convolutions unbroken
+(its ``Mul`` would read and write NCHW tensors: the convolutions around it reorder; MobileNetV3's fp16 export). The rule anchors at the ``Mul``,
 after ``conv_activation`` has given the convolutions their activations. The fused layer is
 named ``"squeeze-excitation [<pooling> .. <Mul>]"``.
 """
@@ -18,6 +20,12 @@ from ...engine.plan import LayerPlan
 from .graph import Fusion, LayerGraph
 
 __all__ = ["squeeze_excitation"]
+
+
+
+def _types(graph: LayerGraph) -> tuple[DataType, ...]:
+    """The types the block fuses in (see the module's note)."""
+    return (DataType.HALF,) if graph.gpu else (DataType.FLOAT, DataType.HALF)
 
 
 def _single_position_conv(graph: LayerGraph, tensor: int, reader: int) -> int | None:
@@ -37,7 +45,7 @@ def _single_position_conv(graph: LayerGraph, tensor: int, reader: int) -> int | 
         return None
     if p.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID") or (p.get("has_bias") and "bias" not in conv.weights):
         return None
-    return step if graph.tensors[tensor].dtype == DataType.FLOAT else None
+    return step if graph.tensors[tensor].dtype in _types(graph) else None
 
 
 def _activation(conv: LayerPlan, k: int) -> dict[str, Any]:
@@ -53,7 +61,7 @@ def squeeze_excitation(graph: LayerGraph, step: int) -> Fusion | None:
     mul = graph.layer(step)
     if mul.kind != "elementwise" or mul.params.get("op") != "PROD" or len(mul.inputs) != 2 or mul.weights:
         return None
-    if not graph.fusable(step) or graph.tensors[mul.outputs[0]].dtype != DataType.FLOAT:
+    if not graph.fusable(step) or graph.tensors[mul.outputs[0]].dtype not in _types(graph):
         return None
     for position in (0, 1):
         x, s = mul.inputs[position], mul.inputs[1 - position]
