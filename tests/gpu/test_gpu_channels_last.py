@@ -85,7 +85,12 @@ def test_channels_last_runs_hand_over_on_the_gpu_call_after_call(monkeypatch, gr
 
     from plugrt.ops import hand_over
 
-    monkeypatch.setenv("PLUGRT_TORCH", "1")
+    rng = np.random.default_rng(5)
+    monkeypatch.setenv("PLUGRT_TORCH", "0")
+    cpu_plan = _plan("cpu", False)
+    hosts = [rng.standard_normal((3, 16, 14, 14)).astype(np.float32) for _ in range(4)]
+    wants = [run_plan(cpu_plan, "cpu", {"x": host})["y"] for host in hosts]
+    monkeypatch.setenv("PLUGRT_TORCH", "1")  # (also at bind, the first run: torch's kernels)
     plan = _plan("cuda", True)
     engine = trt.Runtime(LOGGER, device="cuda").deserialize_cuda_engine(plan)
     context = engine.create_execution_context()
@@ -95,15 +100,10 @@ def test_channels_last_runs_hand_over_on_the_gpu_call_after_call(monkeypatch, gr
     context.set_tensor_address("x", int(x.data.ptr))
     context.set_tensor_address("y", int(y.data.ptr))
     stream = cp.cuda.Stream(non_blocking=True)
-    monkeypatch.setenv("PLUGRT_TORCH", "0")
-    cpu_plan = _plan("cpu", False)
-    rng = np.random.default_rng(5)
-    for call in range(4):
-        host = rng.standard_normal((3, 16, 14, 14)).astype(np.float32)
+    for call, (host, want) in enumerate(zip(hosts, wants)):
         x.set(host)
         context.execute_async_v3(stream.ptr)
         stream.synchronize()
-        want = run_plan(cpu_plan, "cpu", {"x": host})["y"]
         got = cp.asnumpy(y)
         np.testing.assert_allclose(got, want, rtol=0, atol=3e-2 * float(np.abs(want).max()), err_msg=f"call {call}")
     handed = [slot.tensor for slot in hand_over._SLOTS.values() if slot.tensor is not None]

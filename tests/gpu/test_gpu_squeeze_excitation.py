@@ -69,15 +69,15 @@ def test_a_half_squeeze_excitation_block_fuses_into_the_channels_last_run_on_the
     stored HWC (the depthwise convolution before it and the 1x1 after read and write them without reorders)."""
     from plugrt.core.types import TensorFormat
 
-    monkeypatch.setenv("PLUGRT_TORCH", "1")
+    x = np.random.default_rng(4).standard_normal((3, 16, 6, 20)).astype(np.float32)
+    monkeypatch.setenv("PLUGRT_TORCH", "0")
+    want = run_plan(onnx_plan(_se_block(), "cpu", SHAPES), "cpu", {"x": x})["y"]
+    monkeypatch.setenv("PLUGRT_TORCH", "1")  # (also at bind, the first run: torch's kernels)
     plan = EnginePlan.from_bytes(onnx_plan(_se_block(half=True), "cuda", SHAPES))
     (block,) = [layer for layer in plan.layers if layer.kind == "squeeze_excitation"]
     assert block.tactic == 2
     assert plan.tensors[block.inputs[0]].format == TensorFormat.HWC
     assert plan.tensors[block.outputs[0]].format == TensorFormat.HWC
-    x = np.random.default_rng(4).standard_normal((3, 16, 6, 20)).astype(np.float32)
-    monkeypatch.setenv("PLUGRT_TORCH", "0")
-    want = run_plan(onnx_plan(_se_block(), "cpu", SHAPES), "cpu", {"x": x})["y"]
     got = run_plan(plan.to_bytes(), "cuda", {"x": x.astype(np.float16)}, graph)["y"].astype(np.float32)
     scale = float(np.abs(want).max())
     assert np.abs(got - want).max() <= 2e-2 * scale, (np.abs(got - want).max(), scale)

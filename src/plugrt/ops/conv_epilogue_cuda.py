@@ -32,30 +32,41 @@ _TEMPLATE = r"""
 #include <cuda_fp16.h>
 __device__ __forceinline__ float to_f(float v) { return v; }
 __device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
-__device__ __forceinline__ void store(float* p, float v) { *p = v; }
-__device__ __forceinline__ void store(__half* p, float v) { *p = __float2half_rn(v); }
+__device__ __forceinline__ float stored(float v, float) { return v; }
+__device__ __forceinline__ __half stored(float v, __half) { return __float2half_rn(v); }
+template <typename T, int VEC> struct alignas(sizeof(T) * VEC) Pack { T v[VEC]; };
 %(preamble)s
 // y and r laid out alike (inner: 1 channels-last, else the spatial size); x as it lies: 4-D strides
-// (sn, sc, sh, sw) in elements, with h_w the width (STRIDED), else laid out as y
-template <typename T, bool RES, bool STRIDED>
+// (sn, sc, sh, sw) in elements, with h_w the width (STRIDED), else laid out as y. VEC elements a step, loaded
+// and stored as one 16-byte word (VEC > 1: not STRIDED, n and the channels (channels-last) or the spatial size
+// multiples of VEC, the pointers 16-byte aligned; the VEC elements then have channels c0 .. c0 + VEC - 1, or c0)
+template <typename T, bool RES, bool STRIDED, int VEC>
 __global__ void conv_epilogue(const T* __restrict__ x, const T* __restrict__ bias, const T* __restrict__ r,
                               T* __restrict__ y, long long n, long long inner, int channels, float scale,
                               float shift, long long height, long long width, long long sn, long long sc,
                               long long sh, long long sw) {
     const long long stride = (long long)blockDim.x * gridDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < n / VEC; g += stride) {
+        const long long i = g * VEC;
         const long long c = (i / inner) %% channels;
-        long long at = i;
-        if (STRIDED) {  // the element's (n, c, h, w) from y's layout, then x's offset
+        Pack<T, VEC> xs, rs, ys;
+        if (STRIDED) {  // (VEC 1) the element's (n, c, h, w) from y's layout, then x's offset
             long long w, h, b;
             if (inner == 1) { long long p = i / channels; w = p %% width; p /= width; h = p %% height; b = p / height; }
             else { w = i %% width; long long p = i / width; h = p %% height; b = p / height / channels; }
-            at = b * sn + c * sc + h * sh + w * sw;
+            xs.v[0] = x[b * sn + c * sc + h * sh + w * sw];
+        } else {
+            xs = *reinterpret_cast<const Pack<T, VEC>*>(x + i);
         }
-        float v = to_f(x[at]) + to_f(bias[c]);
-        if (RES) v += to_f(r[i]);
-        v = %(activation)s;
-        store(y + i, shift + scale * v);
+        if (RES) rs = *reinterpret_cast<const Pack<T, VEC>*>(r + i);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+            float v = to_f(xs.v[k]) + to_f(bias[inner == 1 ? c + k : c]);
+            if (RES) v += to_f(rs.v[k]);
+            v = %(activation)s;
+            ys.v[k] = stored(shift + scale * v, T());
+        }
+        *reinterpret_cast<Pack<T, VEC>*>(y + i) = ys;
     }
 }
 """
@@ -120,10 +131,20 @@ def conv_epilogue(
         return None
     ctype = "float" if ot.dtype == torch.float32 else "__half"
     res = "true" if residual is not None else "false"
-    kernels = {strided: module.function(f"conv_epilogue<{ctype}, {res}, {strided}>") for strided in ("false", "true")}
-    bias = bias.contiguous()
     n = ot.numel()
-    grid = (min((n + _THREADS - 1) // _THREADS, 65536),)
+    # 16 bytes a step where the layout allows it (see the kernel); the strided read and misaligned tensors: one element
+    vec = 16 // ot.element_size()
+    aligned = [ot.data_ptr(), *([] if residual is None else [residual.data_ptr()])]
+    if n % vec or (channels if inner == 1 else inner) % vec or any(p % 16 for p in aligned):
+        vec = 1
+
+    def function(strided: str, width: int) -> Any:
+        return module.function(f"conv_epilogue<{ctype}, {res}, {strided}, {width}>")
+
+    def grid(width: int) -> tuple[int]:
+        return (min((n // width + _THREADS - 1) // _THREADS, 65536),)
+
+    bias = bias.contiguous()
     scale, shift = post_affine
     tail = (
         np.uint64(bias.data_ptr()),
@@ -137,21 +158,26 @@ def conv_epilogue(
     )
     size = tuple(ot.shape)
     spatial = (np.int64(size[2]), np.int64(size[3])) if ot.dim() == 4 else (np.int64(1), np.int64(1))
-    alike = (kernels["false"], (*tail, *spatial, *(np.int64(0),) * 4))
+    zeros = (np.int64(0),) * 4
+    alike = (function("false", vec), grid(vec), (*tail, *spatial, *zeros))
+    single = (function("false", 1), grid(1), alike[2])  # (an unaligned result or residual)
+    strided = function("true", 1)
     block = (_THREADS,)
 
     def apply(result: Any, given: Any = None, _bias: Any = bias) -> bool:  # (_bias: its address is read: kept alive)
         if given is not None and (residual is None or not _same_memory(given, ot)):
             return False
         if result.stride() == ot.stride():
-            kernel, rest = alike
+            kernel, blocks, rest = alike
+            if vec > 1 and (result.data_ptr() % 16 or (given is not None and given.data_ptr() % 16)):
+                kernel, blocks, rest = single
         elif ot.dim() == 4 and tuple(result.shape) == size:  # (cuDNN chose another layout for its result)
-            kernel, rest = kernels["true"], (*tail, *spatial, *(np.int64(s) for s in result.stride()))
+            kernel, blocks, rest = strided, single[1], (*tail, *spatial, *(np.int64(s) for s in result.stride()))
         else:
             return False
         if given is not None:  # the residual a channels-last run handed over instead of writing its buffer
             rest = (rest[0], np.uint64(given.data_ptr()), *rest[2:])
-        kernel(grid, block, (np.uint64(result.data_ptr()), *rest))
+        kernel(blocks, block, (np.uint64(result.data_ptr()), *rest))
         return True
 
     return apply

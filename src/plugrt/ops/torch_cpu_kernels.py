@@ -166,7 +166,8 @@ def convolution(
     residual's when there is one, the output's; on a GPU): ``HWC`` tensors are read and written as channels-last
     views, and the kernel is made channels-last, so cuDNN runs its NHWC kernels without reordering; an HWC input or
     residual is read from its hand-over slot where that holds a tensor, and cuDNN's fused ReLU result is handed over
-    (``ops/hand_over.py``; every other path writes the buffer and empties its slot). A uniform
+    (``ops/hand_over.py``; every other path writes the buffer and empties its slot); a depthwise layer there runs
+    as one generated kernel (``ops/depthwise_cuda.py``). A uniform
     kernel (``uniform_kernel``) runs without the bias, then its maps are made bit-identical and the bias added, as
     the NumPy kernel does.
     """
@@ -217,6 +218,12 @@ def convolution(
         hand_over(out) if formats[-1] == hwc else None,
     )
     given, given_residual, handed = slots
+    if relaid and xt.is_cuda and kernel is None:  # a depthwise layer: its own kernel, epilogue included
+        from .depthwise_cuda import depthwise_cuda
+
+        depthwise = depthwise_cuda(op, xt, ot, list(begins), slots)
+        if depthwise is not None:
+            return depthwise
     if op.activation == "RELU" and interior is None and affine is None and uniform is None:  # cuDNN
         fused = fused_conv_relu(torch, xt, weight, bias_t, rt, ot, strides, pads, dilations, group, slots)
         if fused is not None:

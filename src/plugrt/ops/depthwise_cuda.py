@@ -1,0 +1,164 @@
+"""Depthwise convolutions of channels-last runs on a GPU as one generated kernel, bias and activation included.
+
+cuDNN runs a depthwise (one map per channel) convolution of channels-last HALF tensors in its grouped direct
+kernel, slowly: MobileNetV3-small's fp16 export at batch 32 spent 27% of its kernel time in three of them, and
+every one of its depthwise layers was a second kernel for the bias and activation after it. Here one thread
+computes one output element ``y[n, oh, ow, c]`` (stored ``[N, OH, OW, C]``: neighbouring threads read neighbouring
+channels, so every tap's load is coalesced), summing the window's taps in FLOAT (the weights kept in FLOAT), then
+the bias, the activation (:data:`~plugrt.ops.fused_elementwise_cuda.ACTIVATION_SOURCE`) and the scalar affine map,
+rounding once. Padding of either end and any stride or dilation are bounds in the loop. Compiled by NVRTC once per
+(type, window, activation).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..backends.cuda import CudaModule
+from .fused_elementwise_cuda import ACTIVATION_SOURCE, CLIP_PREAMBLE, literal
+from .hand_over import HandOver
+
+if TYPE_CHECKING:
+    from .conv import ConvolutionOperator
+    from .torch_cpu import Kernel
+
+__all__ = ["MAX_TAPS", "SWITCH", "depthwise_cuda"]
+
+#: ``PLUGRT_DEPTHWISE_CUDA=0`` leaves these layers to cuDNN (to compare the two: ``benchmarks/gpu_depthwise.py``)
+SWITCH = "PLUGRT_DEPTHWISE_CUDA"
+
+#: windows of at most this many taps take the kernel (MobileNets' 3x3 and 5x5, ConvNeXt's 7x7)
+MAX_TAPS = 49
+
+_TEMPLATE = r"""
+#include <cuda_fp16.h>
+__device__ __forceinline__ float to_f(float v) { return v; }
+__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
+__device__ __forceinline__ float stored(float v, float) { return v; }
+__device__ __forceinline__ __half stored(float v, __half) { return __float2half_rn(v); }
+%(preamble)s
+// x [N, H, W, C], w [KH * KW, C] (FLOAT), bias [C] (FLOAT) or null, y [N, OH, OW, C]; 32-bit indices
+template <typename T, int KH, int KW>
+__global__ void depthwise_nhwc(const T* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
+                               T* __restrict__ y, int total, int H, int W, int C, int OH, int OW, int sh, int sw,
+                               int ph, int pw, int dh, int dw, float scale, float shift) {
+    for (int idx = blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += blockDim.x * gridDim.x) {
+        const int c = idx %% C;
+        int p = idx / C;
+        const int ow = p %% OW;
+        p /= OW;
+        const int oh = p %% OH;
+        const int n = p / OH;
+        float v = 0.0f;
+#pragma unroll
+        for (int i = 0; i < KH; ++i) {
+            const int ih = oh * sh - ph + i * dh;
+            if (ih < 0 || ih >= H) continue;
+            const T* row = x + ((long long)(n * H + ih) * W) * C + c;
+#pragma unroll
+            for (int j = 0; j < KW; ++j) {
+                const int iw = ow * sw - pw + j * dw;
+                if (iw < 0 || iw >= W) continue;
+                v += to_f(row[(long long)iw * C]) * w[(i * KW + j) * C + c];
+            }
+        }
+        if (bias != nullptr) v += bias[c];
+        v = %(activation)s;
+        y[idx] = stored(shift + scale * v, T());
+    }
+}
+"""
+
+_MODULES: dict[tuple[str, float, float], CudaModule] = {}
+_THREADS = 256
+
+
+def _module(activation: str, alpha: float, beta: float) -> CudaModule | None:
+    key = (activation, alpha, beta)
+    module = _MODULES.get(key)
+    if module is None:
+        if not activation:
+            expression = "v"
+        elif activation in ACTIVATION_SOURCE:
+            expression = ACTIVATION_SOURCE[activation].format(v="v", A=literal(alpha), B=literal(beta))
+        else:
+            return None
+        source = _TEMPLATE % {"preamble": CLIP_PREAMBLE, "activation": expression}
+        module = _MODULES[key] = CudaModule(source, options=("--std=c++14", "--fmad=false"))
+    return module
+
+
+def depthwise_cuda(
+    op: ConvolutionOperator,
+    xt: Any,
+    ot: Any,
+    begins: list[int],
+    slots: tuple[HandOver | None, HandOver | None, HandOver | None],
+) -> Kernel | None:
+    """The depthwise convolution ``op`` (bias, activation and scalar map included) from ``xt`` into ``ot``, torch
+    views ``[N, C, H, W]`` of channels-last CUDA tensors of one type (FLOAT or HALF); ``begins``: the padding
+    before each spatial axis; ``slots``: the hand-over slots of the input, the residual and the output (the input
+    is read from its slot where that holds a tensor; the output's slot is emptied: the buffer holds the result).
+    None where the kernel does not take the layer: not depthwise (one map per channel), a residual, a uniform
+    kernel, a window of more than :data:`MAX_TAPS` taps, an activation it does not compute, tensors that are not
+    channels-last, or indices past 32 bits."""
+    import torch
+
+    w = op.window
+    if w.rank != 2 or op.residual or op.uniform or "kernel" not in op.weights or op.bias_input is not None:
+        return None
+    if not xt.is_cuda or os.environ.get(SWITCH, "1") == "0":
+        return None
+    _, channels, height, width = (int(d) for d in xt.shape)
+    if op.group != channels or op.maps != channels or math.prod(w.kernel) > MAX_TAPS:
+        return None
+    if xt.dtype not in (torch.float16, torch.float32) or ot.dtype != xt.dtype:
+        return None
+    layout = torch.channels_last
+    if not (xt.is_contiguous(memory_format=layout) and ot.is_contiguous(memory_format=layout)) or xt.is_contiguous():
+        return None
+    total = ot.numel()
+    if total == 0 or xt.numel() >= 2**31 or total >= 2**31:
+        return None
+    module = _module(op.activation, *op.activation_range)
+    if module is None:
+        return None
+    kh, kw = w.kernel
+    ctype = "float" if xt.dtype == torch.float32 else "__half"
+    kernel = module.function(f"depthwise_nhwc<{ctype}, {kh}, {kw}>")
+    taps = np.ascontiguousarray(np.asarray(op.weights["kernel"], np.float32).reshape(channels, kh * kw).T)
+    weights = torch.from_numpy(taps).to(xt.device)
+    bias_t = None
+    if "bias" in op.weights:
+        bias_t = torch.from_numpy(np.array(op.weights["bias"], np.float32).reshape(-1)).to(xt.device)
+    out_h, out_w = int(ot.shape[2]), int(ot.shape[3])
+    scale, shift = op.post_affine
+    tail = (
+        np.uint64(weights.data_ptr()),
+        np.uint64(0 if bias_t is None else bias_t.data_ptr()),
+        np.uint64(ot.data_ptr()),
+        np.int32(total),
+        *(np.int32(v) for v in (height, width, channels, out_h, out_w, *w.strides, *begins, *w.dilations)),
+        np.float32(scale),
+        np.float32(shift),
+    )
+    grid, block = (min((total + _THREADS - 1) // _THREADS, 65536),), (_THREADS,)
+    given, _, handed = slots
+    source = np.uint64(xt.data_ptr())
+
+    def run(_kept: tuple[Any, Any] = (weights, bias_t)) -> None:  # (_kept: their addresses are read: kept alive)
+        x = source
+        if given is not None and given.tensor is not None:
+            tensor = given.tensor
+            if not tensor.is_contiguous(memory_format=layout):
+                tensor = tensor.contiguous(memory_format=layout)
+            x = np.uint64(tensor.data_ptr())
+        kernel(grid, block, (x, *tail))
+        if handed is not None:
+            handed.tensor = None  # the buffer holds it
+
+    return run
