@@ -76,6 +76,7 @@ def main() -> None:
         for switch in ("0", "1"):
             os.environ[SWITCH] = switch
             op = create_operator("convolution", params, weights)
+            op.xp = cp  # (as the engine binds it: its weights on the device)
             out = cp.full((args.batch, out_size, out_size, channels), 7, dtype)
             run = convolution(op, x, None, None, out, None, hwc)
             assert run is not None

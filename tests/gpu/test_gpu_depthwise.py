@@ -55,10 +55,11 @@ def test_the_depthwise_kernel_matches_cudnn_and_numpy(monkeypatch, half, k, stri
     import cupy as cp
 
     from plugrt.ops import depthwise_cuda
+    from plugrt.ops.hand_over import hand_over
     from plugrt.ops.torch_cpu_kernels import convolution
 
     rng = np.random.default_rng(k * 10 + stride)
-    channels, size, batch = 24, 13, 3
+    channels, size, batch = 24, 13, 3  # (24: whole 16-byte words of channels in HALF and FLOAT)
     params = {
         "kernel_shape": [k, k],
         "strides": [stride, stride],
@@ -83,11 +84,14 @@ def test_the_depthwise_kernel_matches_cudnn_and_numpy(monkeypatch, half, k, stri
     for switch in ("1", "0"):
         monkeypatch.setenv(depthwise_cuda.SWITCH, switch)
         op = create_operator("convolution", params, weights)
+        op.xp = cp  # (as the engine binds it: its weights on the device)
         out = cp.full((batch, *want.shape[2:], channels), 7, dtype)
         run = convolution(op, x, None, None, out, None, HWC)
         assert run is not None
         run()
-        results.append(cp.asnumpy(out).transpose(0, 3, 1, 2).astype(np.float64))
+        handed = hand_over(out).tensor  # (cuDNN's fused ReLU hands its result over instead of writing the buffer)
+        stored = cp.asnumpy(out).transpose(0, 3, 1, 2) if handed is None else handed.float().cpu().numpy()
+        results.append(stored.astype(np.float64))
     scale = float(np.abs(want).max())
     tolerance = 2e-3 if half else 1e-5
     assert np.abs(results[0] - want).max() <= tolerance * scale  # the generated kernel
@@ -144,3 +148,26 @@ def test_the_depthwise_kernel_declines_what_it_does_not_compute(monkeypatch) -> 
     assert declines({"group": 8, "num_output_maps": 8, "residual": True}, kernel)  # a residual
     monkeypatch.setenv(SWITCH, "0")
     assert declines({"group": 8, "num_output_maps": 8}, kernel)  # turned off: cuDNN's
+
+
+def test_channels_no_multiple_of_a_word_take_one_channel_a_thread(monkeypatch) -> None:
+    import cupy as cp
+
+    from plugrt.ops.depthwise_cuda import SWITCH
+    from plugrt.ops.torch_cpu_kernels import convolution
+
+    monkeypatch.setenv(SWITCH, "1")
+    rng = np.random.default_rng(7)
+    channels = 5
+    kernel = (rng.standard_normal((channels, 1, 3, 3)) * 0.3).astype(np.float32)
+    params = {"kernel_shape": [3, 3], "pads": [1] * 4, "group": channels, "num_output_maps": channels}
+    op = create_operator("convolution", params, {"kernel": kernel})
+    op.xp = cp
+    host = rng.standard_normal((2, channels, 9, 9)).astype(np.float16)
+    x, out = cp.asarray(np.ascontiguousarray(host.transpose(0, 2, 3, 1))), cp.zeros((2, 9, 9, channels), np.float16)
+    run = convolution(op, x, None, None, out, None, HWC)
+    assert run is not None
+    run()
+    want = _reference(host.astype(np.float64), kernel, None, 1, (1, 1, 1, 1), 1)
+    got = cp.asnumpy(out).transpose(0, 3, 1, 2).astype(np.float64)
+    assert np.abs(got - want).max() <= 2e-3 * float(np.abs(want).max())

@@ -3,8 +3,9 @@
 cuDNN runs a depthwise (one map per channel) convolution of channels-last HALF tensors in its grouped direct
 kernel, slowly: MobileNetV3-small's fp16 export at batch 32 spent 27% of its kernel time in three of them, and
 every one of its depthwise layers was a second kernel for the bias and activation after it. Here one thread
-computes one output element ``y[n, oh, ow, c]`` (stored ``[N, OH, OW, C]``: neighbouring threads read neighbouring
-channels, so every tap's load is coalesced), summing the window's taps in FLOAT (the weights kept in FLOAT), then
+computes 16 bytes of neighbouring channels of one output position ``y[n, oh, ow, c:c+8]`` (HALF; 4 FLOAT channels;
+stored ``[N, OH, OW, C]``: each tap one 16-byte load, neighbouring threads reading neighbouring channels; one channel
+a thread where the channels are no multiple of that), summing the window's taps in FLOAT (the weights kept in FLOAT), then
 the bias, the activation (:data:`~plugrt.ops.fused_elementwise_cuda.ACTIVATION_SOURCE`) and the scalar affine map,
 rounding once. Padding of either end and any stride or dilation are bounds in the loop. Compiled by NVRTC once per
 (type, window, activation).
@@ -41,19 +42,25 @@ __device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
 __device__ __forceinline__ float stored(float v, float) { return v; }
 __device__ __forceinline__ __half stored(float v, __half) { return __float2half_rn(v); }
 %(preamble)s
-// x [N, H, W, C], w [KH * KW, C] (FLOAT), bias [C] (FLOAT) or null, y [N, OH, OW, C]; 32-bit indices
-template <typename T, int KH, int KW>
+template <typename T, int VEC> struct alignas(sizeof(T) * VEC) Pack { T v[VEC]; };
+// x [N, H, W, C], w [KH * KW, C] (FLOAT), bias [C] (FLOAT) or null, y [N, OH, OW, C]; 32-bit indices. A thread
+// computes VEC neighbouring channels of one position, each tap one 16-byte load (C a multiple of VEC, the
+// tensors 16-byte aligned); total: the outputs / VEC
+template <typename T, int KH, int KW, int VEC>
 __global__ void depthwise_nhwc(const T* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
                                T* __restrict__ y, int total, int H, int W, int C, int OH, int OW, int sh, int sw,
                                int ph, int pw, int dh, int dw, float scale, float shift) {
+    const int groups = C / VEC;
     for (int idx = blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += blockDim.x * gridDim.x) {
-        const int c = idx %% C;
-        int p = idx / C;
+        const int c = (idx %% groups) * VEC;
+        int p = idx / groups;
         const int ow = p %% OW;
         p /= OW;
         const int oh = p %% OH;
         const int n = p / OH;
-        float v = 0.0f;
+        float acc[VEC];
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) acc[k] = 0.0f;
 #pragma unroll
         for (int i = 0; i < KH; ++i) {
             const int ih = oh * sh - ph + i * dh;
@@ -63,12 +70,21 @@ __global__ void depthwise_nhwc(const T* __restrict__ x, const float* __restrict_
             for (int j = 0; j < KW; ++j) {
                 const int iw = ow * sw - pw + j * dw;
                 if (iw < 0 || iw >= W) continue;
-                v += to_f(row[(long long)iw * C]) * w[(i * KW + j) * C + c];
+                const Pack<T, VEC> xs = *reinterpret_cast<const Pack<T, VEC>*>(row + (long long)iw * C);
+                const float* tap = w + (i * KW + j) * C + c;
+#pragma unroll
+                for (int k = 0; k < VEC; ++k) acc[k] += to_f(xs.v[k]) * tap[k];
             }
         }
-        if (bias != nullptr) v += bias[c];
-        v = %(activation)s;
-        y[idx] = stored(shift + scale * v, T());
+        Pack<T, VEC> ys;
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+            float v = acc[k];
+            if (bias != nullptr) v += bias[c + k];
+            v = %(activation)s;
+            ys.v[k] = stored(shift + scale * v, T());
+        }
+        *reinterpret_cast<Pack<T, VEC>*>(y + (long long)idx * VEC) = ys;
     }
 }
 """
@@ -129,7 +145,10 @@ def depthwise_cuda(
         return None
     kh, kw = w.kernel
     ctype = "float" if xt.dtype == torch.float32 else "__half"
-    kernel = module.function(f"depthwise_nhwc<{ctype}, {kh}, {kw}>")
+    vec = 16 // xt.element_size()
+    if channels % vec or xt.data_ptr() % 16 or ot.data_ptr() % 16:
+        vec = 1
+    kernel = module.function(f"depthwise_nhwc<{ctype}, {kh}, {kw}, {vec}>")
     taps = np.ascontiguousarray(np.asarray(op.weights["kernel"], np.float32).reshape(channels, kh * kw).T)
     weights = torch.from_numpy(taps).to(xt.device)
     bias_t = None
@@ -141,12 +160,12 @@ def depthwise_cuda(
         np.uint64(weights.data_ptr()),
         np.uint64(0 if bias_t is None else bias_t.data_ptr()),
         np.uint64(ot.data_ptr()),
-        np.int32(total),
+        np.int32(total // vec),
         *(np.int32(v) for v in (height, width, channels, out_h, out_w, *w.strides, *begins, *w.dilations)),
         np.float32(scale),
         np.float32(shift),
     )
-    grid, block = (min((total + _THREADS - 1) // _THREADS, 65536),), (_THREADS,)
+    grid, block = (min((total // vec + _THREADS - 1) // _THREADS, 65536),), (_THREADS,)
     given, _, handed = slots
     source = np.uint64(xt.data_ptr())
 
@@ -154,8 +173,8 @@ def depthwise_cuda(
         x = source
         if given is not None and given.tensor is not None:
             tensor = given.tensor
-            if not tensor.is_contiguous(memory_format=layout):
-                tensor = tensor.contiguous(memory_format=layout)
+            if not tensor.is_contiguous(memory_format=layout) or tensor.data_ptr() % 16:
+                tensor = tensor.clone(memory_format=layout)  # (channels-last, aligned: the allocator's)
             x = np.uint64(tensor.data_ptr())
         kernel(grid, block, (x, *tail))
         if handed is not None:
