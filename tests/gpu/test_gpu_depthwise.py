@@ -146,6 +146,17 @@ def test_the_depthwise_kernel_declines_what_it_does_not_compute(monkeypatch) -> 
     assert declines({"group": 1, "num_output_maps": 8}, {"kernel": np.ones((8, 8, 3, 3), np.float32)})  # dense
     assert declines({"group": 4, "num_output_maps": 8}, {"kernel": np.ones((8, 2, 3, 3), np.float32)})  # grouped
     assert declines({"group": 8, "num_output_maps": 8, "residual": True}, kernel)  # a residual
+    large = cp.zeros((1, 120, 120, 8), np.float32)  # 115200 outputs an image at stride 1: cuDNN's
+    large_view = logical_view(large, TensorFormat.HWC)
+    op = create_operator("convolution", {"kernel_shape": [3, 3], "pads": [1] * 4, "group": 8, "num_output_maps": 8}, kernel)
+    assert depthwise_cuda(op, large_view, large_view, [1, 1], (None, None, None)) is None
+    strided = create_operator(
+        "convolution",
+        {"kernel_shape": [3, 3], "pads": [1] * 4, "strides": [2, 2], "group": 8, "num_output_maps": 8},
+        kernel,
+    )
+    half_size = logical_view(cp.zeros((1, 60, 60, 8), np.float32), TensorFormat.HWC)
+    assert depthwise_cuda(strided, large_view, half_size, [1, 1], (None, None, None)) is not None
     monkeypatch.setenv(SWITCH, "0")
     assert declines({"group": 8, "num_output_maps": 8}, kernel)  # turned off: cuDNN's
 

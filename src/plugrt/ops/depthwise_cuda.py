@@ -27,7 +27,13 @@ if TYPE_CHECKING:
     from .conv import ConvolutionOperator
     from .torch_cpu import Kernel
 
-__all__ = ["MAX_TAPS", "SWITCH", "depthwise_cuda"]
+__all__ = ["MAX_STRIDE1_OUTPUTS", "MAX_TAPS", "SWITCH", "depthwise_cuda"]
+
+#: a stride-1 layer with more outputs per image than this is left to cuDNN, whose kernel reuses the window's
+#: loads across neighbouring outputs and wins there (H200, HALF, batch 32: 144 channels at 56 x 56 48 against 102 us,
+#: 192 at 28 x 28 39 against 41 us; 88 at 28 x 28 74 against 16 us, 384 at 14 x 14 46 against 27 us; every stride-2
+#: layer measured ran 1.05-6x faster here: ``benchmarks/gpu_depthwise.py``)
+MAX_STRIDE1_OUTPUTS = 100_000
 
 #: ``PLUGRT_DEPTHWISE_CUDA=0`` leaves these layers to cuDNN (to compare the two: ``benchmarks/gpu_depthwise.py``)
 SWITCH = "PLUGRT_DEPTHWISE_CUDA"
@@ -120,7 +126,8 @@ def depthwise_cuda(
     before each spatial axis; ``slots``: the hand-over slots of the input, the residual and the output (the input
     is read from its slot where that holds a tensor; the output's slot is emptied: the buffer holds the result).
     None where the kernel does not take the layer: not depthwise (one map per channel), a residual, a uniform
-    kernel, a window of more than :data:`MAX_TAPS` taps, an activation it does not compute, tensors that are not
+    kernel, a window of more than :data:`MAX_TAPS` taps, a stride-1 layer of more than :data:`MAX_STRIDE1_OUTPUTS`
+    outputs an image, an activation it does not compute, tensors that are not
     channels-last, or indices past 32 bits."""
     import torch
 
@@ -139,6 +146,8 @@ def depthwise_cuda(
         return None
     total = ot.numel()
     if total == 0 or xt.numel() >= 2**31 or total >= 2**31:
+        return None
+    if all(s == 1 for s in w.strides) and total // max(int(ot.shape[0]), 1) > MAX_STRIDE1_OUTPUTS:
         return None
     module = _module(op.activation, *op.activation_range)
     if module is None:
