@@ -107,6 +107,24 @@ def test_a_channels_last_run_matches_the_numpy_engine(monkeypatch, second_output
 
 
 @needs_torch
+def test_handed_over_tensors_are_released_after_their_last_reader(monkeypatch):
+    """A channels-last run leaves its results in hand-over slots; the executor empties each slot once the tensor's
+    last reader ran, so after a call no slot of the run holds a tensor, and calls after it still match."""
+    from plugrt.ops import hand_over
+
+    model = _model()
+    numpy_engine = _compile(monkeypatch, "0", model)
+    engine = _compile(monkeypatch, "nhwc", model)
+    for seed in (1, 2, 3):
+        x = _x(seed)[:1]
+        got, want = engine(x=x), numpy_engine(x=x)
+        for name in want:
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5)
+        slots = list(hand_over._SLOTS.values())
+        assert slots and all(slot.tensor is None for slot in slots)
+
+
+@needs_torch
 def test_the_scalar_affine_after_the_activation_folds_into_the_convolution(monkeypatch):
     x = _x()
     for switch in ("0", "always"):

@@ -21,6 +21,7 @@ from ..core.layouts import storage_shape
 from ..core.types import TensorFormat
 from ..interfaces.v3 import IPluginResourceContext
 from ..nodes.base import Binding, Node
+from ..ops.hand_over import HandOver, hand_over
 from ..ops.linear_weights import packed_matrix
 from .graph_runs import GraphRuns
 from .plan import EnginePlan, LayerPlan, host_computed
@@ -312,11 +313,13 @@ class Executor:
     def run_static(self, stream: int) -> None:
         """The common case (no data-dependent shapes): a flat list of prepared launches."""
         if self._calls is None or self._calls_stream != stream:
-            self._calls = [
-                (step, *step.node.prepared_launch(stream))
-                for step in self.steps
-                if not (step.constant or step.host or step.view)
-            ]
+            releases = self._releases()
+            self._calls = []
+            for step in self.steps:
+                if not (step.constant or step.host or step.view):
+                    self._calls.append((step, *step.node.prepared_launch(stream)))
+                    if step.index in releases:
+                        self._calls.append((step, _release, (releases[step.index],)))
             self._calls_stream = stream
         current: Step | None = None
         try:
@@ -325,6 +328,27 @@ class Executor:
         except Exception as exc:
             assert current is not None
             raise current.node.failure(exc) from exc
+
+    def _releases(self) -> dict[int, tuple[HandOver, ...]]:
+        """Per step, the hand-over slots of the channels-last (HWC) tensors it reads last: emptied after it runs, so
+        that the tensor a kernel left there is freed at once rather than at the next run (``ops/hand_over.py``).
+        MobileNetV2 held 13.6 MiB so: every new result then went to memory untouched since the run before, and its
+        layers took 0.36 ms more a run on the CPU. A slot an output of the same step also has (a tensor written
+        where its input was) is kept."""
+        last: dict[int, Step] = {}
+        for step in self.steps:
+            if not (step.constant or step.host or step.view):
+                for index in step.layer.inputs:
+                    last[index] = step
+        releases: dict[int, list[HandOver]] = {}
+        for index, step in last.items():
+            tensor = self.plan.tensors[index]
+            if tensor.format != TensorFormat.HWC or tensor.role != "internal" or self.arrays[index] is None:
+                continue
+            slot = hand_over(self.arrays[index])
+            if all(hand_over(self.arrays[o]) is not slot for o in step.layer.outputs if self.arrays[o] is not None):
+                releases.setdefault(step.index, []).append(slot)
+        return {k: tuple(v) for k, v in releases.items()}
 
     def static_launcher(self, stream: int) -> Callable[[], None] | None:
         """The run as a call without arguments: the flat list of prepared launches (None where the run has
@@ -387,3 +411,9 @@ def _size_leaves(expr: Any) -> list[Any]:
     for arg in getattr(expr, "_args", ()):
         leaves.extend(_size_leaves(arg))
     return leaves
+
+
+def _release(slots: tuple[HandOver, ...]) -> None:
+    """Empty ``slots`` (their tensors' last reader ran)."""
+    for slot in slots:
+        slot.tensor = None
