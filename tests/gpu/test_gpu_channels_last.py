@@ -79,11 +79,12 @@ def test_channels_last_runs_on_the_gpu_match_the_cpu(monkeypatch, fp16: bool, gr
 @pytest.mark.parametrize("graph", [False, True])
 def test_channels_last_runs_hand_over_on_the_gpu_call_after_call(monkeypatch, graph: bool) -> None:
     """Between the layers of a HALF channels-last run cuDNN's fused convolution + ReLU and max pooling leave their
-    results in the buffers' hand-over slots (no copy into the buffer); one context run on new inputs (eager, or
-    graph replays) reads this call's tensors, never the last call's."""
+    results in the buffers' hand-over slots (no copy into the buffer), which the executor empties after their last
+    reader; one context run on new inputs (eager, or graph replays) reads this call's tensors, never the last
+    call's."""
     import cupy as cp
 
-    from plugrt.ops import hand_over
+    from plugrt.engine import executor
 
     rng = np.random.default_rng(5)
     monkeypatch.setenv("PLUGRT_TORCH", "0")
@@ -99,6 +100,14 @@ def test_channels_last_runs_hand_over_on_the_gpu_call_after_call(monkeypatch, gr
     x, y = cp.zeros((3, 16, 14, 14), np.float32), cp.zeros((3, 16, 1, 1), np.float32)
     context.set_tensor_address("x", int(x.data.ptr))
     context.set_tensor_address("y", int(y.data.ptr))
+    released: list[object] = []  # what the slots held when the executor emptied them after their last reader
+    original = executor._release
+
+    def recording(slots):  # type: ignore[no-untyped-def]
+        released.extend(slot.tensor for slot in slots if slot.tensor is not None)
+        original(slots)
+
+    monkeypatch.setattr(executor, "_release", recording)
     stream = cp.cuda.Stream(non_blocking=True)
     for call, (host, want) in enumerate(zip(hosts, wants)):
         x.set(host)
@@ -106,5 +115,4 @@ def test_channels_last_runs_hand_over_on_the_gpu_call_after_call(monkeypatch, gr
         stream.synchronize()
         got = cp.asnumpy(y)
         np.testing.assert_allclose(got, want, rtol=0, atol=3e-2 * float(np.abs(want).max()), err_msg=f"call {call}")
-    handed = [slot.tensor for slot in hand_over._SLOTS.values() if slot.tensor is not None]
-    assert any(t.is_cuda for t in handed)  # the fused convolutions' and the pooling's results, not copies
+    assert any(t.is_cuda for t in released)  # the fused convolutions' and the pooling's results, not copies
