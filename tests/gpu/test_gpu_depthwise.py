@@ -49,6 +49,8 @@ ACTS = {
         (3, 2, (0, 0, 1, 1), 1, "RELU", True),
         (3, 1, (2, 2, 2, 2), 2, "", True),
         (7, 1, (3, 3, 3, 3), 1, "HARD_SWISH", True),
+        (3, 1, (0, 2, 1, 0), 1, "RELU", True),
+        (5, 1, (1, 0, 3, 4), 1, "CLIP", False),
     ],
 )
 def test_the_depthwise_kernel_matches_cudnn_and_numpy(monkeypatch, half, k, stride, pads, dilation, activation, bias):
