@@ -7,8 +7,10 @@ computes 16 bytes of neighbouring channels of one output position ``y[n, oh, ow,
 stored ``[N, OH, OW, C]``: each tap one 16-byte load, neighbouring threads reading neighbouring channels; one channel
 a thread where the channels are no multiple of that), summing the window's taps in FLOAT (the weights kept in FLOAT), then
 the bias, the activation (:data:`~plugrt.ops.fused_elementwise_cuda.ACTIVATION_SOURCE`) and the scalar affine map,
-rounding once. Padding of either end and any stride or dilation are bounds in the loop. Compiled by NVRTC once per
-(type, window, activation).
+rounding once. Padding of either end and any stride or dilation are bounds in the loop. Stride-1 layers (dilation 1)
+take a second kernel, ``depthwise_rows``: four neighbouring outputs of a row a thread, each input column of the
+window loaded once into registers and each tap's weights once (MobileNetV3-small's 5x5 layers: 0.205 -> 0.093 ms
+at batch 32). Compiled by NVRTC once per (type, window, activation).
 """
 
 from __future__ import annotations
@@ -29,10 +31,11 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_STRIDE1_OUTPUTS", "MAX_TAPS", "ROW_OUTPUTS", "SWITCH", "depthwise_cuda"]
 
-#: a stride-1 layer with more outputs per image than this is left to cuDNN, whose kernel reuses the window's
-#: loads across neighbouring outputs and wins there (H200, HALF, batch 32: 144 channels at 56 x 56 48 against 102 us,
-#: 192 at 28 x 28 39 against 41 us; 88 at 28 x 28 74 against 16 us, 384 at 14 x 14 46 against 27 us; every stride-2
-#: layer measured ran 1.05-6x faster here: ``benchmarks/gpu_depthwise.py``)
+#: a FLOAT stride-1 layer with more outputs per image than this is left to cuDNN: measured with one output a thread
+#: (FLOAT, batch 32: 144 channels at 56 x 56 104 against cuDNN's 74 us, 192 at 28 x 28 34 against 28 us), not yet
+#: with the row kernel. HALF layers all take the row kernel: on an H200 at batch 32 it ran 0.39-0.88x cuDNN's time
+#: on every stride-1 layer measured, the largest included (144 channels at 56 x 56 42.9 against 48.5 us, 32 at
+#: 112 x 112 34.6 against 44.4 us; ``benchmarks/gpu_depthwise.py``)
 MAX_STRIDE1_OUTPUTS = 100_000
 
 #: ``PLUGRT_DEPTHWISE_CUDA=0`` leaves these layers to cuDNN (to compare the two: ``benchmarks/gpu_depthwise.py``)
@@ -193,8 +196,8 @@ def depthwise_cuda(
     before each spatial axis; ``slots``: the hand-over slots of the input, the residual and the output (the input
     is read from its slot where that holds a tensor; the output's slot is emptied: the buffer holds the result).
     None where the kernel does not take the layer: not depthwise (one map per channel), a residual, a uniform
-    kernel, a window of more than :data:`MAX_TAPS` taps, a stride-1 layer of more than :data:`MAX_STRIDE1_OUTPUTS`
-    outputs an image, an activation it does not compute, tensors that are not
+    kernel, a window of more than :data:`MAX_TAPS` taps, a FLOAT stride-1 layer of more than
+    :data:`MAX_STRIDE1_OUTPUTS` outputs an image, an activation it does not compute, tensors that are not
     channels-last, or indices past 32 bits."""
     import torch
 
@@ -214,7 +217,8 @@ def depthwise_cuda(
     total = ot.numel()
     if total == 0 or xt.numel() >= 2**31 or total >= 2**31:
         return None
-    if all(s == 1 for s in w.strides) and total // max(int(ot.shape[0]), 1) > MAX_STRIDE1_OUTPUTS:
+    large = total // max(int(ot.shape[0]), 1) > MAX_STRIDE1_OUTPUTS
+    if xt.dtype == torch.float32 and all(s == 1 for s in w.strides) and large:
         return None
     module = _module(op.activation, *op.activation_range)
     if module is None:
