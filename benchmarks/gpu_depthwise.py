@@ -45,6 +45,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import cupy as cp
+    from _cuda_timing import launch_us
 
     from plugrt.core.types import TensorFormat
     from plugrt.ops import depthwise_cuda
@@ -86,15 +87,7 @@ def main() -> None:
             out = cp.full((args.batch, out_size, out_size, channels), 7, dtype)
             run = convolution(op, x, None, None, out, None, hwc)
             assert run is not None
-            for _ in range(10):
-                run()
-            start, end = cp.cuda.Event(), cp.cuda.Event()
-            start.record()
-            for _ in range(args.repeats):
-                run()
-            end.record()
-            end.synchronize()
-            times.append(cp.cuda.get_elapsed_time(start, end) * 1e3 / args.repeats)
+            times.append(launch_us(run, args.repeats))
             handed = hand_over(out).tensor  # (cuDNN's fused ReLU hands its result over instead of writing out)
             stored = cp.asnumpy(out) if handed is None else handed.permute(0, 2, 3, 1).float().cpu().numpy()
             results.append(stored.astype(np.float64))

@@ -22,6 +22,7 @@ def main() -> None:
 
     import cupy as cp
     import torch
+    from _cuda_timing import launch_us
 
     b, s, d, h = args.batch, 128, 512, 8
     cases = [
@@ -43,17 +44,7 @@ def main() -> None:
             def with_torch(ot: Any = ot, source_t: Any = source_t) -> None:
                 ot.copy_(source_t)
 
-            times = []
-            for run in (with_cupy, with_torch):
-                for _ in range(10):
-                    run()
-                start, end = cp.cuda.Event(), cp.cuda.Event()
-                start.record()
-                for _ in range(args.repeats):
-                    run()
-                end.record()
-                end.synchronize()
-                times.append(cp.cuda.get_elapsed_time(start, end) * 1e3 / args.repeats)
+            times = [launch_us(run, args.repeats) for run in (with_cupy, with_torch)]
             moved = 2 * x.nbytes / 1e9
             rates = "  ".join(f"{moved / (t * 1e-6):.0f} GB/s" for t in times)
             print(f"  {dtype} {name:24s} cupy {times[0]:7.1f}  torch {times[1]:7.1f}  ({rates})")

@@ -36,7 +36,7 @@ from .host_run import ArrayBuffer, HostRun
 
 __all__ = ["STAGE_BYTES", "HostCall"]
 
-#: IO tensors up to this size are copied through arrays bound once: a 256 KiB copy takes ~20 us, while a new
+#: IO tensors up to this size are copied through arrays bound once: a 256 KiB copy took 2.6 us here, while a new
 #: address for MobileNetV2's 250 KB output bound its last three layers again and rebuilt the run's launches, ~0.3 ms
 #: a call (at 64 KiB, the limit before, its calls took 0.26-0.47 ms longer; one thread, docs/benchmarks.md)
 STAGE_BYTES = 1 << 18

@@ -23,18 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.cuda import CudaModule
-from .fused_elementwise_cuda import ACTIVATION_SOURCE, CLIP_PREAMBLE, literal
+from .fused_elementwise_cuda import epilogue_module
 
 __all__ = ["conv_epilogue"]
 
 _TEMPLATE = r"""
-#include <cuda_fp16.h>
-__device__ __forceinline__ float to_f(float v) { return v; }
-__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
-__device__ __forceinline__ float stored(float v, float) { return v; }
-__device__ __forceinline__ __half stored(float v, __half) { return __float2half_rn(v); }
-template <typename T, int VEC> struct alignas(sizeof(T) * VEC) Pack { T v[VEC]; };
 %(preamble)s
 // y and r laid out alike (inner: 1 channels-last, else the spatial size); x as it lies: 4-D strides
 // (sn, sc, sh, sw) in elements, with h_w the width (STRIDED), else laid out as y. VEC elements a step, loaded
@@ -71,23 +64,7 @@ __global__ void conv_epilogue(const T* __restrict__ x, const T* __restrict__ bia
 }
 """
 
-_MODULES: dict[tuple[str, float, float], CudaModule] = {}
 _THREADS = 256
-
-
-def _module(activation: str | None, alpha: float, beta: float) -> CudaModule | None:
-    key = (activation or "", alpha, beta)
-    module = _MODULES.get(key)
-    if module is None:
-        if activation is None:
-            expression = "v"
-        elif activation in ACTIVATION_SOURCE:
-            expression = ACTIVATION_SOURCE[activation].format(v="v", A=literal(alpha), B=literal(beta))
-        else:
-            return None
-        source = _TEMPLATE % {"preamble": CLIP_PREAMBLE, "activation": expression}
-        module = _MODULES[key] = CudaModule(source, options=("--std=c++14", "--fmad=false"))
-    return module
 
 
 def _same_memory(a: Any, b: Any) -> bool:
@@ -126,7 +103,7 @@ def conv_epilogue(
         inner = 1
     else:
         return None
-    module = _module(activation, alpha, beta)
+    module = epilogue_module(_TEMPLATE, activation, alpha, beta)
     if module is None:
         return None
     ctype = "float" if ot.dtype == torch.float32 else "__half"

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ACTIVATION_SOURCE", "CLIP_PREAMBLE", "chain_kernel", "chain_source", "literal"]
+__all__ = ["ACTIVATION_SOURCE", "CLIP_PREAMBLE", "chain_kernel", "chain_source", "epilogue_module", "literal"]
 
 #: ElementWiseOperation -> C expression of ``a`` and ``b`` (floats)
 _BINARY = {
@@ -86,7 +86,39 @@ __device__ __forceinline__ float clip_(float x, float low, float high) {
 }
 """
 
+#: what the epilogue kernels of other layers share (``ops/conv_epilogue_cuda.py``, ``ops/depthwise_cuda.py``): FLOAT
+#: from either type, one rounding back, the 16-byte word of VEC elements, TensorRT's CLIP
+_EPILOGUE_PREAMBLE = r"""
+#include <cuda_fp16.h>
+__device__ __forceinline__ float to_f(float v) { return v; }
+__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
+__device__ __forceinline__ float stored(float v, float) { return v; }
+__device__ __forceinline__ __half stored(float v, __half) { return __float2half_rn(v); }
+template <typename T, int VEC> struct alignas(sizeof(T) * VEC) Pack { T v[VEC]; };
+""" + CLIP_PREAMBLE
+
 _KERNELS: dict[tuple[str, str], Any] = {}
+_EPILOGUES: dict[tuple[str, str, float, float], Any] = {}
+
+
+def epilogue_module(template: str, activation: str | None, alpha: float, beta: float) -> Any:
+    """``template`` (CUDA source with ``%(preamble)s`` and ``%(activation)s``, an expression of the FLOAT ``v``)
+    as a :class:`~plugrt.backends.cuda.CudaModule` for this activation (None or ``""``: none), made once; None for
+    an activation without a CUDA expression (:data:`ACTIVATION_SOURCE`)."""
+    from ..backends.cuda import CudaModule
+
+    key = (template, activation or "", alpha, beta)
+    module = _EPILOGUES.get(key)
+    if module is None:
+        if not activation:
+            expression = "v"
+        elif activation in ACTIVATION_SOURCE:
+            expression = ACTIVATION_SOURCE[activation].format(v="v", A=literal(alpha), B=literal(beta))
+        else:
+            return None
+        source = template % {"preamble": _EPILOGUE_PREAMBLE, "activation": expression}
+        module = _EPILOGUES[key] = CudaModule(source, options=("--std=c++14", "--fmad=false"))
+    return module
 
 
 def literal(value: float) -> str:

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..core.types import TensorFormat
 from .blas_threads import blas_threads_for, product_guard
-from .hand_over import HandOver, hand_over
+from .hand_over import HandOver, hand_over, taken
 from .torch_cpu import Kernel, torch_module, use_threads, view
 from .torch_cpu_kernels import (
     ACTIVATIONS,
@@ -327,7 +327,7 @@ def max_pooling(
 
     def run() -> None:
         use_threads(flops)
-        pooled = given.tensor if given is not None and given.tensor is not None else source
+        pooled = taken(given, source)
         if staged and pooled is source:
             source.copy_(xt)
         result = torch.max_pool2d(pooled, kernel, strides, pads, dilations, ceil)
@@ -399,7 +399,7 @@ def squeeze_excitation(
     def run() -> None:
         if flops:
             use_threads(flops)
-        source = given.tensor if given is not None and given.tensor is not None else xt
+        source = taken(given, xt)
         torch.mean(source, (2, 3), out=pooled)
         for rows, weight, bias, (name, alpha, beta), target in steps:
             if bias is None:
