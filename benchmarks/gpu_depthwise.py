@@ -4,8 +4,7 @@ cuDNN's (PyTorch's ``conv2d`` with the one-kernel epilogue after it), as the eng
 Each case is a depthwise layer of MobileNetV3-small or MobileNetV2 at 224 x 224 (bias and activation fused, as the
 builder leaves them), on channels-last buffers; both paths are the convolution operator's kernels
 (``torch_cpu_kernels.convolution`` with ``HWC`` formats), the generated one turned off with
-``PLUGRT_DEPTHWISE_CUDA=0``; the own column runs the generated kernel on every layer, also the stride-1 layers the
-engine leaves to cuDNN (``MAX_STRIDE1_OUTPUTS``). Times are CUDA events over back-to-back launches; the results are
+``PLUGRT_DEPTHWISE_CUDA=0``. Times are CUDA events over back-to-back launches; the results are
 compared.
 
 Usage: python benchmarks/gpu_depthwise.py [--batch 32] [--repeats 200] [--fp32]
@@ -48,14 +47,12 @@ def main() -> None:
     from _cuda_timing import launch_us
 
     from plugrt.core.types import TensorFormat
-    from plugrt.ops import depthwise_cuda
     from plugrt.ops.base import create_operator
     from plugrt.ops.depthwise_cuda import SWITCH
     from plugrt.ops.hand_over import hand_over
     from plugrt.ops.torch_cpu_kernels import convolution
 
     dtype = np.float32 if args.fp32 else np.float16
-    limit = depthwise_cuda.MAX_STRIDE1_OUTPUTS
     rng = np.random.default_rng(0)
     hwc = [TensorFormat.HWC, TensorFormat.HWC]
     print(f"batch {args.batch}, {np.dtype(dtype).name}, us a layer (CUDA events over {args.repeats} launches)")
@@ -81,7 +78,6 @@ def main() -> None:
         times, results = [], []
         for switch in ("0", "1"):
             os.environ[SWITCH] = switch
-            depthwise_cuda.MAX_STRIDE1_OUTPUTS = 1 << 62 if switch == "1" else limit  # (own: every layer)
             op = create_operator("convolution", params, weights)
             op.xp = cp  # (as the engine binds it: its weights on the device)
             out = cp.full((args.batch, out_size, out_size, channels), 7, dtype)
@@ -95,7 +91,6 @@ def main() -> None:
         name = f"{channels}ch {size}x{size} {k}x{k} s{stride} {activation}"
         print(f"{name:36s} {times[0]:8.1f} {times[1]:8.1f} {times[1] / times[0]:6.2f} {diff:9.2e}")
     os.environ.pop(SWITCH, None)
-    depthwise_cuda.MAX_STRIDE1_OUTPUTS = limit
 
 
 if __name__ == "__main__":

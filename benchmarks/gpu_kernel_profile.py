@@ -5,10 +5,12 @@ model in fp16, built with ``BuilderFlag.FP16`` as that script builds it), builds
 strict FP32 (``BuilderFlag.TF32`` cleared unless ``--tf32``; ``--fp16`` sets ``BuilderFlag.FP16``), captures a CUDA
 graph and profiles ``--replays`` replays; prints the kernels by total device time (name, count, total, share) and
 the replay's device time against its wall time; ``--layers`` lists the engine's layers first (kind, tactic, name);
-``--per-layer`` then launches each layer once on its own and lists the kernels it ran (where a layer's time goes).
+``--per-layer`` then launches each layer once on its own and lists the kernels it ran (where a layer's time goes);
+``--eager`` then times eager runs (no graph: every layer launched from Python) and profiles them with cProfile: the
+host's time a run and a layer, and the functions it goes to (where eager runs lose to PyTorch eager).
 
 Usage: python benchmarks/gpu_kernel_profile.py [--model bert] [--batch 1] [--fp16 | --half-model] [--tf32]
-       [--layers] [--per-layer] [--replays 20] [--top 25]
+       [--layers] [--per-layer] [--eager] [--replays 20] [--top 25]
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ def main() -> None:
     parser.add_argument("--tf32", action="store_true", help="keep BuilderFlag.TF32 (default: strict FP32)")
     parser.add_argument("--layers", action="store_true", help="list the engine's layers")
     parser.add_argument("--per-layer", action="store_true", help="each layer launched alone: its kernels and time")
+    parser.add_argument("--eager", action="store_true", help="time and cProfile eager runs (no CUDA graph)")
     parser.add_argument("--replays", type=int, default=20)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--cache", default=os.path.expanduser("~/.cache/plugrt-real-models-gpu"))
@@ -109,6 +112,43 @@ def main() -> None:
               f"{count // args.replays:4d}x  {name[:110]}")
     if args.per_layer:
         _per_layer(torch, context, stream)
+    if args.eager:
+        _eager(torch, context, stream, engine.num_layers, args.replays, args.top)
+
+
+def _eager(torch: object, context: object, stream: object, layers: int, runs: int, top: int) -> None:
+    """Eager runs (every layer launched from Python): the host's time a run (launches returned) and the device's
+    (events), then cProfile's functions by their own time over ``runs`` runs."""
+    import cProfile
+    import pstats
+    import time
+
+    context.use_cuda_graph = False
+    for _ in range(5):
+        context.execute_async_v3(stream.cuda_stream)
+    stream.synchronize()
+    host, device = [], []
+    for _ in range(runs):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        began = time.perf_counter()
+        start.record(stream)
+        context.execute_async_v3(stream.cuda_stream)
+        host.append((time.perf_counter() - began) * 1e3)
+        stop.record(stream)
+        stream.synchronize()
+        device.append(start.elapsed_time(stop))
+    host.sort()
+    device.sort()
+    print(f"eager: host {host[len(host) // 2]:.3f} ms a run ({1e3 * host[len(host) // 2] / max(layers, 1):.1f} us a "
+          f"layer, {layers} layers), events {device[len(device) // 2]:.3f} ms (medians of {runs})")
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(runs):
+        context.execute_async_v3(stream.cuda_stream)
+    profiler.disable()
+    stream.synchronize()
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(top)
 
 
 def _per_layer(torch: object, context: object, stream: object) -> None:

@@ -28,14 +28,7 @@ if TYPE_CHECKING:
     from .conv import ConvolutionOperator
     from .torch_cpu import Kernel
 
-__all__ = ["MAX_STRIDE1_OUTPUTS", "MAX_TAPS", "ROW_OUTPUTS", "SWITCH", "depthwise_cuda"]
-
-#: a FLOAT stride-1 layer with more outputs per image than this is left to cuDNN: measured with one output a thread
-#: (FLOAT, batch 32: 144 channels at 56 x 56 104 against cuDNN's 74 us, 192 at 28 x 28 34 against 28 us), not yet
-#: with the row kernel. HALF layers all take the row kernel: on an H200 at batch 32 it ran 0.39-0.88x cuDNN's time
-#: on every stride-1 layer measured, the largest included (144 channels at 56 x 56 42.9 against 48.5 us, 32 at
-#: 112 x 112 34.6 against 44.4 us; ``benchmarks/gpu_depthwise.py``)
-MAX_STRIDE1_OUTPUTS = 100_000
+__all__ = ["MAX_TAPS", "ROW_OUTPUTS", "SWITCH", "depthwise_cuda"]
 
 #: ``PLUGRT_DEPTHWISE_CUDA=0`` leaves these layers to cuDNN (to compare the two: ``benchmarks/gpu_depthwise.py``)
 SWITCH = "PLUGRT_DEPTHWISE_CUDA"
@@ -173,9 +166,9 @@ def depthwise_cuda(
     before each spatial axis; ``slots``: the hand-over slots of the input, the residual and the output (the input
     is read from its slot where that holds a tensor; the output's slot is emptied: the buffer holds the result).
     None where the kernel does not take the layer: not depthwise (one map per channel), a residual, a uniform
-    kernel, a window of more than :data:`MAX_TAPS` taps, a FLOAT stride-1 layer of more than
-    :data:`MAX_STRIDE1_OUTPUTS` outputs an image, an activation it does not compute, tensors that are not
-    channels-last, or indices past 32 bits."""
+    kernel, a window of more than :data:`MAX_TAPS` taps, an activation it does not compute, tensors that are not
+    channels-last, or indices past 32 bits. On an H200 at batch 32 it ran 0.13-0.95x cuDNN's time on every
+    MobileNetV2/V3 depthwise layer measured, FLOAT and HALF (``benchmarks/gpu_depthwise.py``)."""
     import torch
 
     w = op.window
@@ -193,9 +186,6 @@ def depthwise_cuda(
         return None
     total = ot.numel()
     if total == 0 or xt.numel() >= 2**31 or total >= 2**31:
-        return None
-    large = total // max(int(ot.shape[0]), 1) > MAX_STRIDE1_OUTPUTS
-    if xt.dtype == torch.float32 and all(s == 1 for s in w.strides) and large:
         return None
     module = epilogue_module(_TEMPLATE, op.activation, *op.activation_range)
     if module is None:
