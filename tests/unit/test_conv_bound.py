@@ -128,3 +128,38 @@ def test_grouped_and_half_convolutions_keep_run() -> None:
     x16, out16 = np.zeros((1, 2, 6), np.float16), np.zeros((1, 2, 4), np.float16)
     half.bind([_binding(x16)], [_binding(out16)], 0)
     assert half.prepared_launch(0) == (half.run, half._bound_args)
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_large_products_run_as_blocks_on_two_threads(monkeypatch: pytest.MonkeyPatch, batch: int) -> None:
+    """A large one-group convolution's product is cut into blocks for this thread and the helper, each a one-thread
+    BLAS call (``product_parts``), in the bound run and in ``run``: the BLAS's own threads, which spin after a
+    product, would take a core from the PyTorch kernels of the same run (MobileNetV2 at two threads: 2x slower)."""
+    from plugrt.ops import conv_columns, product_parts
+
+    pulled: list[int] = []
+    pull = product_parts.pulled_by_two
+    monkeypatch.setattr(conv_columns, "product_guard", lambda *sizes: None)  # large, whatever this machine's BLAS
+    monkeypatch.setattr(product_parts, "split_products", lambda flops: True)
+    monkeypatch.setattr(product_parts, "pulled_by_two", lambda count, work: (pulled.append(count), pull(count, work)))
+    rng = np.random.default_rng(batch)
+    kernel = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
+    bias = rng.standard_normal(32).astype(np.float32)
+    op = ConvolutionOperator(
+        {"num_output_maps": 32, "kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "has_bias": True, "activation": "RELU"},
+        {"kernel": pack_conv_kernel(kernel, 1), "bias": bias},
+    )
+    x = rng.standard_normal((batch, 16, 40, 40)).astype(np.float32)
+    bound, ran = np.full((batch, 32, 40, 40), 7, np.float32), np.full((batch, 32, 40, 40), 7, np.float32)
+    op.bind([_binding(x)], [_binding(bound)], 0)
+    launch, _ = op.prepared_launch(0)
+    launch()
+    assert pulled and all(count >= 2 for count in pulled), "the bound run's product was not split"
+    pulled.clear()
+    op.run([x], [ran])
+    assert pulled and all(count >= 2 for count in pulled), "run's product was not split"
+    padded = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))  # [N, C, H, W, 3, 3]
+    exact = np.maximum(np.einsum("nchwij,mcij->nmhw", windows, kernel) + bias[:, None, None], 0)
+    for result in (bound, ran):
+        assert np.abs(result - exact).max() <= 1e-5 * np.abs(exact).max()

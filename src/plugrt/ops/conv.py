@@ -56,7 +56,7 @@ from .conv_columns import WINDOW_COPY_MAX_BYTES, bound_convolution, vector_produ
 from .conv_taps import DepthwiseTaps
 from .depthwise_numba import depthwise_channels_last
 from .elementwise import label
-from .products import matmul_into
+from .product_parts import matmul_parts_into
 from .shared_rules import expect_float_inputs
 from .spatial import Window, kernel_taps
 from .torch_channels_last import convolution_channels_last
@@ -379,11 +379,8 @@ class ConvolutionOperator(TorchOperator):
             with blas_threads_for(2.0 * kernel.size * cols.shape[-1] * n):
                 for column, result in vectors:
                     np.matmul(kernel[0], column, out=result)
-        elif xp is np:
-            with blas_threads_for(2.0 * kernel.size * cols.shape[-1] * n):
-                matmul_into(xp, kernel, cols, grouped)
-        else:
-            matmul_into(xp, kernel, cols, grouped)
+        else:  # on the CPU a large product as blocks on two threads, as the bound run and the engine's products
+            matmul_parts_into(xp, kernel[None], cols, grouped)
         if self.uniform:
             grouped[:, :, 1:] = grouped[:, :, :1]
         bias = self._bias_input(inputs, xp)

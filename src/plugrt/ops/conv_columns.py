@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from .blas_threads import blas_threads_for, product_guard
+from .blas_threads import product_guard
+from .product_parts import matmul_parts_into
 
 __all__ = [
     "VECTOR_PRODUCT_MAX_POSITIONS",
@@ -91,19 +92,23 @@ def bound_convolution(op: Any, inputs: Sequence[Any], outputs: Sequence[Any]) ->
     vectors = vector_products(kernel, columns, result)
     bias = op._bias
     residual = op._residual(inputs, out)
-    flops = 2.0 * kernel.size * positions * n
     activate = op._activate
     guard = product_guard(op.maps, 1 if vectors is not None else positions, kernel.shape[1])  # one product's
+
+    stacked = kernel[None]  # (a batch of one: the split's blocks are batch entries, or columns of one)
 
     def run() -> None:
         for target, source in copies:
             np.copyto(target, source)
-        with guard if guard is not None else blas_threads_for(flops):
-            if vectors is None:
-                np.matmul(kernel, columns, out=result)
-            else:
-                for column, target in vectors:
-                    np.matmul(kernel, column, out=target)
+        if guard is None:  # a large product: blocks on two threads, as the engine's products
+            matmul_parts_into(np, stacked, columns, result)
+        else:
+            with guard:
+                if vectors is None:
+                    np.matmul(kernel, columns, out=result)
+                else:
+                    for column, target in vectors:
+                        np.matmul(kernel, column, out=target)
         if bias is not None:
             np.add(result, bias, out=result)
         activate(out, np, residual)
