@@ -41,6 +41,9 @@ convolution whose output is cropped, write the buffer), so a reader never takes 
 within a run the writer of a tensor always runs before its readers, also where the memory plan
 gives one address to tensors of disjoint lifetimes.
 
+Memory: the first CPU kernel bound makes the C heap keep freed blocks (:mod:`.heap`): the tensors a run hands over
+are allocated again at every run, and glibc otherwise maps large ones as fresh pages each time.
+
 Threads: every torch kernel runs on :func:`~plugrt.ops.blas_threads.threads_for` threads,
 the engine's count (the BLAS's) when its work is large and a core is free, else one, as
 the NumPy products do: a second thread that spins for work on a core another process
@@ -65,6 +68,7 @@ from ..nodes.base import Binding
 from .base import Operator
 from .blas_threads import threads_for
 from .hand_over import HandOver, hand_over
+from .heap import keep_freed_memory
 
 __all__ = [
     "CHANNELS_LAST_TACTIC",
@@ -311,6 +315,8 @@ class TorchOperator(Operator):
             module = np.ndarray if self.xp is np else self.xp.ndarray
             if all(isinstance(a, module) and a.dtype in kinds for a in (*arrays[0], *arrays[1])):
                 self._torch_call = self.torch_kernel(*arrays)
+            if self._torch_call is not None and self.xp is np:  # its tensors: from a heap that keeps them
+                keep_freed_memory()
         if self._torch_call is None and any(f != TensorFormat.LINEAR for f in self.formats):
             self._relaid = self._linear_copies(inputs, outputs)
 

@@ -1,0 +1,81 @@
+"""The C heap keeps freed blocks once a CPU engine binds PyTorch's kernels (``ops/heap.py``): a large tensor comes
+from the heap, not from fresh pages, and ``PLUGRT_KEEP_HEAP=0`` leaves glibc's thresholds alone."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+
+import numpy as np
+import pytest
+
+from plugrt.ops import heap
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks")
+    ] + [("keepcost", ctypes.c_size_t)]
+
+
+def _mapped_bytes() -> int:
+    """Bytes glibc serves as mapped blocks now (``mallinfo2().hblkhd``); skips where that is not there."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        info = libc.mallinfo2
+    except (OSError, AttributeError):
+        pytest.skip("not glibc 2.33 or later")
+    info.restype = _MallInfo2
+    return int(info().hblkhd)
+
+
+def test_large_blocks_come_from_the_heap_once_kept() -> None:
+    if not heap.keep_freed_memory():
+        pytest.skip("no glibc mallopt here")
+    before = _mapped_bytes()
+    block = np.empty(48 << 20, np.uint8)  # above glibc's own largest threshold (32 MiB)
+    assert _mapped_bytes() - before < 1 << 20, "a 48 MiB block was mapped as fresh pages"
+    del block
+
+
+def test_the_switch_leaves_the_heap_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(heap._STATE, "kept", None)
+    monkeypatch.setenv(heap.SWITCH, "0")
+    monkeypatch.setattr(heap, "_set_thresholds", lambda: pytest.fail("mallopt called with PLUGRT_KEEP_HEAP=0"))
+    assert heap.keep_freed_memory() is False
+    assert heap.keep_freed_memory() is False  # decided once
+
+
+def test_without_glibc_nothing_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(heap._STATE, "kept", None)
+    monkeypatch.delenv(heap.SWITCH, raising=False)
+
+    def missing(name: str | None) -> None:
+        raise OSError(f"no library {name}")
+
+    monkeypatch.setattr(heap.ctypes, "CDLL", missing)
+    assert heap.keep_freed_memory() is False
+
+
+def test_a_cpu_torch_kernel_keeps_the_heap(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    from onnx import TensorProto, helper, numpy_helper
+
+    import plugrt
+
+    calls: list[bool] = []
+    monkeypatch.setattr("plugrt.ops.torch_cpu.keep_freed_memory", lambda: calls.append(True) or True)
+    weight = numpy_helper.from_array(np.ones((4, 4, 3, 3), np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])],
+        "conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [weight],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    monkeypatch.setenv("PLUGRT_TORCH", "always")
+    y = plugrt.compile(model, device="cpu")(x=np.ones((1, 4, 8, 8), np.float32))["y"]
+    assert calls, "binding a PyTorch kernel on the CPU did not keep the heap"
+    assert y[0, 0, 3, 3] == 36.0 and y[0, 0, 0, 0] == 16.0
