@@ -1,6 +1,7 @@
-"""One ONNX LSTM layer on the CPU: plugrt's NumPy step loop, plugrt's PyTorch tactic, the compiled loop the numba
-extra gives the own kernel where PyTorch's tactic is off, and onnxruntime, interleaved in one process on one thread
-(onnxruntime's spinning off).
+"""One ONNX LSTM layer on the CPU: plugrt's NumPy step loop, plugrt's PyTorch tactic (PyTorch's fused LSTM), the
+compiled loop the numba extra gives the own kernel where PyTorch's tactic is off, the default with both (PyTorch's
+tactic running the compiled loop, its input projection oneDNN's, for small cells), and onnxruntime, interleaved in
+one process on one thread (onnxruntime's spinning off).
 
 The recurrent models of the real-model table (the CRNN's bidirectional 512 -> 128 cell over 32 steps, the BiLSTM
 encoder's 256-unit cells) spend most of their time in this layer; this isolates it. Each engine's best of five
@@ -68,6 +69,8 @@ def main() -> None:
         switches["plugrt torch"] = {torch_cpu.ENV_SWITCH: "always", depthwise_numba.ENV_SWITCH: "0"}
     if depthwise_numba.loops() is not None:  # the compiled loop: the own kernel where PyTorch's tactic is off
         switches["plugrt numba"] = {torch_cpu.ENV_SWITCH: "0", depthwise_numba.ENV_SWITCH: "1"}
+        if torch_cpu.torch_module() is not None:  # both, as installed with the torch and numba extras
+            switches["plugrt default"] = {torch_cpu.ENV_SWITCH: "1", depthwise_numba.ENV_SWITCH: "1"}
     environments = {"onnxruntime": {}}
     for name, switch in switches.items():
         os.environ.update(switch)  # (read when the engine is built and when its kernels are bound, at calls)

@@ -199,3 +199,61 @@ def test_constant_recurrent_weights_are_transposed_once(
     assert asked and set(asked) == {constant}
     want = _reference(x.astype(np.float64), weights, "forward")
     np.testing.assert_allclose(got["Y"], want[0], rtol=0, atol=2e-6)
+
+
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+def test_pytorchs_tactic_projects_the_inputs_with_weights_packed_once(
+    direction: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under PyTorch's tactic (W, R and B engine constants) the compiled loop's input projection is oneDNN's
+    linear over W packed once, the biases folded into it; a new sequence length binds again without packing."""
+    pytest.importorskip("torch")
+    from plugrt.ops import linear_weights, recurrent_numba
+    from plugrt.ops.torch_cpu_linear import linear_available
+
+    if not linear_available():
+        pytest.skip("this torch has no oneDNN linear")
+    packed: list[object] = []
+    made: list[object] = []
+    pack, project = linear_weights.PackedMatrix, recurrent_numba._packed_projections
+
+    def packing(*args: object) -> object:
+        packed.append(args)
+        return pack(*args)  # type: ignore[arg-type]
+
+    def projecting(*args: object) -> object:
+        made.append(project(*args))  # type: ignore[arg-type]
+        return made[-1]
+
+    monkeypatch.setattr(recurrent_numba, "PACKED_PROJECTION_FLOPS", 0.0)  # (a small cell: packed all the same)
+    monkeypatch.setattr(linear_weights, "PackedMatrix", packing)
+    monkeypatch.setattr(recurrent_numba, "_packed_projections", projecting)
+    monkeypatch.setenv("PLUGRT_TORCH", "always")
+    model, weights = _model(direction, 12, 7)
+    engine = plugrt.compile(model, shapes={"x": ((2, 1, 7), (5, 1, 7), (8, 1, 7))})
+    dirs = 2 if direction == "bidirectional" else 1
+    for steps in (5, 8, 5):
+        x = np.random.default_rng(steps).normal(0, 1, (steps, 1, 7)).astype(np.float32)
+        got = engine({"x": x})
+        want = _reference(x.astype(np.float64), weights, direction)
+        for name, value in zip(("Y", "Y_h", "Y_c"), want):
+            np.testing.assert_allclose(got[name], value, rtol=0, atol=5e-6)
+    assert made and all(kernels is not None for kernels in made), "the projection was not oneDNN's"
+    assert len(packed) == dirs, f"W packed {len(packed)} times for {dirs} direction(s)"
+
+
+def test_small_projections_stay_with_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below ``PACKED_PROJECTION_FLOPS`` (silero-vad's one step of 128 -> 512) oneDNN's call costs more than it
+    saves: the projection stays NumPy's product."""
+    pytest.importorskip("torch")
+    from plugrt.ops import recurrent_numba
+
+    made: list[object] = []
+    project = recurrent_numba._packed_projections
+    monkeypatch.setattr(recurrent_numba, "_packed_projections", lambda *a: made.append(project(*a)) or made[-1])
+    monkeypatch.setenv("PLUGRT_TORCH", "always")
+    model, weights = _model("forward", 12, 7)
+    x = np.random.default_rng(0).normal(0, 1, (3, 1, 7)).astype(np.float32)
+    got = plugrt.compile(model)({"x": x})
+    assert made and all(kernels is None for kernels in made)
+    np.testing.assert_allclose(got["Y"], _reference(x.astype(np.float64), weights, "forward")[0], rtol=0, atol=5e-6)

@@ -138,7 +138,13 @@ class RecurrentOperator(TorchOperator):
         """PyTorch's fused layer; a small LSTM (batch 1, at most 128 units) as the compiled loop where numba is
         installed (faster there: :mod:`plugrt.ops.recurrent_numba`, chosen at bind by the shapes run)."""
         small = compiled_lstm(  # (the tactic requires constant W, R and B: torch_supports)
-            self, inputs, outputs, max_batch=TORCH_MAX_BATCH, max_hidden=TORCH_MAX_HIDDEN, constant_weights=True
+            self,
+            inputs,
+            outputs,
+            max_batch=TORCH_MAX_BATCH,
+            max_hidden=TORCH_MAX_HIDDEN,
+            constant_weights=True,
+            packed_projection=True,
         )
         return small if small is not None else torch_recurrent(self, inputs, outputs)
 
