@@ -456,3 +456,38 @@ def test_every_layer_stays_channels_last_unless_another_choice_is_clearly_cheape
     assert _chain_choice(times, 0.0, monkeypatch) == {0, 1, 2, 3}
     times = {f"l{k}": {0: 10.0, 1: 12.0, 2: 12.0} for k in range(4)}
     assert _chain_choice(times, 0.0, monkeypatch) == set()
+
+
+@needs_torch
+@pytest.mark.parametrize(("pads", "strides"), [([0, 0, 1, 1], [2, 2]), ([2, 0, 0, 1], [1, 1])], ids=["tf-same", "mixed"])
+def test_a_linear_input_with_uneven_padding_is_staged_bordered(pads: list[int], strides: list[int]) -> None:
+    """A run's first convolution reads a LINEAR input; with uneven padding (TensorFlow's "same" at stride 2) it is
+    copied into the interior of a zero-bordered channels-last buffer and convolved unpadded, so the result is the
+    output itself, handed over, with no crop copied out (MobileNetV2's first layer: 214 -> 177 us)."""
+    from plugrt.ops.conv import ConvolutionOperator, pack_conv_kernel
+    from plugrt.ops.hand_over import hand_over
+    from plugrt.ops.torch_channels_last import convolution_channels_last
+    from plugrt.ops.torch_cpu_kernels import convolution
+
+    rng = np.random.default_rng(7)
+    kernel = (rng.standard_normal((16, 3, 3, 3)) * 0.3).astype(np.float32)
+    op = ConvolutionOperator(
+        {"num_output_maps": 16, "kernel_shape": [3, 3], "pads": pads, "strides": strides, "activation": "CLIP",
+         "activation_alpha": 0.0, "activation_beta": 6.0},
+        {"kernel": pack_conv_kernel(kernel, 1), "bias": rng.standard_normal(16).astype(np.float32)},
+    )  # fmt: skip
+    x = rng.standard_normal((2, 3, 11, 13)).astype(np.float32)
+    sizes = [(n + pads[a] + pads[a + 2] - 3) // strides[a] + 1 for a, n in enumerate(x.shape[2:])]
+    want = np.empty((2, 16, *sizes), np.float32)
+    op.prepare([x.shape], [want.shape])
+    reference = convolution(op, x, None, None, want)
+    assert reference is not None
+    reference()
+    buffer = np.full((2, *sizes, 16), np.nan, np.float32)
+    run = convolution_channels_last(op, x, buffer, None, [TensorFormat.LINEAR, TensorFormat.HWC])
+    assert run is not None
+    for _ in range(2):  # the border stays zero from call to call
+        run()
+        handed = hand_over(buffer).tensor
+        assert handed is not None, "the result was cropped and copied, not handed over"
+        np.testing.assert_allclose(handed.numpy(), want, rtol=1e-5, atol=1e-5)

@@ -71,7 +71,8 @@ def convolution_channels_last(
     reordered for them once here (``torch.ops.mkldnn._convolution_pointwise``).
 
     ``formats``: the input's, the residual's (when there is one) and the output's; a LINEAR input is
-    copied into a channels-last buffer first, a LINEAR output written from the channels-last result.
+    copied into a channels-last buffer first (with uneven padding, a TensorFlow "same" first layer, into the
+    interior of a zero-bordered one, convolved unpadded), a LINEAR output written from the channels-last result.
     The activation is oneDNN's post-op where it has it (:data:`POST_OPS`), a residual its ``add``
     post-op when both are channels-last (then only ReLU can follow inside), anything else the pass
     that writes ``out``. Padding that differs between an axis's ends is made the same by
@@ -92,11 +93,17 @@ def convolution_channels_last(
     sizes, begins, ends = w.resolve(shape[2:])
     if tuple(sizes) != tuple(ot.shape[2:]):
         return None
+    channels_last = torch.channels_last
+    interior = None  # a LINEAR input with uneven padding: copied into a zero-bordered buffer, convolved unpadded
+    if x_format != TensorFormat.HWC and list(begins) != list(ends):
+        bordered = (*shape[:2], *(shape[2 + a] + begins[a] + ends[a] for a in range(2)))
+        source = torch.zeros(bordered).contiguous(memory_format=channels_last)
+        interior = source[:, :, begins[0] : begins[0] + shape[2], begins[1] : begins[1] + shape[3]]
+        shape, begins, ends = bordered, [0, 0], [0, 0]
     pads, skip = _symmetric_pads(w, begins, ends)
     padded = [(shape[2 + a] + 2 * pads[a] - w.extent(a)) // w.strides[a] + 1 for a in range(2)]
     exact = not any(skip) and padded == list(sizes)
     crop = None if exact else (slice(None), slice(None), *(slice(k, k + n) for k, n in zip(skip, sizes)))
-    channels_last = torch.channels_last
     channels = shape[1] // op.group
     strides, dilations, group = list(w.strides), list(w.dilations), op.group
 
@@ -110,7 +117,9 @@ def convolution_channels_last(
     uniform = None if not op.uniform else (op.group, None if bias_t is None else bias_t.reshape(-1, 1, 1))
     if uniform is not None:
         bias_t = None
-    source = xt if x_format == TensorFormat.HWC else torch.empty(shape).contiguous(memory_format=channels_last)
+    if interior is None:
+        source = xt if x_format == TensorFormat.HWC else torch.empty(shape).contiguous(memory_format=channels_last)
+        interior = source
     staged = source is not xt
     flops = 2.0 * ot.numel() * channels * math.prod(w.kernel)
     low, high = op.activation_range
@@ -153,7 +162,7 @@ def convolution_channels_last(
         if given is not None and given.tensor is not None:
             return given.tensor
         if staged:
-            relayout(source, xt)
+            relayout(interior, xt)
         return source
 
     if rt is None:
