@@ -21,11 +21,16 @@ needs_torch = pytest.mark.skipif(torch is None, reason="needs torch (pip install
 HWC = TensorFormat.HWC
 
 
-def _op(residual: bool, activation: str = "HARD_SWISH", maps: int = 12, channels: int = 8) -> ConvolutionOperator:
+def _op(
+    residual: bool, activation: str = "HARD_SWISH", maps: int = 12, channels: int = 8, affine: bool = True
+) -> ConvolutionOperator:
     rng = np.random.default_rng(5)
     kernel = (rng.standard_normal((maps, channels, 1, 1)) * 0.3).astype(np.float32)
     params = {"num_output_maps": maps, "kernel_shape": [1, 1], "residual": residual, "activation": activation}
-    params.update(post_scale=1.3, post_shift=-0.2)
+    if activation in ("CLIP", "HARD_SIGMOID", "LEAKY_RELU"):
+        params.update(activation_alpha=0.2 if activation != "CLIP" else -0.5, activation_beta=0.5)
+    if affine:
+        params.update(post_scale=1.3, post_shift=-0.2)
     weights = {"kernel": pack_conv_kernel(kernel, 1), "bias": rng.standard_normal(maps).astype(np.float32)}
     return ConvolutionOperator(params, weights)
 
@@ -139,3 +144,33 @@ def test_a_uniform_kernel_runs_channels_last_with_bit_identical_maps(residual: b
     if not (bias or residual):  # the maps of a group are one map, bit for bit
         split = got.reshape(2, 2, 4, -1)
         assert (split == split[:, :, :1]).all()
+
+
+@needs_torch
+@pytest.mark.parametrize("activation", ["HARD_SWISH", "RELU", "CLIP", "HARD_SIGMOID", "LEAKY_RELU", ""])
+@pytest.mark.parametrize("residual", ["none", "buffer", "handed"])
+def test_the_small_product_s_epilogue_compiled_where_numba_is(
+    residual: str, activation: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a scalar map, where numba is installed, the bias, an HWC residual (its buffer or a handed-over
+    tensor) and the activation are one compiled pass over the rows (``rows_epilogue``); with ``PLUGRT_NUMBA=0``
+    torch's in-place kernels: both the NumPy kernel's results."""
+    from plugrt.ops import depthwise_numba
+
+    op = _op(residual != "none", activation, affine=False)
+    inputs, want = _reference(op, (2, 8, 5, 7), (2, 12, 5, 7), 9)
+    for switch in ("1", "0"):
+        monkeypatch.setenv(depthwise_numba.ENV_SWITCH, switch)
+        x, out = _hwc(inputs[0]), np.full((2, 5, 7, 12), np.nan, np.float32)
+        extra = _hwc(inputs[1]) if residual != "none" else None
+        held = None
+        if residual == "handed":
+            held = hand_over(extra)
+            held.tensor = torch.from_numpy(inputs[1].copy()).contiguous(memory_format=torch.channels_last)
+            extra[...] = np.nan  # the buffer is stale: the slot's tensor is the residual
+        run = torch_channels_last.convolution_channels_last(op, x, out, extra, [HWC] * (2 if extra is None else 3))
+        assert run is not None
+        compiled = switch == "1" and depthwise_numba.available()
+        assert run.__qualname__.endswith("run_compiled") is compiled
+        run()
+        np.testing.assert_allclose(out.transpose(0, 3, 1, 2), want, rtol=1e-5, atol=1e-6)

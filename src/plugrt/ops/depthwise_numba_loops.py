@@ -20,7 +20,7 @@ import numba
 import numpy as np
 from numba import njit
 
-__all__ = ["ACTIVATION_COUNT", "UNROLLED_TAPS", "depthwise_rows", "loops_for"]
+__all__ = ["ACTIVATION_COUNT", "UNROLLED_TAPS", "depthwise_rows", "loops_for", "rows_epilogue"]
 
 #: activation codes run from 0 (none) to this count - 1 (see :func:`_activate`)
 ACTIVATION_COUNT = 6
@@ -121,6 +121,23 @@ def _add_taps(x, weights, acc, n, top, ow_first, ow_stop, geometry, kh_first, kh
                 iw = ow * stride_w + offset
                 for c in range(channels):
                     acc[ow, c] += x[n, ih, iw, c] * weights[kh, kw, c]
+
+
+@njit(cache=True, nogil=True)
+def rows_epilogue(out, bias, residual, act, alpha, beta):  # type: ignore[no-untyped-def]
+    """A 1x1 convolution's epilogue over its rows ``out`` (``[N*H*W, M]``) in place, in the NumPy epilogue's
+    order: the bias, then the residual's rows (``[N*H*W, M]``; a ``[0, 0]`` array for none), then activation code
+    ``act``. One pass where PyTorch's in-place kernels take one call each (2-5 us a layer saved on PP-OCR cls's
+    small layers)."""
+    rows, cols = out.shape
+    added = residual.shape[0] != 0
+    for r in range(rows):
+        row = out[r]
+        for c in range(cols):
+            v = row[c] + bias[c]
+            if added:
+                v = v + residual[r, c]
+            row[c] = _activate(v, alpha, beta, act)
 
 
 def loops_for(kernel_h: int, kernel_w: int, act: int) -> Callable[..., None]:

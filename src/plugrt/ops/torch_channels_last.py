@@ -252,6 +252,17 @@ def _small_product(
     low, high = op.activation_range
     affine = post_affine(torch, op)
     guard = product_guard(rows_in.shape[0], maps, channels) or blas_threads_for(flops)  # decided here, once
+    compiled = _compiled_epilogue(op, rows_out, bias_t, given_residual, residual, affine)
+    if compiled is not None:
+
+        def run_compiled() -> None:
+            source = _rows(given, channels, rows_in)
+            with guard:
+                np.matmul(source, columns, out=rows_out)
+            handed.tensor = None  # the buffer holds the result
+            compiled()
+
+        return run_compiled
 
     def run() -> None:
         use_threads(flops)
@@ -267,6 +278,38 @@ def _small_product(
             act(torch, ot, ot, low, high)
         if affine is not None:
             affine(ot, ot)
+
+    return run
+
+
+def _compiled_epilogue(
+    op: ConvolutionOperator,
+    rows_out: np.ndarray,
+    bias_t: Any,
+    given_residual: HandOver | None,
+    residual: np.ndarray | None,
+    affine: Any,
+) -> Callable[[], None] | None:
+    """The small 1x1 convolution's epilogue (bias, an HWC residual, the activation) as one compiled pass over its
+    rows (``depthwise_numba_loops.rows_epilogue``) where numba is installed and the activation is one the compiled
+    loops have; None otherwise (a scalar map, a LINEAR residual): torch's in-place kernels run."""
+    from .depthwise_numba import ACTIVATION_CODES, available, loops
+
+    if affine is not None or (op.activation or "") not in ACTIVATION_CODES or not available():
+        return None
+    if residual is not None and given_residual is None:  # a LINEAR residual: its rows are not [N*H*W, M]
+        return None
+    maps = rows_out.shape[1]
+    bias = np.zeros(maps, np.float32) if bias_t is None else np.ascontiguousarray(bias_t.numpy().reshape(-1))
+    act = ACTIVATION_CODES[op.activation or ""]
+    low, high = (np.float32(v) for v in op.activation_range)
+    epilogue = loops().rows_epilogue
+    none = np.empty((0, 0), np.float32)
+    residual_rows = None if residual is None else residual.reshape(-1, maps)
+
+    def run() -> None:
+        added = none if residual_rows is None else _rows(given_residual, maps, residual_rows)  # type: ignore[arg-type]
+        epilogue(rows_out, bias, added, act, low, high)
 
     return run
 
