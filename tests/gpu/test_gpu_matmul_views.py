@@ -64,3 +64,32 @@ def test_products_and_views_on_the_gpu(monkeypatch, tactic: str, fp16: bool, gra
     got = run_plan(plan, "cuda", feeds, graph=graph)["y"]
     assert np.isfinite(got).all()
     np.testing.assert_allclose(got, want, rtol=0, atol=(2e-2 if fp16 else 1e-4) * float(np.abs(want).max()))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_a_product_with_a_bias_takes_the_epilogue_in_half(dtype) -> None:  # type: ignore[no-untyped-def]
+    """A product of few rows with a bias: HALF takes cuBLASLt's bias epilogue (one ``addmm``: faster there at
+    every size measured, and one launch), FLOAT the product then the add (cuBLASLt picks a slow kernel for the
+    epilogue at few rows); both compute the product and the bias."""
+    import functools
+
+    import cupy as cp
+    import torch
+
+    from plugrt.ops.matrix_multiply import MatrixMultiplyOperator
+
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((2, 10, 32)).astype(dtype), rng.standard_normal((1, 32, 24)).astype(dtype)
+    bias = rng.standard_normal((1, 1, 24)).astype(dtype)
+    op = MatrixMultiplyOperator({"op0": "NONE", "op1": "NONE", "bias": True})
+    op.xp = cp
+    out = cp.zeros((2, 10, 24), dtype)
+    op.prepare([a.shape, b.shape, bias.shape], [out.shape])
+    kernel = op.torch_kernel([cp.asarray(a), cp.asarray(b), cp.asarray(bias)], [out])
+    assert kernel is not None
+    epilogue = isinstance(kernel, functools.partial) and kernel.func is torch.addmm
+    assert epilogue is (dtype == np.float16)
+    kernel()
+    torch.cuda.synchronize()
+    want = a.astype(np.float64) @ b[0].astype(np.float64) + bias[0, 0].astype(np.float64)
+    np.testing.assert_allclose(cp.asnumpy(out).astype(np.float64), want, rtol=0, atol=5e-2 if dtype == np.float16 else 1e-4)

@@ -26,7 +26,7 @@ from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .blas_threads import blas_runs_alone
 from .elementwise import label, merge_dim
 from .linear_weights import packed_matrix, unpacked
-from .matrix_multiply import FEW_ROWS
+from .matrix_multiply import product_then_bias
 from .params import param
 from .product_parts import matmul_parts_into
 from .shared_rules import expect_float_inputs
@@ -136,7 +136,7 @@ class GemmOperator(TorchOperator):
             return lambda: torch.mm(a, b, out=out).mul_(alpha)  # type: ignore[no-any-return]
         c = self.torch_weight("c", a) if "c" in self.weights else view(inputs[-1])  # a weight holds beta already
         beta = 1.0 if "c" in self.weights else self.beta
-        if out.shape[0] <= FEW_ROWS and alpha == 1.0:  # few rows: the product, then C (faster than the epilogue)
+        if product_then_bias(out) and alpha == 1.0:  # few FLOAT rows: the product, then C (faster than the epilogue)
             return lambda: torch.mm(a, b, out=out).add_(c, alpha=beta)  # type: ignore[no-any-return]
         return lambda: torch.addmm(c, a, b, beta=beta, alpha=alpha, out=out)  # type: ignore[no-any-return]
 

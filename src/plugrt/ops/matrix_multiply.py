@@ -31,13 +31,21 @@ from .product_parts import matmul_parts_into
 from .torch_cpu import Kernel, TorchOperator, torch_module, view
 from .torch_cpu_linear import linear, linear_available
 
-__all__ = ["FEW_ROWS", "MatrixMultiplyOperator", "product_operand"]
+__all__ = ["FEW_ROWS", "MatrixMultiplyOperator", "product_operand", "product_then_bias"]
 
 _OPS = ("NONE", "TRANSPOSE", "VECTOR")
 #: up to this many rows an FP32 product then a bias add beats cuBLASLt's bias epilogue (addmm) on an H200, whose
 #: heuristics pick a SIMT kernel for it: 128x768 by 768x768 28.5 against 41.3 us, by 3072x768 38 against 74 us;
-#: from 4096 rows on addmm is as fast or faster (benchmarks/gpu_product_forms.py, docs/benchmarks.md)
+#: from 4096 rows on addmm is as fast or faster. HALF products take the epilogue at any size: 18.7-21.2 against
+#: 24.4-27.9 us at 128-197 rows, and one launch (10.6 against 16 us of host time a call; benchmarks/gpu_product_forms.py
+#: --half --host, docs/benchmarks.md)
 FEW_ROWS = 512
+
+
+def product_then_bias(out: Any) -> bool:
+    """Whether a product with a bias into ``out`` (a torch tensor) runs as the product then the bias add rather than
+    cuBLASLt's bias epilogue: FLOAT outputs of at most :data:`FEW_ROWS` rows."""
+    return out.dtype == torch_module().float32 and out.numel() // max(out.shape[-1], 1) <= FEW_ROWS
 
 
 @register_operator
@@ -148,8 +156,8 @@ class MatrixMultiplyOperator(TorchOperator):
             return functools.partial(torch.matmul, a, b, out=out)
         bias = view(inputs[2]).view(-1)
         try:  # one matrix and a bias: one addmm, cuBLAS adds the bias in the product's epilogue
-            if any(d != 1 for d in b.shape[:-2]) or out.dim() < 2 or out.numel() // out.shape[-1] <= FEW_ROWS:
-                raise RuntimeError("a batch of matrices, or few rows")
+            if any(d != 1 for d in b.shape[:-2]) or out.dim() < 2 or product_then_bias(out):
+                raise RuntimeError("a batch of matrices, or few FLOAT rows")
             rows = functools.partial(torch.addmm, bias, a.view(-1, a.shape[-1]), b.view(b.shape[-2:]))
             return functools.partial(rows, out=out.view(-1, out.shape[-1]))
         except RuntimeError:  # views only: a layout that needs a copy takes matmul and an add
