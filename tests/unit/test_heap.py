@@ -1,4 +1,4 @@
-"""The C heap keeps freed blocks once a CPU engine binds PyTorch's kernels (``ops/heap.py``): a large tensor comes
+"""The C heap keeps freed blocks once a CPU engine binds a channels-last PyTorch kernel (``ops/heap.py``): a large tensor comes
 from the heap, not from fresh pages, and ``PLUGRT_KEEP_HEAP=0`` leaves glibc's thresholds alone."""
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def test_without_glibc_nothing_changes(monkeypatch: pytest.MonkeyPatch) -> None:
     assert heap.keep_freed_memory() is False
 
 
-def test_a_cpu_torch_kernel_keeps_the_heap(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_channels_last_kernel_keeps_the_heap(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("torch")
     from onnx import TensorProto, helper, numpy_helper
 
@@ -75,7 +75,11 @@ def test_a_cpu_torch_kernel_keeps_the_heap(monkeypatch: pytest.MonkeyPatch) -> N
         [weight],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    monkeypatch.setenv("PLUGRT_TORCH", "always")
-    y = plugrt.compile(model, device="cpu")(x=np.ones((1, 4, 8, 8), np.float32))["y"]
-    assert calls, "binding a PyTorch kernel on the CPU did not keep the heap"
+    x = np.ones((1, 4, 8, 8), np.float32)
+    monkeypatch.setenv("PLUGRT_TORCH", "always")  # PyTorch's NCHW kernel: the heap as it is
+    y = plugrt.compile(model, device="cpu")(x=x)["y"]
+    assert not calls, "an NCHW PyTorch kernel changed the heap's thresholds"
+    monkeypatch.setenv("PLUGRT_TORCH", "nhwc")  # the channels-last kernel: its results are handed over
+    y = plugrt.compile(model, device="cpu")(x=x)["y"]
+    assert calls, "binding a channels-last kernel on the CPU did not keep the heap"
     assert y[0, 0, 3, 3] == 36.0 and y[0, 0, 0, 0] == 16.0

@@ -41,8 +41,9 @@ convolution whose output is cropped, write the buffer), so a reader never takes 
 within a run the writer of a tensor always runs before its readers, also where the memory plan
 gives one address to tensors of disjoint lifetimes.
 
-Memory: the first CPU kernel bound makes the C heap keep freed blocks (:mod:`.heap`): the tensors a run hands over
-are allocated again at every run, and glibc otherwise maps large ones as fresh pages each time.
+Memory: the first channels-last CPU kernel bound makes the C heap keep freed blocks (:mod:`.heap`): the tensors a
+run hands over are allocated again at every run, and glibc otherwise maps large ones as fresh pages each time
+(other engines keep glibc's thresholds: kept, BERT-base's peak rose 760 -> 791 MB).
 
 Threads: every torch kernel runs on :func:`~plugrt.ops.blas_threads.threads_for` threads,
 the engine's count (the BLAS's) when its work is large and a core is free, else one, as
@@ -315,8 +316,8 @@ class TorchOperator(Operator):
             module = np.ndarray if self.xp is np else self.xp.ndarray
             if all(isinstance(a, module) and a.dtype in kinds for a in (*arrays[0], *arrays[1])):
                 self._torch_call = self.torch_kernel(*arrays)
-            if self._torch_call is not None and self.xp is np:  # its tensors: from a heap that keeps them
-                keep_freed_memory()
+            if self._torch_call is not None and self.xp is np and self.tactic == CHANNELS_LAST_TACTIC:
+                keep_freed_memory()  # the tensors handed over at every run: from a heap that keeps them
         if self._torch_call is None and any(f != TensorFormat.LINEAR for f in self.formats):
             self._relaid = self._linear_copies(inputs, outputs)
 
