@@ -20,7 +20,7 @@ import numba
 import numpy as np
 from numba import njit
 
-__all__ = ["ACTIVATION_COUNT", "UNROLLED_TAPS", "depthwise_rows", "loops_for", "rows_epilogue"]
+__all__ = ["ACTIVATION_COUNT", "UNROLLED_TAPS", "depthwise_rows", "entry_point", "loops_for", "max_pool", "rows_epilogue"]
 
 #: activation codes run from 0 (none) to this count - 1 (see :func:`_activate`)
 ACTIVATION_COUNT = 6
@@ -123,6 +123,15 @@ def _add_taps(x, weights, acc, n, top, ow_first, ow_stop, geometry, kh_first, kh
                     acc[ow, c] += x[n, ih, iw, c] * weights[kh, kw, c]
 
 
+def entry_point(function: Any, *example: Any) -> Callable[..., Any]:
+    """The compiled code of ``function`` (an ``njit`` dispatcher) for the types of the ``example`` arguments, which
+    it is called with once (compiled, or loaded from numba's cache): calling it skips the dispatcher's typing of
+    every argument (~1 us each); the dispatcher itself where numba keeps no entry point."""
+    function(*example)
+    compiled: Any = function.overloads.get(tuple(numba.typeof(v) for v in example))
+    return getattr(compiled, "entry_point", None) or function  # type: ignore[no-any-return]
+
+
 @njit(cache=True, nogil=True)
 def rows_epilogue(out, bias, residual, act, alpha, beta):  # type: ignore[no-untyped-def]
     """A 1x1 convolution's epilogue over its rows ``out`` (``[N*H*W, M]``) in place, in the NumPy epilogue's
@@ -138,6 +147,35 @@ def rows_epilogue(out, bias, residual, act, alpha, beta):  # type: ignore[no-unt
             if added:
                 v = v + residual[r, c]
             row[c] = _activate(v, alpha, beta, act)
+
+
+@njit(cache=True, nogil=True)
+def max_pool(x, out, kernel, geometry):  # type: ignore[no-untyped-def]
+    """2-D MAX pooling of channels-last ``x`` (``[N, H, W, C]``) into ``out`` (``[N, OH, OW, C]``): each output
+    pixel the largest of its window's pixels inside ``x`` (padding is never a candidate; every window holds at
+    least one input pixel), NaN where any candidate is NaN, as ``torch.max_pool2d``. ``kernel``: its height and
+    width; ``geometry``: strides, dilations and begin paddings (H then W), int64 ``[6]``."""
+    batch, height, width, channels = x.shape
+    out_h, out_w = out.shape[1], out.shape[2]
+    lowest = np.float32(-np.inf)
+    for n in range(batch):
+        for oh in range(out_h):
+            for ow in range(out_w):
+                target = out[n, oh, ow]
+                for c in range(channels):
+                    target[c] = lowest
+                for kh in range(kernel[0]):
+                    ih = oh * geometry[0] - geometry[4] + kh * geometry[2]
+                    if ih < 0 or ih >= height:
+                        continue
+                    for kw in range(kernel[1]):
+                        iw = ow * geometry[1] - geometry[5] + kw * geometry[3]
+                        if iw < 0 or iw >= width:
+                            continue
+                        pixel = x[n, ih, iw]
+                        for c in range(channels):
+                            v, t = pixel[c], target[c]
+                            target[c] = v if (v > t or v != v) else t  # a NaN stays: nothing compares above it
 
 
 def loops_for(kernel_h: int, kernel_w: int, act: int) -> Callable[..., None]:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .pooling import PoolingOperator
 
 __all__ = [
+    "NUMBA_MAX_POOL_READS",
     "POST_OPS",
     "SMALL_PRODUCT_FLOPS",
     "convolution_channels_last",
@@ -303,8 +304,10 @@ def _compiled_epilogue(
     bias = np.zeros(maps, np.float32) if bias_t is None else np.ascontiguousarray(bias_t.numpy().reshape(-1))
     act = ACTIVATION_CODES[op.activation or ""]
     low, high = (np.float32(v) for v in op.activation_range)
-    epilogue = loops().rows_epilogue
     none = np.empty((0, 0), np.float32)
+    row = np.zeros((1, 1), np.float32)
+    example = (row, np.zeros(1, np.float32), none, 0, np.float32(0.0), np.float32(0.0))
+    epilogue = loops().entry_point(loops().rows_epilogue, *example)
     residual_rows = None if residual is None else residual.reshape(-1, maps)
 
     def run() -> None:
@@ -367,6 +370,9 @@ def max_pooling(
         ).shape[2:]
     ) != tuple(sizes):
         return None  # ceil mode's last window: torch drops one that starts in the end padding
+    compiled = _compiled_max_pool(op, x, out, formats, begins) if channels_last else None
+    if compiled is not None:
+        return compiled
     source = xt
     if channels_last and formats[0] != TensorFormat.HWC:
         source = torch.empty(shape, dtype=xt.dtype, device=xt.device).contiguous(memory_format=torch.channels_last)
@@ -387,6 +393,41 @@ def max_pooling(
             handed.tensor = result
         else:
             ot.copy_(result)
+
+    return run
+
+
+#: a MAX pooling between HWC tensors of at most this many window reads (outputs times taps) runs as the compiled loop
+#: where numba is installed: ``torch.max_pool2d`` costs ~20 us a call whatever its size (the CRNN's three pools: 59
+#: against onnxruntime's 11 us), the loop a few; larger ones stay torch's (its kernel is vectorised over windows)
+NUMBA_MAX_POOL_READS = 1_000_000
+
+
+def _compiled_max_pool(
+    op: PoolingOperator, x: np.ndarray, out: np.ndarray, formats: Sequence[TensorFormat], begins: Sequence[int]
+) -> Kernel | None:
+    """MAX pooling between two HWC FLOAT buffers as the compiled loop (``depthwise_numba_loops.max_pool``),
+    reading the input's hand-over slot and writing the output's buffer (its slot emptied); None where numba is
+    not there, a LINEAR end, another type, or more than :data:`NUMBA_MAX_POOL_READS` reads. The caller has
+    checked that torch's output size is the operator's (every window holds an input pixel)."""
+    from .depthwise_numba import available, loops, source_pixels
+
+    w = op.window
+    if formats[0] != TensorFormat.HWC or formats[-1] != TensorFormat.HWC or x.ndim != 4 or out.ndim != 4:
+        return None
+    if x.dtype != np.float32 or out.dtype != np.float32 or not (x.flags.c_contiguous and out.flags.c_contiguous):
+        return None
+    if out.size * math.prod(w.kernel) > NUMBA_MAX_POOL_READS or not available():
+        return None
+    kernel = np.array(w.kernel, np.int64)
+    geometry = np.array([*w.strides, *w.dilations, *begins], np.int64)
+    pixel = np.zeros((1, 1, 1, 1), np.float32)
+    pool = loops().entry_point(loops().max_pool, pixel, pixel.copy(), np.ones(2, np.int64), np.array([1, 1, 1, 1, 0, 0]))
+    given, handed = hand_over(x), hand_over(out)
+
+    def run() -> None:
+        pool(source_pixels(given.tensor, x), out, kernel, geometry)
+        handed.tensor = None  # the buffer holds the result
 
     return run
 
