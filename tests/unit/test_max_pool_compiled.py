@@ -60,7 +60,7 @@ def test_the_compiled_max_pool_matches_the_numpy_kernel(name: str, handed: bool,
     assert np.isnan(want).any()
 
 
-def test_linear_ends_large_pools_and_numba_off_keep_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_linear_input_large_pools_and_numba_off_keep_torch(monkeypatch: pytest.MonkeyPatch) -> None:
     from plugrt.ops import torch_channels_last
 
     op = PoolingOperator({"mode": "MAX", "kernel_shape": [2, 2], "strides": [2, 2]})
@@ -71,11 +71,14 @@ def test_linear_ends_large_pools_and_numba_off_keep_torch(monkeypatch: pytest.Mo
         run = max_pooling(op, x if formats[0] != HWC else x_hwc, out if formats[-1] == HWC else out.reshape(1, 8, 3, 3),
                           formats, True)  # fmt: skip
         assert run is not None
+        run()
         return str(run.__qualname__)
 
     monkeypatch.setenv(depthwise_numba.ENV_SWITCH, "1")
     assert "_compiled_max_pool" in kernel([HWC, HWC])
-    assert "_compiled_max_pool" not in kernel([HWC, TensorFormat.LINEAR])
+    assert "_compiled_max_pool" in kernel([HWC, TensorFormat.LINEAR])  # written through its [N, H, W, C] view
+    np.testing.assert_array_equal(out.reshape(1, 8, 3, 3), x.reshape(1, 8, 3, 2, 3, 2).max(axis=(3, 5)))
+    assert "_compiled_max_pool" not in kernel([TensorFormat.LINEAR, HWC])
     monkeypatch.setattr(torch_channels_last, "NUMBA_MAX_POOL_READS", 10)
     assert "_compiled_max_pool" not in kernel([HWC, HWC])
     monkeypatch.setattr(torch_channels_last, "NUMBA_MAX_POOL_READS", 1_000_000)

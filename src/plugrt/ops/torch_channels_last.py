@@ -406,28 +406,31 @@ NUMBA_MAX_POOL_READS = 1_000_000
 def _compiled_max_pool(
     op: PoolingOperator, x: np.ndarray, out: np.ndarray, formats: Sequence[TensorFormat], begins: Sequence[int]
 ) -> Kernel | None:
-    """MAX pooling between two HWC FLOAT buffers as the compiled loop (``depthwise_numba_loops.max_pool``),
-    reading the input's hand-over slot and writing the output's buffer (its slot emptied); None where numba is
-    not there, a LINEAR end, another type, or more than :data:`NUMBA_MAX_POOL_READS` reads. The caller has
-    checked that torch's output size is the operator's (every window holds an input pixel)."""
+    """MAX pooling from an HWC FLOAT buffer as the compiled loop (``depthwise_numba_loops.max_pool``), reading the
+    input's hand-over slot, writing the output's buffer (HWC, its slot emptied, or LINEAR through its ``[N, H, W,
+    C]`` view: a run's last pool before a reshape); None where numba is not there, a LINEAR input, another type, or
+    more than :data:`NUMBA_MAX_POOL_READS` reads. The caller has checked that torch's output size is the operator's
+    (every window holds an input pixel)."""
     from .depthwise_numba import available, loops, source_pixels
 
     w = op.window
-    if formats[0] != TensorFormat.HWC or formats[-1] != TensorFormat.HWC or x.ndim != 4 or out.ndim != 4:
+    if formats[0] != TensorFormat.HWC or x.ndim != 4 or out.ndim != 4:
         return None
     if x.dtype != np.float32 or out.dtype != np.float32 or not (x.flags.c_contiguous and out.flags.c_contiguous):
         return None
     if out.size * math.prod(w.kernel) > NUMBA_MAX_POOL_READS or not available():
         return None
+    target = out if formats[-1] == TensorFormat.HWC else out.transpose(0, 2, 3, 1)
     kernel = np.array(w.kernel, np.int64)
     geometry = np.array([*w.strides, *w.dilations, *begins], np.int64)
-    pixel = np.zeros((1, 1, 1, 1), np.float32)
-    pool = loops().entry_point(loops().max_pool, pixel, pixel.copy(), np.ones(2, np.int64), np.array([1, 1, 1, 1, 0, 0]))
-    given, handed = hand_over(x), hand_over(out)
+    pool = loops().entry_point(loops().max_pool, x, target, kernel, geometry)  # (compiled for these layouts)
+    given = hand_over(x)
+    handed = hand_over(out) if formats[-1] == TensorFormat.HWC else None
 
     def run() -> None:
-        pool(source_pixels(given.tensor, x), out, kernel, geometry)
-        handed.tensor = None  # the buffer holds the result
+        pool(source_pixels(given.tensor, x), target, kernel, geometry)
+        if handed is not None:
+            handed.tensor = None  # the buffer holds the result
 
     return run
 
