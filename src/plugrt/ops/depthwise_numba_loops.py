@@ -123,13 +123,21 @@ def _add_taps(x, weights, acc, n, top, ow_first, ow_stop, geometry, kh_first, kh
                     acc[ow, c] += x[n, ih, iw, c] * weights[kh, kw, c]
 
 
+_ENTRIES: dict[tuple[Any, tuple[Any, ...]], Callable[..., Any]] = {}
+
+
 def entry_point(function: Any, *example: Any) -> Callable[..., Any]:
-    """The compiled code of ``function`` (an ``njit`` dispatcher) for the types of the ``example`` arguments, which
-    it is called with once (compiled, or loaded from numba's cache): calling it skips the dispatcher's typing of
-    every argument (~1 us each); the dispatcher itself where numba keeps no entry point."""
-    function(*example)
-    compiled: Any = function.overloads.get(tuple(numba.typeof(v) for v in example))
-    return getattr(compiled, "entry_point", None) or function  # type: ignore[no-any-return]
+    """The compiled code of ``function`` (an ``njit`` dispatcher) for the types of the ``example`` arguments (small
+    arrays of the layouts the calls will pass), called with them the first time (compiled, or loaded from numba's
+    cache) and kept: calling it skips the dispatcher's typing of every argument (~1 us each); the dispatcher itself
+    where numba keeps no entry point."""
+    types = tuple(numba.typeof(v) for v in example)
+    entry = _ENTRIES.get((function, types))
+    if entry is None:
+        function(*example)
+        compiled: Any = function.overloads.get(types)
+        entry = _ENTRIES[(function, types)] = getattr(compiled, "entry_point", None) or function
+    return entry
 
 
 @njit(cache=True, nogil=True)

@@ -11,8 +11,8 @@ against 35 ms (onnxruntime keeps its own arena: 40 ms).
 :func:`keep_freed_memory` raises both thresholds once per process (``mallopt``), so freed blocks stay in the heap
 and the next run's tensors reuse them. The process then keeps what its largest run freed (the engine's runs
 allocate the same sizes each time). Only channels-last runs ask for it (``ops/torch_cpu.py``): elsewhere the kept
-blocks cost peak memory and save nothing measurable (BERT-base's peak at batch 1: 760 -> 791 MB). Only where the C library is glibc; ``PLUGRT_KEEP_HEAP=0`` leaves the heap as
-it is.
+blocks cost peak memory and save nothing measurable (BERT-base's peak at batch 1: 760 -> 791 MB). Only where the
+C library is glibc; ``PLUGRT_KEEP_HEAP=0`` leaves the heap as it is.
 """
 
 from __future__ import annotations
@@ -49,9 +49,10 @@ def keep_freed_memory() -> bool:
 def _set_thresholds() -> bool:
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt, version = libc.mallopt, libc.gnu_get_libc_version  # glibc's alone
-    except (OSError, AttributeError):
+    except OSError:
         return False
-    del version
+    if not hasattr(libc, "gnu_get_libc_version") or not hasattr(libc, "mallopt"):  # not glibc
+        return False
+    mallopt = libc.mallopt
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return bool(mallopt(_M_MMAP_THRESHOLD, KEEP_BELOW)) and bool(mallopt(_M_TRIM_THRESHOLD, KEEP_BELOW))

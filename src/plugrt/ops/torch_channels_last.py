@@ -420,10 +420,13 @@ def _compiled_max_pool(
         return None
     if out.size * math.prod(w.kernel) > NUMBA_MAX_POOL_READS or not available():
         return None
-    target = out if formats[-1] == TensorFormat.HWC else out.transpose(0, 2, 3, 1)
+    linear = formats[-1] != TensorFormat.HWC
+    target = out.transpose(0, 2, 3, 1) if linear else out
     kernel = np.array(w.kernel, np.int64)
     geometry = np.array([*w.strides, *w.dilations, *begins], np.int64)
-    pool = loops().entry_point(loops().max_pool, x, target, kernel, geometry)  # (compiled for these layouts)
+    pixels = np.zeros((1, 2, 2, 2), np.float32)  # examples of the layouts passed: C, and strided for a LINEAR output
+    example = (pixels, pixels.transpose(0, 2, 3, 1) if linear else pixels.copy(), np.ones(2, np.int64), geometry)
+    pool = loops().entry_point(loops().max_pool, *example)
     given = hand_over(x)
     handed = hand_over(out) if formats[-1] == TensorFormat.HWC else None
 
