@@ -174,3 +174,81 @@ def test_the_small_product_s_epilogue_compiled_where_numba_is(
         assert run.__qualname__.endswith("run_compiled") is compiled
         run()
         np.testing.assert_allclose(out.transpose(0, 3, 1, 2), want, rtol=1e-5, atol=1e-6)
+
+
+@needs_torch
+@pytest.mark.parametrize("affine", [False, True], ids=["plain", "affine"])
+@pytest.mark.parametrize("activation", ["CLIP", "HARD_SWISH", "HARD_SIGMOID", ""])
+@pytest.mark.parametrize("residual", ["none", "buffer", "handed"])
+def test_a_larger_1x1_convolution_is_onednn_s_product_of_the_rows(
+    residual: str, activation: str, affine: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From :data:`SMALL_PRODUCT_FLOPS` on, a 1x1 convolution between HWC tensors is oneDNN's linear of the rows
+    (bias and activation its post-ops, a residual its ``add``; HARD_SIGMOID and the affine map in place after),
+    its result handed over: the NumPy kernel's results."""
+    monkeypatch.setattr(torch_channels_last, "SMALL_PRODUCT_FLOPS", 0.0)
+    op = _op(residual != "none", activation, affine=affine)
+    inputs, want = _reference(op, (2, 8, 5, 7), (2, 12, 5, 7), 10)
+    x, out = _hwc(inputs[0]), np.full((2, 5, 7, 12), np.nan, np.float32)
+    extra = None if residual == "none" else _hwc(inputs[1])
+    held = None
+    if residual == "handed":
+        assert extra is not None
+        held = hand_over(extra)
+        held.tensor = torch.from_numpy(inputs[1].copy())  # a handed-over tensor need not be channels-last
+        extra[...] = np.nan
+    run = torch_channels_last.convolution_channels_last(op, x, out, extra, [HWC] * (2 if extra is None else 3))
+    assert run is not None and "_rows_linear" in run.__qualname__
+    run()
+    result = hand_over(out).tensor
+    assert result is not None and tuple(result.shape) == (2, 12, 5, 7)
+    np.testing.assert_allclose(result.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+@needs_torch
+def test_the_product_of_the_rows_reads_a_handed_over_input_and_writes_a_linear_output(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A handed-over input (the buffer stale) is what the product reads; a LINEAR output (a network output) is
+    written in NCHW order; the kernel is reordered once across binds."""
+    monkeypatch.setattr(torch_channels_last, "SMALL_PRODUCT_FLOPS", 0.0)
+    op, inputs, want = _case(False, "RELU")
+    x = np.full((2, 5, 7, 8), np.nan, np.float32)
+    slot = hand_over(x)
+    slot.tensor = torch.from_numpy(inputs[0]).contiguous(memory_format=torch.channels_last)
+    out = np.full((2, 12, 5, 7), np.nan, np.float32)
+    run = torch_channels_last.convolution_channels_last(op, x, out, None, [HWC, TensorFormat.LINEAR])
+    assert run is not None and "_rows_linear" in run.__qualname__
+    run()
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+    packed = op.derived_weight("kernel", ("rows", torch.float32, 8, 12), lambda: None)
+    again = torch_channels_last.convolution_channels_last(op, x, out, None, [HWC, TensorFormat.LINEAR])
+    assert again is not None and op.derived_weight("kernel", ("rows", torch.float32, 8, 12), lambda: None) is packed
+
+
+@needs_torch
+@pytest.mark.parametrize("case", ["linear-input", "linear-residual", "stride-2", "grouped"])
+def test_other_1x1_convolutions_are_not_the_product_of_the_rows(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A LINEAR input or residual, strides or groups keep oneDNN's convolution, with the NumPy kernel's results."""
+    monkeypatch.setattr(torch_channels_last, "SMALL_PRODUCT_FLOPS", 0.0)
+    residual = case == "linear-residual"
+    rng = np.random.default_rng(12)
+    group = 2 if case == "grouped" else 1
+    kernel = (rng.standard_normal((12, 8 // group, 1, 1)) * 0.3).astype(np.float32)
+    params = {"num_output_maps": 12, "kernel_shape": [1, 1], "residual": residual, "activation": "RELU", "group": group}
+    if case == "stride-2":
+        params["strides"] = [2, 2]
+    op = ConvolutionOperator(params, {"kernel": pack_conv_kernel(kernel, group)})
+    out_shape = (2, 12, 3, 4) if case == "stride-2" else (2, 12, 5, 7)
+    inputs, want = _reference(op, (2, 8, 5, 7), out_shape, 13)
+    linear_input = case == "linear-input"
+    x = inputs[0] if linear_input else _hwc(inputs[0])
+    extra = inputs[1] if residual else None
+    formats = [TensorFormat.LINEAR if linear_input else HWC, *([TensorFormat.LINEAR] if residual else []), HWC]
+    out = np.full((out_shape[0], *out_shape[2:], out_shape[1]), np.nan, np.float32)
+    run = torch_channels_last.convolution_channels_last(op, x, out, extra, formats)
+    assert run is not None and "_rows_linear" not in run.__qualname__
+    run()
+    result = hand_over(out).tensor
+    got = out.transpose(0, 3, 1, 2) if result is None else result.numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -19,6 +19,7 @@ rule                   what                                                     
 ``conv_residual``      ``Convolution``, then a FLOAT ``SUM`` with a tensor of its shape       bit-identical
 ``conv_activation``    ``Convolution``, then a FLOAT activation it applies in place          same kernels
 ``conv_scale_shift``   ``Convolution`` + activation, then PROD/DIV/SUM/SUB by a scalar       ≤ 1 ulp
+``spatial_pooling``    ``reduce`` AVG/MAX over H and W of ``[N, C, H, W]``, kept → global pool few ulp (AVG)
 ``squeeze_excitation`` GlobalAveragePool → 1x1 Conv → 1x1 Conv → Mul(x, ·) → one layer        few ulp
 ``layer_norm``         ReduceMean/Sub/square/ReduceMean/eps/Sqrt/Div (gamma, beta)          ~1e-6 relative
 ``residual_layer_norm`` ``SUM(x, r)`` then layer normalization → one kernel (GPU)             ~1e-6 relative
@@ -27,7 +28,7 @@ rule                   what                                                     
 ``dead_layers``        layers nobody reads after fusion (then their weights)                 –
 =====================  ==================================================================  ==================
 
-(``builder/passes/``: ``round_trips.py`` (first, so that the patterns the casts interrupted are found), ``pairs.py``, ``attention.py``, ``conv_fold.py``, ``gelu.py``, ``squeeze.py``, ``layer_norm.py``,
+(``builder/passes/``: ``round_trips.py`` (first, so that the patterns the casts interrupted are found), ``pairs.py``, ``attention.py``, ``conv_fold.py``, ``gelu.py``, ``spatial.py``, ``squeeze.py``, ``layer_norm.py``,
 ``chains.py``, ``duplicates.py``, ``dead.py``.) ``hard_swish`` is bit-identical to PaddlePaddle's spelling, a few ulp from others;
 ``conv_activation`` applies the activation layer's kernel (NumPy's, or torch's under the
 PyTorch tactic, whose results may differ from NumPy's by a few ulp where the unfused
@@ -59,6 +60,7 @@ from .passes.graph import Fusion, LayerGraph
 from .passes.layer_norm import layer_norm, residual_layer_norm
 from .passes.pairs import conv_activation, conv_residual, matrix_bias, scaled_softmax
 from .passes.round_trips import drop_round_trips
+from .passes.spatial import spatial_pooling
 from .passes.squeeze import squeeze_excitation
 
 __all__ = ["DISABLE_ENV", "PASS_NAMES", "RULES", "Rule", "disabled_passes", "fuse_layers"]
@@ -89,6 +91,8 @@ RULES: tuple[Rule, ...] = (
     Rule("conv_residual", conv_residual),
     Rule("conv_activation", conv_activation),
     Rule("conv_scale_shift", conv_scale_shift),
+    # before the SE rule, which anchors on global pooling
+    Rule("spatial_pooling", spatial_pooling),
     # on a GPU its NumPy-shaped kernel is a dozen small launches: 0.47-0.57 ms a block eagerly, MobileNetV3-small's
     # eager run 5.3 ms fused against 2.9 ms with the layers apart, replayed no faster (H200, docs/benchmarks.md)
     Rule("squeeze_excitation", squeeze_excitation),

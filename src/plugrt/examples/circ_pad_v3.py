@@ -117,4 +117,5 @@ def register(namespace: str = "") -> CircPadPluginV3Creator:
     """Register the creator once (idempotent) and return it."""
     return register_once(CircPadPluginV3Creator, namespace)  # type: ignore[no-any-return]
 
+
 register()

@@ -84,8 +84,7 @@ class PluginOutputCheck:
             value = dim.evaluate(env)
             if value < 0:
                 return (
-                    f"{self.where}: output {self.output} dimension {axis} is {value} ({dim}); "
-                    "dimensions must be >= 0"
+                    f"{self.where}: output {self.output} dimension {axis} is {value} ({dim}); dimensions must be >= 0"
                 )
         return None
 

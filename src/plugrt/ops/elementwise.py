@@ -19,7 +19,15 @@ from ..shape.simplify import nonnegative
 from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .params import param
 
-__all__ = ["ARITHMETIC_UFUNCS", "FLOAT_TYPES", "NUMERIC_TYPES", "ElementwiseOperator", "broadcast_dim", "expect_inputs", "label"]
+__all__ = [
+    "ARITHMETIC_UFUNCS",
+    "FLOAT_TYPES",
+    "NUMERIC_TYPES",
+    "ElementwiseOperator",
+    "broadcast_dim",
+    "expect_inputs",
+    "label",
+]
 __all__ += ["floor_div_value", "merge_dim", "quiet", "truncating_div"]
 
 FLOAT_TYPES = frozenset({DataType.FLOAT, DataType.HALF})

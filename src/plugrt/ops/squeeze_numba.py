@@ -62,4 +62,3 @@ def squeeze_excitation_channels_last(
         handed.tensor = None  # the buffer holds the result
 
     return run
-

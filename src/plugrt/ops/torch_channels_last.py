@@ -26,6 +26,7 @@ from .torch_cpu_kernels import (
     relayout,
     same_maps,
 )
+from .torch_cpu_linear import linear_function
 
 if TYPE_CHECKING:
     from .conv import ConvolutionOperator
@@ -112,7 +113,6 @@ def convolution_channels_last(
         weight = op.torch_weight("kernel", xt, (op.maps, channels, *w.kernel)).contiguous(memory_format=channels_last)
         return torch.ops.mkldnn._reorder_convolution_weight(weight, pads, strides, dilations, group, list(shape))
 
-    packed = op.derived_weight("kernel", ("nhwc", xt.dtype, shape, *pads, *strides, *dilations, group), reorder)
     bias_t = bias_tensor(op, None, xt)
     # a uniform kernel: the convolution alone, its maps made bit-identical, then the bias and the epilogue
     uniform = None if not op.uniform else (op.group, None if bias_t is None else bias_t.reshape(-1, 1, 1))
@@ -128,9 +128,10 @@ def convolution_channels_last(
     rt = None if residual is None else logical_view(residual, formats[1])
     post = POST_OPS.get(op.activation) if uniform is None else None
     affine = post_affine(torch, op)
-    small = _small_product(op, x, out, residual, formats, crop is None and not any(pads), flops)
-    if small is not None:
-        return small
+    rows = _product_of_rows(op, x, out, residual, formats, crop is None and not any(pads), flops)
+    if rows is not None:
+        return rows
+    packed = op.derived_weight("kernel", ("nhwc", xt.dtype, shape, *pads, *strides, *dilations, group), reorder)
     # tensors between channels-last layers are handed over as torch's results (no copy into the buffers)
     given = hand_over(x) if x_format == TensorFormat.HWC else None
     given_residual = hand_over(residual) if residual is not None and formats[1] == TensorFormat.HWC else None
@@ -213,7 +214,7 @@ def convolution_channels_last(
     return run_residual
 
 
-def _small_product(
+def _product_of_rows(
     op: ConvolutionOperator,
     x: np.ndarray,
     out: np.ndarray,
@@ -222,19 +223,36 @@ def _small_product(
     unpadded: bool,
     flops: float,
 ) -> Kernel | None:
+    """A 1x1 convolution (one group, unit strides, no padding, its kernel a FLOAT weight) from an HWC tensor on the
+    CPU as a product of the rows ``[N*H*W, C] @ [C, M]``: NumPy's below :data:`SMALL_PRODUCT_FLOPS`
+    (:func:`_small_product`), else oneDNN's (:func:`_rows_linear`). None for any other layer."""
+    w = op.window
+    if not isinstance(x, np.ndarray) or not unpadded or op.group != 1 or op.uniform or op.bias_input is not None:
+        return None
+    if any(k != 1 for k in w.kernel) or any(s != 1 for s in w.strides) or formats[0] != TensorFormat.HWC:
+        return None
+    if "kernel" not in op.weights or x.dtype != np.float32 or out.dtype != np.float32:
+        return None
+    if flops < SMALL_PRODUCT_FLOPS:
+        return _small_product(op, x, out, residual, formats)
+    return _rows_linear(op, x, out, residual, formats, flops)
+
+
+def _small_product(
+    op: ConvolutionOperator,
+    x: np.ndarray,
+    out: np.ndarray,
+    residual: np.ndarray | None,
+    formats: Sequence[TensorFormat],
+) -> Kernel | None:
     """A small 1x1 convolution (one group, unit strides, no padding) from an HWC tensor into an HWC tensor as
     NumPy's product of the rows (see :data:`SMALL_PRODUCT_FLOPS`), written into the output's buffer, then the
     bias, the residual, the activation and the affine map in place with torch's kernels (the NumPy epilogue's
     order; torch's elementwise kernels are several times faster than NumPy's on these small tensors). None for
-    any other layer or larger products."""
+    an output that is not HWC."""
     torch = torch_module()
-    w = op.window
-    if flops >= SMALL_PRODUCT_FLOPS or not unpadded or op.group != 1 or op.uniform or any(k != 1 for k in w.kernel):
-        return None
-    if any(s != 1 for s in w.strides) or formats[0] != TensorFormat.HWC or formats[-1] != TensorFormat.HWC:
-        return None
     kernel = np.asarray(op.weights["kernel"])
-    if kernel.dtype != np.float32 or x.dtype != np.float32 or out.dtype != np.float32:
+    if kernel.dtype != np.float32 or formats[-1] != TensorFormat.HWC:
         return None
     channels, maps = x.shape[-1], op.maps
     if kernel.size != channels * maps or out.shape[-1] != maps or x.shape[:-1] != out.shape[:-1]:
@@ -252,6 +270,7 @@ def _small_product(
     act = ACTIVATIONS[op.activation] if op.activation else None
     low, high = op.activation_range
     affine = post_affine(torch, op)
+    flops = 2.0 * rows_in.shape[0] * channels * maps
     guard = product_guard(rows_in.shape[0], maps, channels) or blas_threads_for(flops)  # decided here, once
     compiled = _compiled_epilogue(op, rows_out, bias_t, given_residual, residual, affine)
     if compiled is not None:
@@ -281,6 +300,86 @@ def _small_product(
             affine(ot, ot)
 
     return run
+
+
+def _rows_linear(
+    op: ConvolutionOperator,
+    x: np.ndarray,
+    out: np.ndarray,
+    residual: np.ndarray | None,
+    formats: Sequence[TensorFormat],
+    flops: float,
+) -> Kernel | None:
+    """A larger 1x1 convolution from an HWC tensor as oneDNN's product of the rows ``[N*H*W, C] @ [C, M]`` (``torch.ops.mkldnn._linear_pointwise``, its weight packed once
+    with ``_reorder_linear_weight``), the bias and the activation its post-ops (:data:`POST_OPS`), an HWC residual
+    its ``add`` post-op (the activation then in place after it); the result is handed over, or relaid into a
+    LINEAR output (a network output, MobileNetV2's features). oneDNN's call of its matrix product costs 5-8 us less
+    than its 1x1 convolution's with the kernel reordered (one thread, each alone: 44.5 against 51.9 us at
+    196 x 384 -> 64, 161.7 against 166.2 us at 49 x 320 -> 1280; docs/benchmarks.md). None for any other layer, a
+    LINEAR residual, or where this torch has no oneDNN linear."""
+    torch = torch_module()
+    if residual is not None and formats[1] != TensorFormat.HWC:
+        return None
+    function = linear_function()
+    channels, maps = x.shape[-1], op.maps
+    shape = (*x.shape[:-1], maps)  # the result's [N, H, W, M]
+    ot = logical_view(out, formats[-1])
+    if function is None or tuple(ot.shape) != (shape[0], maps, *shape[1:3]):
+        return None
+    rows_in = view(x.reshape(-1, channels))
+
+    def pack() -> Any:
+        weight = op.torch_weight("kernel", rows_in, (maps, channels)).contiguous()
+        return torch.ops.mkldnn._reorder_linear_weight(weight, None)
+
+    packed = op.derived_weight("kernel", ("rows", rows_in.dtype, channels, maps), pack)
+    bias_t = bias_tensor(op, None, rows_in)
+    bias_t = None if bias_t is None else bias_t.reshape(-1)
+    given = hand_over(x)
+    handed = hand_over(out) if formats[-1] == TensorFormat.HWC else None
+    low, high = op.activation_range
+    affine = post_affine(torch, op)
+    post = POST_OPS.get(op.activation) if residual is None else None
+    attr, scalars = post(low, high) if post is not None else ("none", [])
+    act = ACTIVATIONS[op.activation] if op.activation and post is None else None
+    given_residual = None if residual is None else hand_over(residual)
+    residual_rows = None if residual is None else view(residual.reshape(-1, maps))
+
+    def finish(result: Any) -> None:
+        if act is not None:
+            act(torch, result, result, low, high)
+        if affine is not None:
+            affine(result, result)
+        if handed is not None:
+            handed.tensor = result.view(shape).permute(0, 3, 1, 2)
+        else:
+            relayout(ot, result.view(shape).permute(0, 3, 1, 2))
+
+    if residual is None:
+
+        def run() -> None:
+            use_threads(flops)
+            finish(function(_row_view(given, channels, rows_in), packed, bias_t, attr, scalars, ""))
+
+        return run
+    binary = function.binary
+
+    def run_residual() -> None:
+        use_threads(flops)
+        source = _row_view(given, channels, rows_in)
+        added = _row_view(given_residual, maps, residual_rows)
+        finish(binary(source, added, packed, bias_t, "add"))
+
+    return run_residual
+
+
+def _row_view(given: HandOver | None, channels: int, rows: Any) -> Any:
+    """An HWC tensor's ``[N*H*W, C]`` rows as a torch tensor: the handed-over tensor's (copied where it is not
+    channels-last contiguous), else ``rows`` (the buffer's)."""
+    tensor = None if given is None else given.tensor
+    if tensor is None:
+        return rows
+    return tensor.permute(0, 2, 3, 1).reshape(-1, channels)
 
 
 def _compiled_epilogue(

@@ -146,7 +146,9 @@ def _staged(function: Any, a: np.ndarray, parts: list[Any], bt: Any, out: np.nda
             for c0, c1, w in parts:
                 columns[:, c0:c1].copy_(function(rows, w, None if bt is None else bt[c0:c1], "none", [], ""))
             return
-        result = torch.cat([function(rows, w, None if bt is None else bt[c0:c1], "none", [], "") for c0, c1, w in parts], 1)
+        result = torch.cat(
+            [function(rows, w, None if bt is None else bt[c0:c1], "none", [], "") for c0, c1, w in parts], 1
+        )
         target.copy_(result.view(target.shape))
 
     return run

@@ -118,5 +118,3 @@ class PluginNode(Node):
         if isinstance(exc, PlugrtError) and not isinstance(exc, ExecutionError):
             return ExecutionError(str(exc))
         return super().failure(exc)
-
-
