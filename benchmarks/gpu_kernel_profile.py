@@ -150,6 +150,7 @@ def _eager(torch: object, context: object, stream: object, layers: int, runs: in
         f"eager: host {host[len(host) // 2]:.3f} ms a run ({1e3 * host[len(host) // 2] / max(layers, 1):.1f} us a "
         f"layer, {layers} layers), events {device[len(device) // 2]:.3f} ms (medians of {runs})"
     )
+    _launch_times(context, stream, runs, host[len(host) // 2], top)
     profiler = cProfile.Profile()
     profiler.enable()
     for _ in range(runs):
@@ -157,6 +158,45 @@ def _eager(torch: object, context: object, stream: object, layers: int, runs: in
     profiler.disable()
     stream.synchronize()
     pstats.Stats(profiler).sort_stats("tottime").print_stats(top)
+
+
+def _launch_times(context: object, stream: object, runs: int, run_ms: float, top: int) -> None:
+    """The host's time of each prepared launch of an eager run (no synchronisation between them; medians of
+    ``runs``), the run's frame (what ``execute_async_v3`` takes besides its launches) and the scopes it enters."""
+    import statistics
+    import time
+
+    calls = context._executor._calls  # the flat list of prepared launches (the engine's internals: a diagnostic)
+    if not calls:
+        print("eager: no flat list of launches (data-dependent shapes)")
+        return
+    backend, tf32 = context.engine.backend, context.engine.plan.tf32
+    times: list[list[float]] = [[] for _ in calls]
+    scopes = []
+    for _ in range(runs):
+        began = time.perf_counter()
+        with backend.stream_scope(stream.cuda_stream), backend.math_scope(tf32):
+            entered = time.perf_counter()
+            for k, (_, launch, args) in enumerate(calls):
+                t = time.perf_counter()
+                launch(*args)
+                times[k].append(time.perf_counter() - t)
+            left = time.perf_counter()
+        scopes.append((entered - began) + (time.perf_counter() - left))
+        stream.synchronize()
+    medians = [1e6 * statistics.median(t) for t in times]
+    total = sum(medians)
+    print(
+        f"eager launches: {len(calls)} a run, {total:.1f} us in launches; the scopes {1e6 * statistics.median(scopes):.1f}"
+        f" us; the rest of a run (context, executor loop) {1e3 * run_ms - total:.1f} us"
+    )
+    order = sorted(range(len(calls)), key=lambda k: -medians[k])
+    for k in order[:top]:
+        step, launch, _ = calls[k]
+        name = getattr(launch, "__qualname__", type(launch).__name__)
+        print(
+            f"  {medians[k]:7.1f} us  {step.layer.kind:18s} t{step.layer.tactic}  {name[:50]:50s} {step.layer.name[:60]}"
+        )
 
 
 def _per_layer(torch: object, context: object, stream: object) -> None:

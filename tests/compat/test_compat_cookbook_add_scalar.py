@@ -47,19 +47,19 @@ class AddScalarPlugin(trt.IPluginV3, trt.IPluginV3OneCore, trt.IPluginV3OneBuild
 
     def configure_plugin(
         self, dptd_in: List[trt.DynamicPluginTensorDesc], dptd_out: List[trt.DynamicPluginTensorDesc]
-    ) -> None:  # noqa: UP006
+    ) -> None:
         return
 
-    def get_output_data_types(self, input_types: List[trt.DataType]) -> List[trt.DataType]:  # noqa: UP006
+    def get_output_data_types(self, input_types: List[trt.DataType]) -> List[trt.DataType]:
         return [input_types[0]]
 
     def get_output_shapes(
         self, inputs: List[trt.DimsExprs], shape_inputs: List[trt.DimsExprs], expr_builder: trt.IExprBuilder
-    ) -> List[trt.DimsExprs]:  # noqa: UP006
+    ) -> List[trt.DimsExprs]:
         output_dims = trt.DimsExprs(inputs[0])
         return [output_dims]
 
-    def supports_format_combination(self, pos: int, in_out: List[trt.DynamicPluginTensorDesc], num_inputs: int) -> bool:  # noqa: UP006
+    def supports_format_combination(self, pos: int, in_out: List[trt.DynamicPluginTensorDesc], num_inputs: int) -> bool:
         res = False
         desc = in_out[pos].desc
         if pos == 0:
@@ -70,16 +70,16 @@ class AddScalarPlugin(trt.IPluginV3, trt.IPluginV3OneCore, trt.IPluginV3OneBuild
 
     def get_workspace_size(
         self, dptd_in: List[trt.DynamicPluginTensorDesc], dptd_out: List[trt.DynamicPluginTensorDesc]
-    ) -> int:  # noqa: UP006
+    ) -> int:
         return 0
 
-    def get_valid_tactics(self) -> List[int]:  # noqa: UP006
+    def get_valid_tactics(self) -> List[int]:
         return [1]
 
     def set_tactic(self: trt.IPluginV3, tactic: int) -> None:
         return None
 
-    def on_shape_change(self, ptd_in: List[trt.PluginTensorDesc], ptd_out: List[trt.PluginTensorDesc]) -> None:  # noqa: UP006
+    def on_shape_change(self, ptd_in: List[trt.PluginTensorDesc], ptd_out: List[trt.PluginTensorDesc]) -> None:
         return None
 
     def enqueue(
@@ -90,7 +90,7 @@ class AddScalarPlugin(trt.IPluginV3, trt.IPluginV3OneCore, trt.IPluginV3OneBuild
         outputs: List[int],
         workspace: int,
         stream: int,
-    ) -> None:  # noqa: UP006
+    ) -> None:
         data_type = trt.nptype(input_desc[0].type)
         n_element = int(np.prod(np.array(input_desc[0].dims)))
         flat = trt.PluginTensorDesc(trt.Dims((n_element,)), input_desc[0].type)
@@ -153,7 +153,7 @@ class AddScalarPluginV2(trt.IPluginV2DynamicExt):
     def destroy(self) -> None:
         return
 
-    def get_output_datatype(self, output_index: int, input_types: List[trt.DataType]) -> trt.DataType:  # noqa: UP006
+    def get_output_datatype(self, output_index: int, input_types: List[trt.DataType]) -> trt.DataType:
         if output_index == 0:
             return input_types[0]
         return None
@@ -165,13 +165,13 @@ class AddScalarPluginV2(trt.IPluginV2DynamicExt):
 
     def get_output_dimensions(
         self, output_index: int, inputs: List[trt.DimsExprs], expr_builder: trt.IExprBuilder
-    ) -> trt.DimsExprs:  # noqa: UP006
+    ) -> trt.DimsExprs:
         output_dims = trt.DimsExprs(inputs[0])
         for i in range(len(inputs[0])):
             output_dims[i] = inputs[0][i]
         return output_dims
 
-    def supports_format_combination(self, pos: int, in_out: List[trt.PluginTensorDesc], num_inputs: int) -> bool:  # noqa: UP006
+    def supports_format_combination(self, pos: int, in_out: List[trt.PluginTensorDesc], num_inputs: int) -> bool:
         res = False
         desc = in_out[pos]
         if pos == 0:
@@ -182,10 +182,10 @@ class AddScalarPluginV2(trt.IPluginV2DynamicExt):
 
     def configure_plugin(
         self, dptd_in: List[trt.DynamicPluginTensorDesc], dptd_out: List[trt.DynamicPluginTensorDesc]
-    ) -> None:  # noqa: UP006
+    ) -> None:
         return
 
-    def get_workspace_size(self, ptd_in: List[trt.PluginTensorDesc], ptd_out: List[trt.PluginTensorDesc]) -> int:  # noqa: UP006
+    def get_workspace_size(self, ptd_in: List[trt.PluginTensorDesc], ptd_out: List[trt.PluginTensorDesc]) -> int:
         return 0
 
     def enqueue(self, input_desc, output_desc, inputs, outputs, workspace, stream) -> None:

@@ -136,3 +136,26 @@ def test_the_scope_on_pytorch_itself() -> None:
     with tf32_scope(torch, not before[0]):
         assert torch.backends.cuda.matmul.allow_tf32 is (not before[0])
     assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == before
+
+
+class _Counted(_Legacy):
+    """A legacy holder that counts writes of its switch."""
+
+    def __init__(self, value: bool) -> None:
+        self.writes = 0
+        super().__init__(value)
+        self.writes = 0
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "allow_tf32":
+            self.__dict__["writes"] = self.__dict__.get("writes", 0) + 1
+        super().__setattr__(name, value)
+
+
+def test_the_scope_writes_no_switch_that_already_holds_the_wanted_value() -> None:
+    """An eager run enters the scope once: switches already as wanted are neither set nor restored."""
+    matmul, cudnn = _Counted(False), _Counted(True)
+    with TF32Scope(_Torch(matmul, cudnn), False):
+        assert matmul.allow_tf32 is False and cudnn.allow_tf32 is False
+    assert matmul.writes == 0 and cudnn.writes == 2  # cuDNN's set, then restored
+    assert cudnn.allow_tf32 is True

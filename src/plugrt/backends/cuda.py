@@ -19,7 +19,7 @@ import numpy as np
 from ..core.errors import ExecutionError, MissingBackendError
 from ..core.types import DataType
 from .base import Backend
-from .cuda_matmul import matmul_into, torch_for_graphs, torch_stream
+from .cuda_matmul import matmul_into, torch_for_graphs, torch_on_stream, torch_stream
 from .tf32 import tf32_scope
 
 __all__ = ["CudaBackend", "CudaGraph", "CudaModule", "cupy_stream", "import_cupy", "load_ptx_kernel"]
@@ -147,7 +147,7 @@ class TorchGraph:
 
     def launch(self, stream: int) -> None:
         """Replay on ``stream``."""
-        with self.torch.cuda.stream(torch_stream(self.torch, stream)):
+        with torch_on_stream(self.torch, stream):
             self.graph.replay()
 
 
@@ -206,7 +206,7 @@ class CudaBackend(Backend):
             with cupy_stream(stream):
                 yield
             return
-        with cupy_stream(stream), torch.cuda.stream(torch_stream(torch, stream)):
+        with cupy_stream(stream), torch_on_stream(torch, stream):
             yield
 
     def math_scope(self, tf32: bool) -> contextlib.AbstractContextManager[None]:

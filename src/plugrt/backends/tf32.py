@@ -16,6 +16,7 @@ the new ones (then reading a legacy one raises), and restores exactly what it fo
 from __future__ import annotations
 
 import contextlib
+import types
 from typing import Any
 
 __all__ = ["TF32Scope", "tf32_scope"]
@@ -56,18 +57,16 @@ class TF32Scope:
     __slots__ = ("allowed", "saved", "switches")
 
     def __init__(self, torch: Any, allowed: bool) -> None:
-        backends = torch.backends
         self.allowed = bool(allowed)
-        self.switches = (
-            _Switch(backends.cuda.matmul, backends.cuda.matmul),
-            _Switch(backends.cudnn, getattr(backends.cudnn, "conv", backends.cudnn)),
-        )
+        self.switches = _switches(torch)
         self.saved: list[tuple[_Switch, bool, Any]] = []
 
     def __enter__(self) -> None:
         saved = []
         for switch in self.switches:
             legacy, value = switch.get()
+            if value == (self.allowed if legacy else ("tf32" if self.allowed else "ieee")):
+                continue  # already so: nothing to set or restore (an eager run's host time)
             saved.append((switch, legacy, value))
             switch.set(legacy, self.allowed)
         self.saved = saved
@@ -76,6 +75,25 @@ class TF32Scope:
         for switch, legacy, value in reversed(self.saved):
             switch.restore(legacy, value)
         self.saved = []
+
+
+_SWITCHES: dict[str, tuple[_Switch, ...]] = {}
+
+
+def _switches(torch: Any) -> tuple[_Switch, ...]:
+    """PyTorch's two TF32 switches (cuBLAS's and cuDNN's), made once for the torch module (every time for
+    anything else passed as ``torch``)."""
+    module = isinstance(torch, types.ModuleType)
+    found = _SWITCHES.get(torch.__name__) if module else None
+    if found is None:
+        backends = torch.backends
+        found = (
+            _Switch(backends.cuda.matmul, backends.cuda.matmul),
+            _Switch(backends.cudnn, getattr(backends.cudnn, "conv", backends.cudnn)),
+        )
+        if module:
+            _SWITCHES[torch.__name__] = found
+    return found
 
 
 def tf32_scope(torch: Any | None, allowed: bool) -> contextlib.AbstractContextManager[None]:

@@ -507,14 +507,14 @@ def _compiled_max_pool(
 ) -> Kernel | None:
     """MAX pooling from an HWC FLOAT buffer as the compiled loop (``depthwise_numba_loops.max_pool``), reading the
     input's hand-over slot, writing the output's buffer (HWC, its slot emptied, or LINEAR through its ``[N, H, W,
-    C]`` view: a run's last pool before a reshape); None where numba is not there, a LINEAR input, another type, or
+    C]`` view: a run's last pool before a reshape); None where numba is not there, on a GPU, a LINEAR input, another type, or
     more than :data:`NUMBA_MAX_POOL_READS` reads. The caller has checked that torch's output size is the operator's
     (every window holds an input pixel)."""
     from .depthwise_numba import available, loops, source_pixels
 
     w = op.window
-    if formats[0] != TensorFormat.HWC or x.ndim != 4 or out.ndim != 4:
-        return None
+    if not isinstance(x, np.ndarray) or formats[0] != TensorFormat.HWC or x.ndim != 4 or out.ndim != 4:
+        return None  # (a GPU's arrays: torch's kernel)
     if x.dtype != np.float32 or out.dtype != np.float32 or not (x.flags.c_contiguous and out.flags.c_contiguous):
         return None
     if out.size * math.prod(w.kernel) > NUMBA_MAX_POOL_READS or not available():
