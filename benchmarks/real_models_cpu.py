@@ -74,6 +74,9 @@ ARGS = _parse() if __name__ == "__main__" else None
 if ARGS is not None:
     for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[variable] = str(ARGS.threads)
+    from plugrt.ops.torch_cpu import torch_module
+
+    torch_module()  # torch imported as plugrt imports it (its OpenMP settings), before an export imports it
 
 import contextlib  # noqa: E402
 import glob  # noqa: E402

@@ -20,6 +20,7 @@ def two_threads(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def
     before = _threads()
     blas_threads.set_blas_threads(2)
     monkeypatch.setattr(blas_threads, "_CONFIGURED", 2)
+    monkeypatch.setattr(blas_threads, "_OUTSIDE", [2])
     yield
     blas_threads.set_blas_threads(before)
 
@@ -145,3 +146,56 @@ def test_the_machine_is_sampled_at_most_once_a_second(monkeypatch: pytest.Monkey
     monkeypatch.setattr(blas_threads.time, "monotonic", lambda: 5.0 + blas_threads.SAMPLE_SECONDS / 2)
     monkeypatch.setattr(blas_threads, "_machine_cpu_seconds", lambda: pytest.fail("sampled again"))
     assert blas_threads.machine_busy()
+
+
+def test_runs_keep_the_blas_on_one_thread_once_torch_kernels_are_bound(
+    two_threads: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OpenBLAS's workers spin after a product that used them, on the cores torch's OpenMP workers need: where
+    PyTorch's CPU kernels are bound, an engine run (the CPU backend's run scope) keeps the BLAS on one thread,
+    counted across nested and concurrent runs; between runs the caller's setting is back."""
+    from plugrt.backends.cpu import CpuBackend
+
+    monkeypatch.setattr(blas_threads, "_QUIET", {"wanted": 0, "runs": 0})
+    with CpuBackend().stream_scope(0):
+        assert _threads() == 2  # no torch kernel bound: nothing changes
+    blas_threads.quiet_blas_workers()
+    with CpuBackend().stream_scope(0):
+        assert _threads() == 1
+        with blas_threads.blas_threads_for(1e3):  # a product's guard inside a run comes back to one thread
+            assert _threads() == 1
+        assert _threads() == 1
+        with blas_threads.run_scope():  # a nested run (a loop's body, a second context)
+            assert _threads() == 1
+        assert _threads() == 1
+    assert _threads() == 2
+
+
+def test_a_run_that_fails_gives_the_threads_back(two_threads: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(blas_threads, "_QUIET", {"wanted": 1, "runs": 0})
+    with pytest.raises(ValueError, match="inside"), blas_threads.run_scope():
+        raise ValueError("inside")
+    assert _threads() == 2 and blas_threads._QUIET["runs"] == 0
+
+
+def test_binding_a_torch_cpu_kernel_asks_for_quiet_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    import plugrt as trt
+
+    monkeypatch.setattr(blas_threads, "_QUIET", {"wanted": 0, "runs": 0})
+    monkeypatch.setenv("PLUGRT_TORCH", "always")
+    builder = trt.Builder(trt.Logger(trt.Logger.ERROR))
+    network = builder.create_network(0)
+    x = network.add_input("x", trt.float32, (2, 8))
+    y = network.add_activation(x, trt.ActivationType.TANH).get_output(0)
+    y.name = "y"
+    network.mark_output(y)
+    plan = builder.build_serialized_network(network, builder.create_builder_config())
+    engine = trt.Runtime(trt.Logger(trt.Logger.ERROR)).deserialize_cuda_engine(plan)
+    context = engine.create_execution_context()
+    a, out = np.linspace(-2, 2, 16, dtype=np.float32).reshape(2, 8), np.empty((2, 8), np.float32)
+    context.set_tensor_address("x", a.ctypes.data)
+    context.set_tensor_address("y", out.ctypes.data)
+    context.execute_async_v3(0)
+    np.testing.assert_allclose(out, np.tanh(a), rtol=1e-6)
+    assert blas_threads._QUIET["wanted"] == 1

@@ -276,3 +276,27 @@ def test_layers_of_one_configuration_are_timed_once(monkeypatch):
     assert len(engine.engine.plan.layers) == 3 and len(timed) == 2
     first, second = engine.engine.plan.layers[:2]
     assert first.tactic == second.tactic
+
+
+def test_torch_is_imported_with_a_short_openmp_spin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """plugrt's import of torch sets GNU OpenMP's spin count for it (read once, as torch loads libgomp) and leaves
+    the environment as it was; a caller's GOMP_SPINCOUNT or OMP_WAIT_POLICY, or torch already loaded, stands."""
+    import os
+
+    from plugrt.ops.torch_cpu import OPENMP_SPIN_COUNT, openmp_spin
+
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    with openmp_spin(False):
+        assert os.environ["GOMP_SPINCOUNT"] == str(OPENMP_SPIN_COUNT)
+    assert "GOMP_SPINCOUNT" not in os.environ
+    with openmp_spin(True):  # torch (and its OpenMP) loaded already: nothing to set
+        assert "GOMP_SPINCOUNT" not in os.environ
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    with openmp_spin(False):
+        assert "GOMP_SPINCOUNT" not in os.environ
+    monkeypatch.delenv("OMP_WAIT_POLICY")
+    monkeypatch.setenv("GOMP_SPINCOUNT", "5")
+    with openmp_spin(False):
+        assert os.environ["GOMP_SPINCOUNT"] == "5"
+    assert os.environ["GOMP_SPINCOUNT"] == "5"

@@ -66,8 +66,11 @@ class CpuBackend(Backend):
         return 0
 
     def stream_scope(self, stream: int) -> contextlib.AbstractContextManager[None]:
-        """Nothing to do: CPU work completes before ``execute_async_v3`` returns."""
-        return contextlib.nullcontext()
+        """No stream (CPU work completes before ``execute_async_v3`` returns); a run keeps the BLAS on one thread
+        where PyTorch's CPU kernels are bound in this process (``ops/blas_threads.py`` ``run_scope``)."""
+        from ..ops.blas_threads import run_scope
+
+        return run_scope()
 
     def synchronize(self, stream: int) -> None:
         """Nothing to wait for on the CPU."""

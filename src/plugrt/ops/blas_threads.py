@@ -53,6 +53,8 @@ __all__ = [
     "one_blas_thread",
     "others_cores",
     "product_guard",
+    "quiet_blas_workers",
+    "run_scope",
     "set_blas_threads",
     "split_products",
     "threads_for",
@@ -94,6 +96,54 @@ def _find() -> tuple[Callable[[int], None], Callable[[], int]] | None:
 
 _BLAS = _find()
 _CONFIGURED = _BLAS[1]() if _BLAS is not None else 1
+#: the BLAS's thread count outside the one-thread guards: the configured count, one inside engine runs that keep
+#: the BLAS quiet (:func:`run_scope`)
+_OUTSIDE = [_CONFIGURED]
+
+
+def quiet_blas_workers() -> None:
+    """Make every engine run from now on keep the BLAS on one thread (:func:`run_scope`); called where a PyTorch
+    CPU kernel is bound. OpenBLAS's workers spin on their cores for a long time after each product that used
+    them, and torch's OpenMP workers then get half a core: PP-OCRv4 det on two threads took 47 ms a run against
+    23 on one (its deconvolution's products on two BLAS threads), 20.5 with this (docs/benchmarks.md). Products
+    large enough to split still run on two threads, as blocks on the engine's helper thread
+    (:func:`split_products`); :func:`engine_threads` is unchanged, and so is the BLAS between runs (the
+    caller's own products)."""
+    _QUIET["wanted"] = 1
+
+
+class _QuietRuns:
+    """One BLAS thread while any engine run is inside (counted: contexts may run in several threads)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        with _LOCK:
+            _QUIET["runs"] += 1
+            if _QUIET["runs"] == 1:
+                assert _BLAS is not None
+                _OUTSIDE[0] = 1
+                _BLAS[0](1)
+
+    def __exit__(self, *exc: object) -> None:
+        with _LOCK:
+            _QUIET["runs"] -= 1
+            if _QUIET["runs"] == 0:
+                assert _BLAS is not None
+                _OUTSIDE[0] = _CONFIGURED
+                _BLAS[0](_CONFIGURED)
+
+
+_QUIET: dict[str, int] = {"wanted": 0, "runs": 0}
+_QUIET_RUNS = _QuietRuns()
+
+
+def run_scope() -> contextlib.AbstractContextManager[None]:
+    """What an engine run on the CPU enters: one BLAS thread for its duration where PyTorch's CPU kernels are
+    bound in this process (:func:`quiet_blas_workers`), else nothing."""
+    if _BLAS is None or _CONFIGURED <= 1 or not _QUIET["wanted"]:
+        return _NOTHING
+    return _QUIET_RUNS
 
 
 def set_blas_threads(count: int) -> None:
@@ -198,7 +248,7 @@ class _OneThread:
     def __exit__(self, *exc: object) -> None:
         try:
             assert _BLAS is not None
-            _BLAS[0](_CONFIGURED)
+            _BLAS[0](_OUTSIDE[0])
         finally:
             _LOCK.release()
 

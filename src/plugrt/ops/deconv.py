@@ -27,7 +27,7 @@ from ..core.types import DataType
 from ..shape import DimensionOperation, IDimensionExpr, constant, operation
 from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .elementwise import label
-from .products import matmul_into
+from .product_parts import matmul_parts_into
 from .shared_rules import expect_float_inputs
 from .spatial import Window, kernel_taps
 from .torch_cpu import Kernel, TorchOperator
@@ -171,7 +171,7 @@ class DeconvolutionOperator(TorchOperator):
         if source.dtype != np.float32:
             source = source.astype(np.float32)
         cols = self.scratch("cols", self._cols_shape, np.float32, xp)
-        matmul_into(xp, kernel, source, cols.reshape(n, self.group, kernel.shape[1], -1))
+        matmul_parts_into(xp, kernel, source, cols.reshape(n, self.group, kernel.shape[1], -1))
         target = out
         if out.dtype != np.float32:
             target = self.scratch("acc", out.shape, np.float32, xp)
