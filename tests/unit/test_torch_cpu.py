@@ -220,10 +220,14 @@ def test_torch_threads_follow_the_engines_rule(monkeypatch):
     monkeypatch.setitem(torch_cpu._STATE, "threads", 0)
     before = torch.get_num_threads()
     try:
-        torch_cpu.use_threads(blas_threads.MIN_THREADED_FLOPS)
+        torch_cpu.use_threads(torch_cpu.MIN_OPENMP_FLOPS)
         assert torch.get_num_threads() == 2
-        torch_cpu.use_threads(blas_threads.MIN_THREADED_FLOPS / 10)  # small work: one thread
+        torch_cpu.use_threads(torch_cpu.MIN_OPENMP_FLOPS / 10)  # small work: one thread
         assert torch.get_num_threads() == 1
+        # torch's own threads from less work than the BLAS's (its workers start regions at once)
+        assert torch_cpu.MIN_OPENMP_FLOPS < blas_threads.MIN_THREADED_FLOPS
+        torch_cpu.use_threads(blas_threads.MIN_THREADED_FLOPS / 2)
+        assert torch.get_num_threads() == 2 and blas_threads.threads_for(blas_threads.MIN_THREADED_FLOPS / 2) == 1
         monkeypatch.setattr(blas_threads, "_machine_busy", lambda: True)  # a busy machine: one thread
         torch_cpu.use_threads(1e12)
         assert torch.get_num_threads() == 1

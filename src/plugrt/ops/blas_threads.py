@@ -226,11 +226,11 @@ def engine_threads() -> int:
         return os.cpu_count() or 1
 
 
-def threads_for(flops: float) -> int:
-    """Threads for a kernel of ``flops`` operations: :func:`engine_threads` when it is large
-    (``MIN_THREADED_FLOPS``) and a core is free, else one."""
+def threads_for(flops: float, least: float = MIN_THREADED_FLOPS) -> int:
+    """Threads for a kernel of ``flops`` operations: :func:`engine_threads` when it has ``least`` or more
+    (:data:`MIN_THREADED_FLOPS` for the BLAS) and a core is free, else one."""
     most = engine_threads()
-    if most <= 1 or flops < MIN_THREADED_FLOPS or _machine_busy():
+    if most <= 1 or flops < least or _machine_busy():
         return 1
     return most
 

@@ -78,6 +78,7 @@ from .heap import keep_freed_memory
 __all__ = [
     "CHANNELS_LAST_TACTIC",
     "ENV_SWITCH",
+    "MIN_OPENMP_FLOPS",
     "NUMPY_TACTIC",
     "OPENMP_SPIN_COUNT",
     "TORCH_TACTIC",
@@ -123,6 +124,12 @@ Kernel = Callable[[], None]
 #: products 1.3x faster instead of ~1.8x, 333 ms a run; with 10000, 236 ms (onnxruntime 227), MobileNetV2,
 #: magika and the T5 encoder a little faster too (docs/benchmarks.md)
 OPENMP_SPIN_COUNT = 10000
+
+#: torch's kernels of this many floating-point operations or more run on the engine's thread count (its OpenMP
+#: workers, spinning briefly, start a region in a few us; the engine's helper thread costs ~70 us to wake here, so
+#: the BLAS's products split only from ``MIN_THREADED_FLOPS``): MobileNetV2 at batch 1 on two threads, most of its
+#: layers 5-20 MFLOP, 4.14 -> 3.70 ms against 2e7; ResNet-18 9.14 -> 8.81 ms (docs/benchmarks.md)
+MIN_OPENMP_FLOPS = 5e6
 
 _STATE: dict[str, Any] = {"module": None, "tried": False, "threads": 0}
 _LOCAL = threading.local()
@@ -200,8 +207,9 @@ def tactic_name(tactic: int) -> str:
 
 
 def use_threads(flops: float) -> None:
-    """Set torch's thread count for a kernel of ``flops`` operations (see the module's note on threads)."""
-    count = threads_for(flops)
+    """Set torch's thread count for a kernel of ``flops`` operations (see the module's note on threads): from
+    :data:`MIN_OPENMP_FLOPS` on, the engine's count."""
+    count = threads_for(flops, MIN_OPENMP_FLOPS)
     if count != _STATE["threads"]:
         torch_module().set_num_threads(count)
         _STATE["threads"] = count
