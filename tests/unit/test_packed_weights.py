@@ -13,7 +13,6 @@ from onnx import TensorProto, helper, numpy_helper
 
 import plugrt
 import plugrt.engine.engine as engine_module
-import plugrt.ops.linear_weights as linear_weights
 from plugrt.core.errors import TypeMismatchError
 from plugrt.ops.linear_weights import PackedMatrix, PackedWeight, packed_matrix, placeholder, stored_weights, unpacked
 from plugrt.ops.torch_cpu_linear import linear
@@ -137,7 +136,7 @@ def test_unpacked_gives_the_original_array_before_and_after_packing() -> None:
     matrix = packed_matrix(place)
     assert matrix is not None and matrix.cols == N
     assert np.shares_memory(unpacked(place), weight)  # not packed yet: the plain array itself
-    assert len(matrix.parts) == 1  # packs it (80 columns: one block)
+    assert tuple(matrix.matrix.shape) == (N, K)  # packs it, whole
     again = unpacked(place)
     assert not np.shares_memory(again, weight)
     np.testing.assert_array_equal(again, weight)
@@ -159,21 +158,22 @@ def _place(weight: np.ndarray, transposed: bool = False) -> PackedWeight:
     return place
 
 
-@pytest.mark.parametrize("split", [True, False])
+@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("transposed", [False, True])
-def test_a_wide_weight_is_packed_in_blocks_of_columns(monkeypatch, split: bool, transposed: bool) -> None:
-    import plugrt.ops.torch_cpu_linear as module
+def test_a_wide_weight_is_packed_whole_and_its_product_is_one_call(monkeypatch, threads: int, transposed: bool) -> None:
+    """Whatever the engine's threads, a weight is one packed matrix and its product one call of oneDNN's linear on
+    torch's threads (handing blocks to the helper thread cost more than it saved); an ``a`` that is not one strided
+    matrix is staged."""
+    from plugrt.ops import blas_threads
 
-    monkeypatch.setattr(module, "split_products", lambda flops: split)  # the two threads, or one after another
-    monkeypatch.setattr(linear_weights, "engine_threads", lambda: 2)
+    monkeypatch.setattr(blas_threads, "engine_threads", lambda: threads)
     wide = 2 * 300
     weight = RNG.standard_normal((wide, K) if transposed else (K, wide)).astype(np.float32)
     bias = RNG.standard_normal(wide).astype(np.float32)
     place = _place(weight, transposed)
     matrix = packed_matrix(place)
-    assert matrix is not None
-    assert [(start, stop) for start, stop, _ in matrix.parts] == [(0, 300), (300, wide)]
-    np.testing.assert_array_equal(unpacked(place), weight)  # the blocks give the original bytes back
+    assert matrix is not None and tuple(matrix.matrix.shape) == (wide, K)
+    np.testing.assert_array_equal(unpacked(place), weight)  # the packed matrix gives the original bytes back
     x = RNG.standard_normal((2, 50, K)).astype(np.float32)
     exact = x.astype(np.float64) @ (weight.T if transposed else weight).astype(np.float64) + bias
     for given in (x, x.transpose(1, 0, 2)):  # one strided matrix, and not (staged)
@@ -183,20 +183,3 @@ def test_a_wide_weight_is_packed_in_blocks_of_columns(monkeypatch, split: bool, 
         kernel()
         want = exact if given is x else exact.transpose(1, 0, 2)
         np.testing.assert_allclose(out, want, rtol=0, atol=2e-6 * float(np.abs(want).max()))
-
-
-def test_an_engine_of_one_thread_packs_a_wide_weight_whole(monkeypatch) -> None:
-    monkeypatch.setattr(linear_weights, "engine_threads", lambda: 1)
-    weight = RNG.standard_normal((K, 600)).astype(np.float32)
-    place = _place(weight)
-    matrix = packed_matrix(place)
-    assert matrix is not None and [(start, stop) for start, stop, _ in matrix.parts] == [(0, 600)]
-    np.testing.assert_array_equal(unpacked(place), weight)
-    x = RNG.standard_normal((3, K)).astype(np.float32)
-    out = np.empty((3, 600), np.float32)
-    kernel = linear(x, place, False, None, out)
-    assert kernel is not None
-    kernel()
-    np.testing.assert_allclose(
-        out, x.astype(np.float64) @ weight.astype(np.float64), rtol=0, atol=2e-6 * float(np.abs(out).max())
-    )

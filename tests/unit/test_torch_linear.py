@@ -83,20 +83,21 @@ def test_what_the_linear_kernel_does_not_compute_keeps_numpy(monkeypatch) -> Non
     assert int8.tactics(types, shapes, constant) == [0]  # its own (INT8) kernel only
 
 
-def test_row_blocks_on_two_threads_equal_one_call(monkeypatch) -> None:
-    from plugrt.ops import torch_cpu_linear
+def test_a_product_runs_on_torch_s_threads_in_one_call(monkeypatch) -> None:
+    """A large product is one call of oneDNN's linear with the engine's threads set for torch (no blocks on the
+    helper thread), with NumPy's results."""
+    from plugrt.ops import blas_threads, torch_cpu, torch_cpu_linear
 
     weight, bias = RNG.standard_normal((64, 40)), RNG.standard_normal(40)
     model = _model(
         [n("MatMul", ["x", "w"], ["m"]), n("Add", ["m", "b"], ["y"])], {"w": weight, "b": bias}, {"x": (2, 150, 64)}
     )
     x = RNG.standard_normal((2, 150, 64)).astype(np.float32)
-    monkeypatch.setattr(torch_cpu_linear, "split_products", lambda flops: False)
-    _, (_, whole) = _both(monkeypatch, model, {"x": x})
-    monkeypatch.setattr(torch_cpu_linear, "split_products", lambda flops: True)
-    calls = []
-    real = torch_cpu_linear.pulled_by_two
-    monkeypatch.setattr(torch_cpu_linear, "pulled_by_two", lambda count, work: (calls.append(count), real(count, work)))
-    _, (_, blocks) = _both(monkeypatch, model, {"x": x})
-    assert calls and calls[-1] == torch_cpu_linear.MAX_BLOCKS  # 300 rows: four blocks of 75
-    _close(blocks, whole)
+    monkeypatch.setattr(blas_threads, "engine_threads", lambda: 2)
+    monkeypatch.setattr(blas_threads, "_machine_busy", lambda: False)
+    counts = []
+    real = torch_cpu.use_threads
+    monkeypatch.setattr(torch_cpu_linear, "use_threads", lambda flops: (counts.append(flops), real(flops)))
+    (_, numpy_result), (tactics, torch_result) = _both(monkeypatch, model, {"x": x})
+    assert tactics == [1] and counts and max(counts) == 2.0 * 300 * 40 * 64
+    _close(torch_result, numpy_result)

@@ -8,11 +8,8 @@ engine's plan: the plan then holds a :class:`PackedWeight`, an array of the weig
 no elements (zero strides over one NaN, read-only) and carries the :class:`PackedMatrix`. The matrix is packed
 when a kernel first asks for it (a context's first bind) and then drops the plain array, so weights are packed
 one by one, each replacing its array, and the freed memory is given back to the system (glibc's
-``malloc_trim``: the packed matrices are allocated elsewhere than the plain ones were). A wide weight is packed
-as :data:`COLUMN_PARTS` blocks of its output columns, each packed on its own (the same bytes in all), so that a
-product can be split between two threads by columns, each block reading half of the weight: 2 column blocks
-on two threads cost 4-14% more CPU time than one call, row blocks 11-22% (each reads all of the weight). An
-engine limited to one thread (``blas_threads.engine_threads``) packs every weight whole.
+``malloc_trim``: the packed matrices are allocated elsewhere than the plain ones were). A weight is packed whole:
+its product runs on torch's threads in one call (``torch_cpu_linear.py``).
 
 Writing the plan gives the exact original bytes back (:func:`stored_weights`: a reorder is a permutation), and
 a product's NumPy kernel never reads a placeholder: it unpacks the weight once (:func:`unpacked`) where it runs
@@ -27,12 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from .blas_threads import engine_threads
 from .torch_cpu import TORCH_TACTIC, available, torch_module, view
 
 __all__ = [
-    "COLUMN_PARTS",
-    "MIN_PART_COLUMNS",
     "PackedMatrix",
     "PackedWeight",
     "pack_product_weights",
@@ -41,25 +35,17 @@ __all__ = [
     "unpacked",
 ]
 
-#: a wide weight is packed as this many blocks of output columns
-COLUMN_PARTS = 2
-#: ... each of at least this many columns
-MIN_PART_COLUMNS = 256
-
 _STATE: dict[str, Any] = {}
-
-#: a packed block of output columns: (first column, end column, oneDNN's packed ``[columns, K]`` matrix)
-Part = tuple[int, int, Any]
 
 
 class PackedMatrix:
     """A product's constant ``[K, N]`` weight (``[N, K]`` where ``transposed``) as oneDNN's packed ``[N, K]``
-    matrix in blocks of output columns (``torch.ops.mkldnn._reorder_linear_weight``), packed when a kernel first
-    asks for it (:attr:`parts`), which then drops the plain array."""
+    matrix (``torch.ops.mkldnn._reorder_linear_weight``), packed when a kernel first asks for it
+    (:attr:`matrix`), which then drops the plain array."""
 
     def __init__(self, weight: np.ndarray, transposed: bool) -> None:
         self._plain: np.ndarray | None = weight
-        self._parts: list[Part] | None = None
+        self._packed: Any = None
         self._kept: np.ndarray | None = None
         self._lock = threading.Lock()
         self.transposed = transposed
@@ -69,28 +55,22 @@ class PackedMatrix:
         self.cols = int(weight.shape[-2] if transposed else weight.shape[-1])
 
     @property
-    def parts(self) -> list[Part]:
-        """The packed blocks of columns (packed now on the first call)."""
-        if self._parts is None:
+    def matrix(self) -> Any:
+        """oneDNN's packed ``[N, K]`` matrix (packed now on the first call)."""
+        if self._packed is None:
             with self._lock:  # contexts may bind in threads of their own
-                if self._parts is None and self._plain is not None:
-                    self._parts = self._pack(self._plain)
+                if self._packed is None and self._plain is not None:
+                    self._packed = self._pack(self._plain)
                     self._plain = None
                     _return_freed_memory()
-        assert self._parts is not None
-        return self._parts
+        assert self._packed is not None
+        return self._packed
 
-    def _pack(self, weight: np.ndarray) -> list[Part]:
+    def _pack(self, weight: np.ndarray) -> Any:
         reorder = torch_module().ops.mkldnn._reorder_linear_weight
         matrix = view(weight.reshape(weight.shape[-2:]))
         rows = matrix if self.transposed else matrix.t()  # [N, K]
-        # blocks only pay where two threads may share a product (one thread runs them one after the other)
-        wide = self.cols >= COLUMN_PARTS * MIN_PART_COLUMNS
-        count = COLUMN_PARTS if wide and engine_threads() >= 2 else 1
-        step = -(-self.cols // count)
-        bounds = [(start, min(start + step, self.cols)) for start in range(0, self.cols, step)]
-        # a block of a transposed view is strided: made contiguous for the reorder (one block's copy at a time)
-        return [(start, stop, reorder(rows[start:stop].contiguous())) for start, stop in bounds]
+        return reorder(rows.contiguous())  # (a transposed view is strided: made contiguous for the reorder)
 
     def original(self, keep: bool = False) -> np.ndarray:
         """The weight as it was given (the plain array while not packed yet, else a new array with its bytes);
@@ -98,8 +78,7 @@ class PackedMatrix:
         plain = self._plain if self._plain is not None else self._kept
         if plain is not None:
             return plain
-        torch = torch_module()
-        dense = torch.cat([packed.to_dense() for _, _, packed in self.parts])  # [N, K]
+        dense = self.matrix.to_dense()  # [N, K]
         matrix = dense if self.transposed else dense.t().contiguous()
         array = np.asarray(matrix.numpy(), dtype=self.dtype).reshape(self.shape)
         array.flags.writeable = False
