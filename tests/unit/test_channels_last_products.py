@@ -252,3 +252,27 @@ def test_other_1x1_convolutions_are_not_the_product_of_the_rows(case: str, monke
     result = hand_over(out).tensor
     got = out.transpose(0, 3, 1, 2) if result is None else result.numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@needs_torch
+@pytest.mark.parametrize("handed", [False, True])
+def test_an_hwc_average_gives_equal_channels_equal_means(handed: bool) -> None:
+    """Global average pooling of an HWC tensor whose channels hold the same values (a uniform kernel's maps) gives
+    bit-identical means, also past the last whole vector of channels (1000 = 62 x 16 + 8): summed in float64,
+    rounded once, as NumPy's mean of the map in float64 is."""
+    rng = np.random.default_rng(11)
+    pixels = (9.4e9 + rng.standard_normal((2, 13, 13, 1)) * 3e7).astype(np.float32)
+    x = np.ascontiguousarray(np.broadcast_to(pixels, (2, 13, 13, 1000)))
+    out = np.full((2, 1000, 1, 1), np.nan, np.float32)
+    source = x
+    if handed:
+        slot = hand_over(x)
+        slot.tensor = torch.from_numpy(x.copy()).permute(0, 3, 1, 2)  # channels-last [N, C, H, W]
+        source = x.copy()
+        x[...] = np.nan  # the buffer is stale: the slot's tensor is the input
+    run = torch_channels_last.global_pooling_channels_last(torch.mean, x, out, HWC)
+    run()
+    means = out.reshape(2, 1000)
+    assert (means == means[:, :1]).all()
+    want = source.astype(np.float64).mean(axis=(1, 2)).astype(np.float32)
+    np.testing.assert_array_equal(means, want)

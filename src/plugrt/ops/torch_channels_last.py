@@ -540,7 +540,10 @@ def _compiled_max_pool(
 def global_pooling_channels_last(reduce: Any, x: Any, out: Any, fmt: TensorFormat) -> Kernel:
     """``reduce`` (``torch.mean`` or ``torch.amax``) over the spatial axes of ``[N, C, H, W]`` stored as ``fmt``
     (an ``HWC`` input reduced as stored, over its middle axes ``[N, (H, W), C]``, or the tensor a channels-last
-    kernel handed over when there is one) into ``out`` ``[N, C, 1, 1]``."""
+    kernel handed over when there is one) into ``out`` ``[N, C, 1, 1]``. On the CPU an HWC input's average is summed in
+    float64: torch sums the channels of ``[N, H*W, C]`` in vector lanes and the last ``C % 16`` in another order, so
+    equal maps got means an ulp apart (the ONNX light SqueezeNet's uniform maps, ~9.5e9: its softmax then put all
+    the probability on an eighth of the classes)."""
     n, channels = (int(d) for d in (x.shape[0], x.shape[3] if fmt == TensorFormat.HWC else x.shape[1]))
     target = view(out).view(n, channels)
     if fmt != TensorFormat.HWC:
@@ -557,6 +560,17 @@ def global_pooling_channels_last(reduce: Any, x: Any, out: Any, fmt: TensorForma
         return run_device
     flat = x.reshape(-1, channels)
     flops = float(x.size)
+    torch = torch_module()
+    if reduce is torch.mean:  # summed in float64: every channel's mean rounded alike (see the docstring)
+        wide = torch.empty((n, channels), dtype=torch.float64)
+
+        def average() -> None:
+            use_threads(flops)
+            pixels = _rows(given, channels, flat)
+            torch.mean(rows if pixels is flat else view(pixels).view(n, -1, channels), 1, dtype=torch.float64, out=wide)
+            target.copy_(wide)
+
+        return average
 
     def run() -> None:
         use_threads(flops)
