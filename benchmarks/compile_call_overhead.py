@@ -165,7 +165,9 @@ def _report(rows: list[tuple[str, float]], what: str) -> None:
     width = max(len(name) for name, _ in rows)
     for name, us in rows:
         extra = (
-            "" if name.startswith(("execute", "x.copy", "onnxruntime")) else f"  (+{us - floor:.1f} us over the floor)"
+            ""
+            if name.startswith(("execute", "x.copy", "onnxruntime"))
+            else f"  (+{us - floor:.1f} us over the floor)"
         )
         print(f"{name:<{width}}  {us:7.1f} us{extra}")
 

@@ -172,15 +172,7 @@ def _depthwise_ways(op: object, x: np.ndarray, x_hwc: np.ndarray, out_hwc: np.nd
 
 
 #: PP-OCR cls's SE blocks at 48 x 192 (the inputs of its pools; squeezed: C / 4, PP-LCNet's ratio): (C, H, W, squeezed)
-SE_BLOCKS = [
-    (8, 12, 96, 2),
-    (32, 3, 96, 8),
-    (88, 3, 96, 22),
-    (40, 3, 96, 10),
-    (48, 3, 96, 12),
-    (104, 2, 96, 26),
-    (200, 2, 96, 50),
-]
+SE_BLOCKS = [(8, 12, 96, 2), (32, 3, 96, 8), (88, 3, 96, 22), (40, 3, 96, 10), (48, 3, 96, 12), (104, 2, 96, 26), (200, 2, 96, 50)]
 
 
 def _se_ways(c: int, h: int, w: int, m: int) -> dict[str, Callable[[], object]]:
@@ -213,9 +205,7 @@ def main() -> None:
     torch.set_num_threads(1)
     load = os.getloadavg()[0]
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    print(
-        f"# {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, one thread, load {load:.2f}, {stamp}"
-    )
+    print(f"# {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, one thread, load {load:.2f}, {stamp}")
     if args.se:
         print("| SE block (C, H x W, squeezed) | torch-nhwc | numba |\n|---|---|---|")
         for c, h, w, m in SE_BLOCKS:

@@ -20,10 +20,7 @@ parser.add_argument("--size", type=int, default=4_000_000)
 parser.add_argument("--threads", type=int, default=1)
 parser.add_argument("--runs", type=int, default=7)
 parser.add_argument(
-    "--clock",
-    choices=("wall", "thread"),
-    default="wall",
-    help="wall time or this thread's CPU time (steady under load)",
+    "--clock", choices=("wall", "thread"), default="wall", help="wall time or this thread's CPU time (steady under load)"
 )
 ARGS = parser.parse_args()
 for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
@@ -106,13 +103,7 @@ def main() -> None:
             x,
             0.5 * sample * (1 + erf64(sample / math.sqrt(2))),
         ),
-        "Tanh": (
-            ActivationOperator({"type": "TANH"}),
-            [helper.make_node("Tanh", ["x"], ["y"])],
-            {},
-            x,
-            np.tanh(sample),
-        ),
+        "Tanh": (ActivationOperator({"type": "TANH"}), [helper.make_node("Tanh", ["x"], ["y"])], {}, x, np.tanh(sample)),
         "Sigmoid": (
             ActivationOperator({"type": "SIGMOID"}),
             [helper.make_node("Sigmoid", ["x"], ["y"])],

@@ -67,9 +67,7 @@ def main() -> None:
         shape = tuple(tensor.shape)
         profile.set_shape(name, (1, *shape[1:]), shape, shape)
     config.add_optimization_profile(profile)
-    engine = trt.Runtime(logger, device="cuda").deserialize_cuda_engine(
-        builder.build_serialized_network(network, config)
-    )
+    engine = trt.Runtime(logger, device="cuda").deserialize_cuda_engine(builder.build_serialized_network(network, config))
     if args.layers:
         for layer in engine.plan.layers:
             print(f"  {layer.kind:18s} t{layer.tactic} {layer.name[:100]}")
@@ -107,15 +105,11 @@ def main() -> None:
             entry[1] += event.device_time_total if hasattr(event, "device_time_total") else event.cuda_time_total
     device = sum(t for _, t in totals.values()) / args.replays / 1e3
     label = "fp16 model +FP16" if args.half_model else "+FP16" if args.fp16 else "fp32" + (" TF32" * args.tf32)
-    print(
-        f"{args.model} B={args.batch} {label}: replay {wall:.3f} ms (events), kernels "
-        f"{device:.3f} ms, {sum(c for c, _ in totals.values()) / args.replays:.0f} kernels a replay"
-    )
+    print(f"{args.model} B={args.batch} {label}: replay {wall:.3f} ms (events), kernels "
+          f"{device:.3f} ms, {sum(c for c, _ in totals.values()) / args.replays:.0f} kernels a replay")
     for name, (count, total) in sorted(totals.items(), key=lambda kv: -kv[1][1])[: args.top]:
-        print(
-            f"{total / args.replays / 1e3:8.3f} ms {100 * total / max(device * args.replays * 1e3, 1e-9):5.1f}% "
-            f"{count // args.replays:4d}x  {name[:110]}"
-        )
+        print(f"{total / args.replays / 1e3:8.3f} ms {100 * total / max(device * args.replays * 1e3, 1e-9):5.1f}% "
+              f"{count // args.replays:4d}x  {name[:110]}")
     if args.per_layer:
         _per_layer(torch, context, stream)
     if args.eager:
@@ -146,10 +140,8 @@ def _eager(torch: object, context: object, stream: object, layers: int, runs: in
         device.append(start.elapsed_time(stop))
     host.sort()
     device.sort()
-    print(
-        f"eager: host {host[len(host) // 2]:.3f} ms a run ({1e3 * host[len(host) // 2] / max(layers, 1):.1f} us a "
-        f"layer, {layers} layers), events {device[len(device) // 2]:.3f} ms (medians of {runs})"
-    )
+    print(f"eager: host {host[len(host) // 2]:.3f} ms a run ({1e3 * host[len(host) // 2] / max(layers, 1):.1f} us a "
+          f"layer, {layers} layers), events {device[len(device) // 2]:.3f} ms (medians of {runs})")
     _launch_times(context, stream, runs, host[len(host) // 2], top)
     profiler = cProfile.Profile()
     profiler.enable()
@@ -216,10 +208,8 @@ def _per_layer(torch: object, context: object, stream: object) -> None:
             kernels = [(e.name, e.device_time_total) for e in prof.events() if e.device_type == cuda]
             names = "; ".join(name.removeprefix("void ")[:48] for name, _ in kernels)
             total = sum(t for _, t in kernels) / 1e3
-            print(
-                f"  {step.layer.kind[:14]:14s} t{step.layer.tactic} {total:7.3f} {len(kernels)}: {names}"
-                f"  [{step.layer.name[:70]}]"
-            )
+            print(f"  {step.layer.kind[:14]:14s} t{step.layer.tactic} {total:7.3f} {len(kernels)}: {names}"
+                  f"  [{step.layer.name[:70]}]")
 
 
 if __name__ == "__main__":

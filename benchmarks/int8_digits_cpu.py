@@ -45,14 +45,10 @@ def train(epochs: int, seed: int = 0):  # type: ignore[no-untyped-def]
     y = digits.target.astype(np.int64)
     x_train, x_test, y_train, y_test = train_test_split(x, y, test_size=0.3, random_state=seed, stratify=y)
     model = torch.nn.Sequential(
-        torch.nn.Conv2d(1, 16, 3, padding=1),
-        torch.nn.ReLU(),
-        torch.nn.Conv2d(16, 32, 3, padding=1),
-        torch.nn.ReLU(),
-        torch.nn.MaxPool2d(2),
-        torch.nn.Flatten(),
-        torch.nn.Linear(32 * 4 * 4, 64),
-        torch.nn.ReLU(),
+        torch.nn.Conv2d(1, 16, 3, padding=1), torch.nn.ReLU(),
+        torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2), torch.nn.Flatten(),
+        torch.nn.Linear(32 * 4 * 4, 64), torch.nn.ReLU(),
         torch.nn.Linear(64, 10),
     )
     optimizer = torch.optim.Adam(model.parameters(), lr=2e-3)
@@ -69,14 +65,8 @@ def train(epochs: int, seed: int = 0):  # type: ignore[no-untyped-def]
     model.eval()
     buffer = io.BytesIO()
     torch.onnx.export(
-        model,
-        (torch.zeros(1, 1, 8, 8),),
-        buffer,
-        input_names=["x"],
-        output_names=["logits"],
-        dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}},
-        opset_version=17,
-        dynamo=False,
+        model, (torch.zeros(1, 1, 8, 8),), buffer, input_names=["x"], output_names=["logits"],
+        dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}}, opset_version=17, dynamo=False,
     )
     return buffer.getvalue(), (x_train, y_train, x_test, y_test)
 
@@ -122,10 +112,8 @@ def calibrators(images: np.ndarray, batch_size: int):  # type: ignore[no-untyped
     class Feeder:
         def __init__(self) -> None:
             self.batch_size = batch_size
-            self.batches = [
-                np.ascontiguousarray(images[i : i + batch_size])
-                for i in range(0, len(images) - batch_size + 1, batch_size)
-            ]
+            self.batches = [np.ascontiguousarray(images[i : i + batch_size])
+                            for i in range(0, len(images) - batch_size + 1, batch_size)]
             self.current: np.ndarray | None = None
 
         def get_batch_size(self) -> int:
@@ -173,13 +161,8 @@ def ort_quantized(model: bytes, images: np.ndarray, batch_size: int, method: str
         with open(source, "wb") as f:
             f.write(model)
         quantize_static(
-            source,
-            target,
-            Reader(),
-            quant_format=QuantFormat.QDQ,
-            per_channel=True,
-            activation_type=QuantType.QInt8,
-            weight_type=QuantType.QInt8,
+            source, target, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+            activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
             calibrate_method=CalibrationMethod.MinMax if method == "minmax" else CalibrationMethod.Entropy,
             extra_options={"ActivationSymmetric": True, "WeightSymmetric": True},
         )

@@ -88,10 +88,8 @@ def main() -> int:
             theirs.run(None, {"image": image})
             times["onnxruntime"].append(clock() - start)
         p, o = (statistics.median(times[k]) * 1e3 for k in ("plugrt", "onnxruntime"))
-        print(
-            f"{name}: batch {args.batch}, width {args.width}: plugrt {p:.2f} ms, onnxruntime {o:.2f} ms, "
-            f"ratio {p / o:.2f}; outputs agree: {agree}"
-        )
+        print(f"{name}: batch {args.batch}, width {args.width}: plugrt {p:.2f} ms, onnxruntime {o:.2f} ms, "
+              f"ratio {p / o:.2f}; outputs agree: {agree}")
     return 0
 
 

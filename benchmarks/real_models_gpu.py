@@ -204,9 +204,7 @@ class Bench:
                 try:
                     runner.call()  # type: ignore[misc]
                 except Exception as exc:
-                    first_graph_call = (
-                        i <= 1 and runner.key == "plugrt graph"
-                    )  # (the default captures at its second call)
+                    first_graph_call = i <= 1 and runner.key == "plugrt graph"  # (the default captures at its second call)
                     runner.error = describe(exc, "capture" if first_graph_call else "run")
                     break
         for _ in range(self.args.repeats):

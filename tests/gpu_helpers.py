@@ -39,9 +39,7 @@ def run_plan(plan: bytes, device: str, inputs: dict[str, np.ndarray], graph: boo
     return {k: cp.asnumpy(v) if xp is cp else v for k, v in arrays.items() if k not in inputs}
 
 
-def same_on_both(
-    plan: bytes, inputs: dict[str, np.ndarray], atol: float = 0.0, graph: bool = False
-) -> dict[str, np.ndarray]:
+def same_on_both(plan: bytes, inputs: dict[str, np.ndarray], atol: float = 0.0, graph: bool = False) -> dict[str, np.ndarray]:
     """Run on the CPU and the GPU; assert equal outputs (within ``atol``); return the GPU's."""
     cpu, gpu = run_plan(plan, "cpu", inputs), run_plan(plan, "cuda", inputs, graph)
     for name in cpu:

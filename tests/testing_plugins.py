@@ -29,23 +29,12 @@ class ScalePluginV2Ext(trt.IPluginV2Ext):
     def supports_format(self, dtype: trt.DataType, format: trt.TensorFormat) -> bool:
         return dtype in (trt.DataType.FLOAT, trt.DataType.HALF) and format == trt.TensorFormat.LINEAR
 
-    def configure_plugin(
-        self,
-        input_shapes: Any,
-        output_shapes: Any,
-        input_types: Any,
-        output_types: Any,
-        input_is_broadcasted: Any,
-        output_is_broadcasted: Any,
-        format: Any,
-        max_batch_size: int,
-    ) -> None:
+    def configure_plugin(self, input_shapes: Any, output_shapes: Any, input_types: Any, output_types: Any,
+                         input_is_broadcasted: Any, output_is_broadcasted: Any, format: Any, max_batch_size: int) -> None:
         self.dims = list(input_shapes[0])
         self.dtype = input_types[0]
 
-    def execute_async(
-        self, batch_size: int, inputs: list[int], outputs: list[int], workspace: int, stream_handle: int
-    ) -> int:
+    def execute_async(self, batch_size: int, inputs: list[int], outputs: list[int], workspace: int, stream_handle: int) -> int:
         shape = trt.Dims([batch_size, *self.dims])
         x = trt.as_array(inputs[0], trt.PluginTensorDesc(shape, self.dtype))
         y = trt.as_array(outputs[0], trt.PluginTensorDesc(shape, self.dtype))
@@ -72,9 +61,7 @@ class ScaleV2ExtCreator(trt.IPluginCreator):
         trt.IPluginCreator.__init__(self)
         self.name = "ScaleV2Ext"
         self.plugin_version = "1"
-        self.field_names = trt.PluginFieldCollection(
-            [trt.PluginField("scale", np.float32(1), trt.PluginFieldType.FLOAT32)]
-        )
+        self.field_names = trt.PluginFieldCollection([trt.PluginField("scale", np.float32(1), trt.PluginFieldType.FLOAT32)])
 
     def create_plugin(self, name: str, fc: trt.PluginFieldCollection) -> ScalePluginV2Ext:
         scale = 1.0
@@ -96,11 +83,7 @@ def ensure_registered(creator: Any, namespace: str = "") -> Any:
     """Register ``creator`` unless an equal key is registered; return the registered one."""
     registry = trt.get_plugin_registry()
     for existing in registry.all_creators:
-        if (existing.name, existing.plugin_version, existing.plugin_namespace) == (
-            creator.name,
-            creator.plugin_version,
-            namespace,
-        ):
+        if (existing.name, existing.plugin_version, existing.plugin_namespace) == (creator.name, creator.plugin_version, namespace):
             return existing
     registry.register_creator(creator, namespace)
     return creator
@@ -112,18 +95,13 @@ def fields(**values: Any) -> trt.PluginFieldCollection:
     for name, value in values.items():
         array = np.atleast_1d(np.asarray(value))
         kind = trt.PluginFieldType.FLOAT32 if array.dtype.kind == "f" else trt.PluginFieldType.INT32
-        collection.append(
-            trt.PluginField(name, array.astype(np.float32 if kind == trt.PluginFieldType.FLOAT32 else np.int32), kind)
-        )
+        collection.append(trt.PluginField(name, array.astype(np.float32 if kind == trt.PluginFieldType.FLOAT32 else np.int32), kind))
     return collection
 
 
-def build(
-    network: trt.INetworkDefinition,
-    builder: trt.Builder,
-    profiles: Sequence[dict[str, tuple[Sequence[int], Sequence[int], Sequence[int]]]] = (),
-    flags: Sequence[trt.BuilderFlag] = (),
-) -> bytes:
+def build(network: trt.INetworkDefinition, builder: trt.Builder,
+          profiles: Sequence[dict[str, tuple[Sequence[int], Sequence[int], Sequence[int]]]] = (),
+          flags: Sequence[trt.BuilderFlag] = ()) -> bytes:
     """Build ``network`` with the given profiles ({input: (min, opt, max)}) and flags."""
     config = builder.create_builder_config()
     for flag in flags:

@@ -136,11 +136,7 @@ if TYPE_CHECKING:
 
 # Names whose modules pull in heavy dependencies (onnx) or are only needed on demand (the checker):
 # imported on first use, so ``import plugrt`` stays light.
-_LAZY = {
-    "OnnxParser": ("onnx.parser", "OnnxParser"),
-    "compile": ("onnx.compile", "compile"),
-    "testing": ("testing", None),
-}
+_LAZY = {"OnnxParser": ("onnx.parser", "OnnxParser"), "compile": ("onnx.compile", "compile"), "testing": ("testing", None)}
 
 
 def __getattr__(name: str) -> Any:
@@ -154,7 +150,6 @@ def __getattr__(name: str) -> Any:
     value = module if attr is None else getattr(module, attr)
     globals()[name] = value
     return value
-
 
 float32 = DataType.FLOAT
 float16 = DataType.HALF

@@ -181,11 +181,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args[:1] == ["--device"] and len(args) >= 2:
         device, args = args[1], args[2:]
     if not args or args[0] in ("-h", "--help"):
-        print(
-            "usage: python -m plugrt.compat [--device cpu|cuda] (-m MODULE | SCRIPT) [ARGS...]\n"
-            "Runs MODULE or SCRIPT with `import tensorrt` giving plugrt "
-            f"(TensorRT API {TENSORRT_API_VERSION})."
-        )
+        print("usage: python -m plugrt.compat [--device cpu|cuda] (-m MODULE | SCRIPT) [ARGS...]\n"
+              "Runs MODULE or SCRIPT with `import tensorrt` giving plugrt "
+              f"(TensorRT API {TENSORRT_API_VERSION}).")
         return 0 if args else 2
     install(device)
     if args[0] == "-m":

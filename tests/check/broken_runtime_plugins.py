@@ -148,9 +148,7 @@ class SharedScratch(ScaleBias):
         x = trt.as_array(inputs[0], input_desc[0])
         temp = SharedScratch.scratch[: x.size].reshape(x.shape)
         temp[...] = x
-        time.sleep(
-            0.0005
-        )  # a pause (I/O, a device sync) lets another thread overwrite the shared scratch (sleep(0) need not switch threads on 3.10)
+        time.sleep(0.0005)  # a pause (I/O, a device sync) lets another thread overwrite the shared scratch (sleep(0) need not switch threads on 3.10)
         self.compute(temp, trt.as_array(outputs[0], output_desc[0]))
         return 0
 

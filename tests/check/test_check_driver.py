@@ -67,16 +67,11 @@ def _caller(plugin: Any, policy: ErrorPolicy | None) -> PluginCaller:
 def test_engine_policy_names_layer_plugin_and_hook() -> None:
     caller = _caller(RaisingConfigure(), None)
     assert caller.policy is ENGINE_ERRORS
-    with pytest.raises(
-        trt.PluginError, match=r"layer 'layer1', plugin CheckScaleBias v1, configure_plugin\(\) raised ValueError"
-    ):
+    with pytest.raises(trt.PluginError, match=r"layer 'layer1', plugin CheckScaleBias v1, configure_plugin\(\) raised ValueError"):
         caller(Phase.BUILD, "configure_plugin", [], [])
     refused = caller.fail("get_workspace_size", " returned -1; expected a non-negative int")
     assert isinstance(refused, trt.PluginError)
-    assert (
-        str(refused)
-        == "layer 'layer1', plugin CheckScaleBias v1, get_workspace_size() returned -1; expected a non-negative int"
-    )
+    assert str(refused) == "layer 'layer1', plugin CheckScaleBias v1, get_workspace_size() returned -1; expected a non-negative int"
 
 
 def test_check_policy_attributes_failures_to_the_owning_check() -> None:
@@ -112,9 +107,7 @@ def test_adapter_validation_goes_through_the_policy() -> None:
     layer = network.add_plugin_v2([x], NegativeWorkspace(2.0, 1.0))
     layer.name = "ws"
     network.mark_output(layer.get_output(0))
-    with pytest.raises(
-        trt.PluginError, match=r"layer 'ws', plugin CheckScaleBias v1, get_workspace_size\(\) returned -1"
-    ):
+    with pytest.raises(trt.PluginError, match=r"layer 'ws', plugin CheckScaleBias v1, get_workspace_size\(\) returned -1"):
         builder.build_serialized_network(network, builder.create_builder_config())
 
 
@@ -138,8 +131,5 @@ def test_network_asks_the_output_count_through_the_adapter() -> None:
     with trt.trace_plugin_calls() as trace:
         layer = network.add_plugin_v3([x], [], circ_pad_v3.CircPadPluginV3())
     assert layer.num_outputs == 1 and trace.calls == []  # V3: its BUILD capability, asked unrecorded
-    with pytest.raises(
-        trt.TypeMismatchError,
-        match=r"get_capability_interface\(\) returned None for BUILD; a V3 plugin must provide IPluginV3OneBuild",
-    ):
+    with pytest.raises(trt.TypeMismatchError, match=r"get_capability_interface\(\) returned None for BUILD; a V3 plugin must provide IPluginV3OneBuild"):
         network.add_plugin_v3([x], [], NoBuild())

@@ -62,11 +62,7 @@ def test_a_missing_required_field_is_a_usage_error(capsys) -> None:
     shapes = [((1, 9, 1, 4), (2, 9, 1, 4), (4, 9, 1, 4)), ((1, 9, 4), (2, 9, 4), (4, 9, 4))]
     with pytest.raises(CheckUsageError, match=r"given fields do not create the plugin: .*'shareLocation'.* is missing"):
         check_plugin(creator, {}, shapes)
-    assert (
-        main(
-            ["check", "builtin", "--plugin", "BatchedNMS_TRT", "--shapes", "boxes:1x9x1x4", "--shapes", "scores:1x9x4"]
-        )
-        == 2
-    )
+    assert main(["check", "builtin", "--plugin", "BatchedNMS_TRT", "--shapes", "boxes:1x9x1x4",
+                 "--shapes", "scores:1x9x4"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "'shareLocation'" in err[0] and err[0].startswith("plugrt check: error: ")

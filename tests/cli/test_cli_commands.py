@@ -109,9 +109,7 @@ def test_plugins_lists_loaded_creators(plugin_file: Path, capsys: pytest.Capture
     assert main(["plugins", "--no-builtin", "--load", str(plugin_file), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     pad = next(r for r in rows if r["name"] == "CircPadPlugin")
-    assert pad["interface"] == "IPluginV2DynamicExt" and pad["fields"] == [
-        {"name": "pads", "type": "INT32", "default": None}
-    ]
+    assert pad["interface"] == "IPluginV2DynamicExt" and pad["fields"] == [{"name": "pads", "type": "INT32", "default": None}]
     assert main(["plugins", "--no-builtin", "--load", str(plugin_file.with_name("nope.py"))]) == 2
     assert "cannot load plugin library" in capsys.readouterr().err
 

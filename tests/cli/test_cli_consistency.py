@@ -85,13 +85,9 @@ def registry_restored() -> Iterator[None]:
 
 def _write_model(path: Path) -> Path:
     w = numpy_helper.from_array(np.eye(4, dtype=np.float32) * 2, "w")
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["y"])],
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        [w],
-    )
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     return path
 
@@ -109,22 +105,13 @@ def _checked_family(capsys: pytest.CaptureFixture[str], file: Path, *args: str) 
     return family
 
 
-@pytest.mark.parametrize(
-    "name, args, expected",
-    [
-        ("FamilyScale", ("--shapes", "x:1x4:2x4:8x4"), "IPluginV2DynamicExt"),
-        ("CircPadPlugin", ("--field", "pads=1,1", "--shapes", "x:1x4:2x4:8x4"), "IPluginV2DynamicExt"),
-        ("CircPadPluginV3", ("--field", "pads=1,1", "--shapes", "x:1x4:2x4:8x4"), "IPluginV3"),
-    ],
-)
+@pytest.mark.parametrize("name, args, expected", [
+    ("FamilyScale", ("--shapes", "x:1x4:2x4:8x4"), "IPluginV2DynamicExt"),
+    ("CircPadPlugin", ("--field", "pads=1,1", "--shapes", "x:1x4:2x4:8x4"), "IPluginV2DynamicExt"),
+    ("CircPadPluginV3", ("--field", "pads=1,1", "--shapes", "x:1x4:2x4:8x4"), "IPluginV3"),
+])
 def test_plugins_and_check_name_the_family_alike(
-    registry_restored: None,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    name: str,
-    args: tuple[str, ...],
-    expected: str,
-) -> None:
+        registry_restored: None, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, args: tuple[str, ...], expected: str) -> None:
     file = tmp_path / ("family_scale.py" if name == "FamilyScale" else "examples.py")
     file.write_text(UNANNOTATED if name == "FamilyScale" else EXAMPLES)
     assert _checked_family(capsys, file, "--plugin", name, *args) == expected

@@ -25,32 +25,16 @@ def _write_model(path: Path, custom: bool = False) -> Path:
         nodes.append(helper.make_node("CircPadPlugin", ["h"], ["y"], pads=[1, 1]))
     else:
         nodes.append(helper.make_node("Relu", ["h"], ["y"]))
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        [w],
-    )
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     return path
 
 
 def test_onnx_build_save_and_reload(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     model, plan = _write_model(tmp_path / "m.onnx"), tmp_path / "m.plan"
-    args = [
-        "exec",
-        f"--onnx={model}",
-        "--minShapes=x:1x4",
-        "--optShapes=x:2x4",
-        "--maxShapes=x:8x4",
-        f"--saveEngine={plan}",
-        "--fp16",
-        "--int8",
-        "--noDataTransfers",
-        "--verbose",
-        *FAST,
-    ]
+    args = ["exec", f"--onnx={model}", "--minShapes=x:1x4", "--optShapes=x:2x4", "--maxShapes=x:8x4",
+            f"--saveEngine={plan}", "--fp16", "--int8", "--noDataTransfers", "--verbose", *FAST]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "[I] Engine built in" in out and f"[I] Engine saved to {plan}" in out and "Throughput" in out
@@ -65,10 +49,8 @@ def test_onnx_with_python_plugin_and_skip_inference(tmp_path: Path, capsys: pyte
     model = _write_model(tmp_path / "custom.onnx", custom=True)
     plugin = tmp_path / "plugins.py"
     plugin.write_text("from plugrt.examples import circ_pad_v2\ncirc_pad_v2.register()\n")
-    assert (
-        main(["exec", f"--onnx={model}", "--shapes=x:3x4", f"--dynamicPlugins={plugin}", "--skipInference", "--trace"])
-        == 0
-    )
+    assert main(["exec", f"--onnx={model}", "--shapes=x:3x4", f"--dynamicPlugins={plugin}", "--skipInference",
+                 "--trace"]) == 0
     out = capsys.readouterr().out
     assert "CircPadPlugin v1.serialize" in out and "Throughput" not in out
 
@@ -132,9 +114,7 @@ def test_verbose_exec_logs_import_and_build_progress(tmp_path: Path, capsys: pyt
     assert "Building engine: finished in" in err
 
 
-def test_inferences_launch_their_layers_unless_cuda_graphs_are_asked_for(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_inferences_launch_their_layers_unless_cuda_graphs_are_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import plugrt.cli.exec_cmd as exec_cmd
 
     seen: list[bool | None] = []

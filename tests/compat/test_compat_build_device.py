@@ -53,9 +53,7 @@ class TimedAdd(trt.IPluginV3, trt.IPluginV3OneCore, trt.IPluginV3OneBuild, trt.I
     def configure_plugin(self, inputs: Any, outputs: Any) -> None:
         pass
 
-    def enqueue(
-        self, input_desc: Any, output_desc: Any, inputs: Any, outputs: Any, workspace: int, stream: int
-    ) -> None:
+    def enqueue(self, input_desc: Any, output_desc: Any, inputs: Any, outputs: Any, workspace: int, stream: int) -> None:
         if self.phase == trt.TensorRTPhase.BUILD:
             TimedAdd.seen.append((self.tactic, stream, list(inputs), list(outputs)))
         x = trt.as_array(inputs[0], input_desc[0])

@@ -45,21 +45,17 @@ class AddScalarPlugin(trt.IPluginV3, trt.IPluginV3OneCore, trt.IPluginV3OneBuild
         cloned_plugin.__dict__.update(self.__dict__)
         return cloned_plugin
 
-    def configure_plugin(
-        self, dptd_in: List[trt.DynamicPluginTensorDesc], dptd_out: List[trt.DynamicPluginTensorDesc]
-    ) -> None:
+    def configure_plugin(self, dptd_in: List[trt.DynamicPluginTensorDesc], dptd_out: List[trt.DynamicPluginTensorDesc]) -> None:  # noqa: UP006
         return
 
-    def get_output_data_types(self, input_types: List[trt.DataType]) -> List[trt.DataType]:
+    def get_output_data_types(self, input_types: List[trt.DataType]) -> List[trt.DataType]:  # noqa: UP006
         return [input_types[0]]
 
-    def get_output_shapes(
-        self, inputs: List[trt.DimsExprs], shape_inputs: List[trt.DimsExprs], expr_builder: trt.IExprBuilder
-    ) -> List[trt.DimsExprs]:
+    def get_output_shapes(self, inputs: List[trt.DimsExprs], shape_inputs: List[trt.DimsExprs], expr_builder: trt.IExprBuilder) -> List[trt.DimsExprs]:  # noqa: UP006
         output_dims = trt.DimsExprs(inputs[0])
         return [output_dims]
 
-    def supports_format_combination(self, pos: int, in_out: List[trt.DynamicPluginTensorDesc], num_inputs: int) -> bool:
+    def supports_format_combination(self, pos: int, in_out: List[trt.DynamicPluginTensorDesc], num_inputs: int) -> bool:  # noqa: UP006
         res = False
         desc = in_out[pos].desc
         if pos == 0:
@@ -68,29 +64,19 @@ class AddScalarPlugin(trt.IPluginV3, trt.IPluginV3OneCore, trt.IPluginV3OneBuild
             res = desc.type == in_out[0].desc.type and desc.format == trt.TensorFormat.LINEAR
         return res
 
-    def get_workspace_size(
-        self, dptd_in: List[trt.DynamicPluginTensorDesc], dptd_out: List[trt.DynamicPluginTensorDesc]
-    ) -> int:
+    def get_workspace_size(self, dptd_in: List[trt.DynamicPluginTensorDesc], dptd_out: List[trt.DynamicPluginTensorDesc]) -> int:  # noqa: UP006
         return 0
 
-    def get_valid_tactics(self) -> List[int]:
+    def get_valid_tactics(self) -> List[int]:  # noqa: UP006
         return [1]
 
     def set_tactic(self: trt.IPluginV3, tactic: int) -> None:
         return None
 
-    def on_shape_change(self, ptd_in: List[trt.PluginTensorDesc], ptd_out: List[trt.PluginTensorDesc]) -> None:
+    def on_shape_change(self, ptd_in: List[trt.PluginTensorDesc], ptd_out: List[trt.PluginTensorDesc]) -> None:  # noqa: UP006
         return None
 
-    def enqueue(
-        self,
-        input_desc: List[trt.PluginTensorDesc],
-        output_desc: List[trt.PluginTensorDesc],
-        inputs: List[int],
-        outputs: List[int],
-        workspace: int,
-        stream: int,
-    ) -> None:
+    def enqueue(self, input_desc: List[trt.PluginTensorDesc], output_desc: List[trt.PluginTensorDesc], inputs: List[int], outputs: List[int], workspace: int, stream: int) -> None:  # noqa: UP006
         data_type = trt.nptype(input_desc[0].type)
         n_element = int(np.prod(np.array(input_desc[0].dims)))
         flat = trt.PluginTensorDesc(trt.Dims((n_element,)), input_desc[0].type)
@@ -103,9 +89,7 @@ class AddScalarPlugin(trt.IPluginV3, trt.IPluginV3OneCore, trt.IPluginV3OneBuild
         return self.clone()
 
     def get_fields_to_serialize(self) -> trt.PluginFieldCollection:
-        return trt.PluginFieldCollection(
-            [trt.PluginField("scalar", np.array(self.scalar, dtype=np.float32), trt.PluginFieldType.FLOAT32)]
-        )
+        return trt.PluginFieldCollection([trt.PluginField("scalar", np.array(self.scalar, dtype=np.float32), trt.PluginFieldType.FLOAT32)])
 
 
 class AddScalarPluginCreator(trt.IPluginCreatorV3One):
@@ -114,9 +98,7 @@ class AddScalarPluginCreator(trt.IPluginCreatorV3One):
         self.name = "CompatAddScalar"
         self.plugin_version = "1"
         self.plugin_namespace = ""
-        self.field_names = trt.PluginFieldCollection(
-            [trt.PluginField("scalar", np.array([]), trt.PluginFieldType.FLOAT32)]
-        )
+        self.field_names = trt.PluginFieldCollection([trt.PluginField("scalar", np.array([]), trt.PluginFieldType.FLOAT32)])
 
     def create_plugin(self, name: str, field_collection: trt.PluginFieldCollection, phase: trt.TensorRTPhase):
         scalar = 0.0
@@ -153,7 +135,7 @@ class AddScalarPluginV2(trt.IPluginV2DynamicExt):
     def destroy(self) -> None:
         return
 
-    def get_output_datatype(self, output_index: int, input_types: List[trt.DataType]) -> trt.DataType:
+    def get_output_datatype(self, output_index: int, input_types: List[trt.DataType]) -> trt.DataType:  # noqa: UP006
         if output_index == 0:
             return input_types[0]
         return None
@@ -163,15 +145,13 @@ class AddScalarPluginV2(trt.IPluginV2DynamicExt):
         cloned_plugin.__dict__.update(self.__dict__)
         return cloned_plugin
 
-    def get_output_dimensions(
-        self, output_index: int, inputs: List[trt.DimsExprs], expr_builder: trt.IExprBuilder
-    ) -> trt.DimsExprs:
+    def get_output_dimensions(self, output_index: int, inputs: List[trt.DimsExprs], expr_builder: trt.IExprBuilder) -> trt.DimsExprs:  # noqa: UP006
         output_dims = trt.DimsExprs(inputs[0])
         for i in range(len(inputs[0])):
             output_dims[i] = inputs[0][i]
         return output_dims
 
-    def supports_format_combination(self, pos: int, in_out: List[trt.PluginTensorDesc], num_inputs: int) -> bool:
+    def supports_format_combination(self, pos: int, in_out: List[trt.PluginTensorDesc], num_inputs: int) -> bool:  # noqa: UP006
         res = False
         desc = in_out[pos]
         if pos == 0:
@@ -180,12 +160,10 @@ class AddScalarPluginV2(trt.IPluginV2DynamicExt):
             res = desc.type == in_out[0].type and desc.format == trt.TensorFormat.LINEAR
         return res
 
-    def configure_plugin(
-        self, dptd_in: List[trt.DynamicPluginTensorDesc], dptd_out: List[trt.DynamicPluginTensorDesc]
-    ) -> None:
+    def configure_plugin(self, dptd_in: List[trt.DynamicPluginTensorDesc], dptd_out: List[trt.DynamicPluginTensorDesc]) -> None:  # noqa: UP006
         return
 
-    def get_workspace_size(self, ptd_in: List[trt.PluginTensorDesc], ptd_out: List[trt.PluginTensorDesc]) -> int:
+    def get_workspace_size(self, ptd_in: List[trt.PluginTensorDesc], ptd_out: List[trt.PluginTensorDesc]) -> int:  # noqa: UP006
         return 0
 
     def enqueue(self, input_desc, output_desc, inputs, outputs, workspace, stream) -> None:
@@ -201,9 +179,7 @@ class AddScalarPluginCreatorV2(trt.IPluginCreator):
         self.name = "CompatAddScalarV2"
         self.plugin_version = "1"
         self.plugin_namespace = ""
-        self.field_names = trt.PluginFieldCollection(
-            [trt.PluginField("scalar", np.array([]), trt.PluginFieldType.FLOAT32)]
-        )
+        self.field_names = trt.PluginFieldCollection([trt.PluginField("scalar", np.array([]), trt.PluginFieldType.FLOAT32)])
 
     def create_plugin(self, name, plugin_field_collection):
         scalar = 0.0
@@ -248,17 +224,11 @@ def _test_case(tmp_path, b_FP16: bool, v2: bool) -> None:  # type: ignore[no-unt
     builder_config.progress_monitor = None
     if b_FP16:
         builder_config.set_flag(trt.BuilderFlag.FP16)
-    field_collection = trt.PluginFieldCollection(
-        [trt.PluginField("scalar", np.array(1.0, dtype=np.float32), trt.PluginFieldType.FLOAT32)]
-    )
+    field_collection = trt.PluginFieldCollection([trt.PluginField("scalar", np.array(1.0, dtype=np.float32), trt.PluginFieldType.FLOAT32)])
     input_tensor = network.add_input("inputT0", trt_datatype, [-1, -1, -1])
     profile.set_shape(input_tensor.name, [1, 1, 1], shape, shape)
     if v2:
-        plugin = (
-            trt.get_plugin_registry()
-            .get_plugin_creator("CompatAddScalarV2", "1", "")
-            .create_plugin("AddScalar", field_collection)
-        )
+        plugin = trt.get_plugin_registry().get_plugin_creator("CompatAddScalarV2", "1", "").create_plugin("AddScalar", field_collection)
         layer = network.add_plugin_v2([input_tensor], plugin)
     else:
         creator = trt.get_plugin_registry().get_creator("CompatAddScalar", "1", "")

@@ -36,9 +36,7 @@ class AddOneInPlace(trt.IPluginV3, trt.IPluginV3OneCore, trt.IPluginV3OneBuildV2
     def get_output_shapes(self, inputs, shape_inputs, exprBuilder):
         out = trt.DimsExprs(inputs[0])
         if self.out_shape_delta:
-            out[0] = exprBuilder.operation(
-                trt.DimensionOperation.SUM, inputs[0][0], exprBuilder.constant(self.out_shape_delta)
-            )
+            out[0] = exprBuilder.operation(trt.DimensionOperation.SUM, inputs[0][0], exprBuilder.constant(self.out_shape_delta))
         return [out]
 
     def supports_format_combination(self, pos, in_out, num_inputs):
@@ -165,9 +163,7 @@ def test_two_outputs_aliasing_one_input_is_rejected() -> None:
     network.mark_output(layer.get_output(0))
     config = builder.create_builder_config()
     config.set_preview_feature(ALIASED, True)
-    with pytest.raises(
-        trt.PluginError, match="outputs 0 and 1 both alias input 0; an input can be aliased to one output only"
-    ):
+    with pytest.raises(trt.PluginError, match="outputs 0 and 1 both alias input 0; an input can be aliased to one output only"):
         build_plan(builder, network, config=config)
 
 

@@ -51,9 +51,7 @@ def test_registry_error_recorder_receives_failed_lookups() -> None:
     assert "CompatNoSuchPlugin" in recorder.get_error_desc(0) and not recorder.has_overflowed()
     recorder.clear()
     assert recorder.num_errors() == 0
-    with pytest.raises(
-        trt.TypeMismatchError, match=r"IPluginRegistry\.error_recorder must be an IErrorRecorder or None, got list"
-    ):
+    with pytest.raises(trt.TypeMismatchError, match=r"IPluginRegistry\.error_recorder must be an IErrorRecorder or None, got list"):
         registry.error_recorder = []  # type: ignore[assignment]
 
 
@@ -252,11 +250,7 @@ def test_with_statement_on_tensorrt_objects_is_accepted_and_deprecated(tmp_path)
     """``with trt.Builder(...) as builder, builder.create_network() as network, ...`` (TensorRT 10: deprecated, no effect)."""
     logger = trt.Logger(trt.Logger.ERROR)
     with pytest.warns(DeprecationWarning, match="Context managers for TensorRT types are deprecated"):
-        with (
-            trt.Builder(logger) as builder,
-            builder.create_network(0) as network,
-            builder.create_builder_config() as config,
-        ):
+        with trt.Builder(logger) as builder, builder.create_network(0) as network, builder.create_builder_config() as config:
             x = network.add_input("x", trt.float32, (2, 2))
             network.mark_output(network.add_identity(x).get_output(0))
             with trt.OnnxParser(network, logger) as parser:

@@ -29,9 +29,7 @@ def test_install_gives_plugrt_under_tensorrts_name_and_version() -> None:
     assert tuple(int(p) for p in tensorrt.__version__.split(".")[:2]) >= (8, 5)  # Polygraphy's minimum
     assert tensorrt.__plugrt_version__ == plugrt.__version__
     assert "Builder" in dir(tensorrt)
-    with pytest.raises(
-        AttributeError, match=r"module 'tensorrt' .* has no attribute 'NoSuchName'; plugrt does not provide it"
-    ):
+    with pytest.raises(AttributeError, match=r"module 'tensorrt' .* has no attribute 'NoSuchName'; plugrt does not provide it"):
         _ = tensorrt.NoSuchName
 
 
@@ -59,10 +57,7 @@ def test_a_real_tensorrt_is_never_replaced(monkeypatch) -> None:  # type: ignore
     real = types.ModuleType("tensorrt")
     real.__file__ = "/usr/lib/python3/dist-packages/tensorrt/__init__.py"
     monkeypatch.setitem(sys.modules, "tensorrt", real)
-    with pytest.raises(
-        plugrt.PlugrtError,
-        match=r"a real 'tensorrt' module is already imported \('/usr/lib/python3/dist-packages/tensorrt",
-    ):
+    with pytest.raises(plugrt.PlugrtError, match=r"a real 'tensorrt' module is already imported \('/usr/lib/python3/dist-packages/tensorrt"):
         plugrt.compat.install()
     assert sys.modules["tensorrt"] is real
 
@@ -75,17 +70,11 @@ def test_launcher_runs_a_script_with_tensorrt_as_plugrt(tmp_path) -> None:  # ty
     )
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "src"))
     done = subprocess.run(
-        [sys.executable, "-m", "plugrt.compat", str(script), "--flag", "x"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
+        [sys.executable, "-m", "plugrt.compat", str(script), "--flag", "x"], capture_output=True, text=True, env=env, timeout=120
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [plugrt.compat.TENSORRT_API_VERSION, "True", "['--flag',", "'x']"]
-    usage = subprocess.run(
-        [sys.executable, "-m", "plugrt.compat"], capture_output=True, text=True, env=env, timeout=120
-    )
+    usage = subprocess.run([sys.executable, "-m", "plugrt.compat"], capture_output=True, text=True, env=env, timeout=120)
     assert usage.returncode == 2 and "usage: python -m plugrt.compat" in usage.stdout
 
 
@@ -105,10 +94,7 @@ def test_polygraphy_loaders_build_save_and_load_on_the_cpu(tmp_path) -> None:  #
     path = str(tmp_path / "model.onnx")
     nodes = [helper.make_node("Relu", ["X"], ["R"]), helper.make_node("Add", ["R", "X"], ["Y"])]
     graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("X", TensorProto.FLOAT, ("n", 3))],
-        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ("n", 3))],
+        nodes, "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, ("n", 3))], [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ("n", 3))]
     )
     save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     profiles = [Profile().add("X", min=(1, 3), opt=(4, 3), max=(8, 3))]
@@ -128,10 +114,8 @@ def test_polygraphy_command_line_converts_a_model_on_the_cpu(tmp_path) -> None: 
     pytest.importorskip("polygraphy")
     model = tmp_path / "model.onnx"
     graph = helper.make_graph(
-        [helper.make_node("Relu", ["X"], ["Y"])],
-        "g",
-        [helper.make_tensor_value_info("X", TensorProto.FLOAT, (2, 3))],
-        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, (2, 3))],
+        [helper.make_node("Relu", ["X"], ["Y"])], "g",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, (2, 3))], [helper.make_tensor_value_info("Y", TensorProto.FLOAT, (2, 3))],
     )
     save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)]), str(model))
     cli = tmp_path / "polygraphy_cli.py"  # what the `polygraphy` console script runs
@@ -139,14 +123,9 @@ def test_polygraphy_command_line_converts_a_model_on_the_cpu(tmp_path) -> None: 
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "src"))
     done = subprocess.run(
         [sys.executable, "-m", "plugrt.compat", str(cli), "convert", str(model), "-o", str(tmp_path / "model.plan")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
+        capture_output=True, text=True, env=env, timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    engine = plugrt.Runtime(plugrt.Logger(plugrt.Logger.ERROR)).deserialize_cuda_engine(
-        (tmp_path / "model.plan").read_bytes()
-    )
+    engine = plugrt.Runtime(plugrt.Logger(plugrt.Logger.ERROR)).deserialize_cuda_engine((tmp_path / "model.plan").read_bytes())
     x = np.array([[-1, 2, -3], [4, -5, 6]], dtype=np.float32)
     np.testing.assert_array_equal(infer(engine.create_execution_context(), {"X": x})["Y"], np.maximum(x, 0))

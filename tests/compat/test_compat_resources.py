@@ -99,9 +99,7 @@ def test_concurrent_first_acquires_clone_once() -> None:
 
 
 def test_releasing_an_unknown_key_names_it() -> None:
-    with pytest.raises(
-        trt.RegistryError, match=r"release_plugin_resource\('compat-never'\): no resource is registered"
-    ):
+    with pytest.raises(trt.RegistryError, match=r"release_plugin_resource\('compat-never'\): no resource is registered"):
         trt.get_plugin_registry().release_plugin_resource("compat-never")
 
 
@@ -126,9 +124,7 @@ def test_a_clone_that_fails_registers_nothing() -> None:
             raise OSError("no device")
 
     registry = trt.get_plugin_registry()
-    with pytest.raises(
-        trt.PluginError, match=r"Broken.clone\(\) returned NoneType; it must return a new IPluginResource"
-    ):
+    with pytest.raises(trt.PluginError, match=r"Broken.clone\(\) returned NoneType; it must return a new IPluginResource"):
         registry.acquire_plugin_resource("compat-broken", Broken())
     with pytest.raises(trt.PluginError, match=r"Raises.clone\(\) raised OSError: no device"):
         registry.acquire_plugin_resource("compat-broken", Raises())
@@ -140,9 +136,7 @@ def test_missing_hooks_name_the_interface() -> None:
     class Bare(trt.IPluginResource):
         pass
 
-    with pytest.raises(
-        trt.PluginError, match=r"Bare.clone\(\) raised MissingHookError: Bare does not implement IPluginResource.clone"
-    ):
+    with pytest.raises(trt.PluginError, match=r"Bare.clone\(\) raised MissingHookError: Bare does not implement IPluginResource.clone"):
         trt.get_plugin_registry().acquire_plugin_resource("compat-bare", Bare())
     with pytest.raises(trt.MissingHookError, match=r"IPluginResource.release\(\)"):
         Bare().release()

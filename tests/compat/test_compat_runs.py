@@ -57,9 +57,7 @@ class GuardedNonZero(trt.IPluginV3, trt.IPluginV3OneCore, trt.IPluginV3OneBuild,
         upper = x.size
         self.seen_output_dims.append(tuple(output_desc[0].dims))
         if tuple(output_desc[0].dims) != (upper, 2):
-            raise RuntimeError(
-                f"indices buffer described as {tuple(output_desc[0].dims)}, not the upper bound {(upper, 2)}"
-            )
+            raise RuntimeError(f"indices buffer described as {tuple(output_desc[0].dims)}, not the upper bound {(upper, 2)}")
         found = np.argwhere(x).astype(np.int32)
         flat = trt.as_array(outputs[0], trt.PluginTensorDesc(trt.Dims((upper * 2,)), trt.DataType.INT32))
         flat[: found.size] = found.reshape(-1)
@@ -124,9 +122,7 @@ def test_v3_size_tensor_output_is_recomputed_every_run(nonzero_creator) -> None:
     builder = trt.Builder(LOGGER)
     network = builder.create_network(0)
     x = network.add_input("x", trt.float32, (6, 5))
-    layer = network.add_plugin_v3(
-        [x], [], nonzero_creator.create_plugin("nz", trt.PluginFieldCollection([]), trt.TensorRTPhase.BUILD)
-    )
+    layer = network.add_plugin_v3([x], [], nonzero_creator.create_plugin("nz", trt.PluginFieldCollection([]), trt.TensorRTPhase.BUILD))
     layer.get_output(0).name = "Y"
     network.mark_output(layer.get_output(0))
     engine = deserialize(build_plan(builder, network))
@@ -152,19 +148,12 @@ def test_rebinding_an_input_between_runs_keeps_sizes_fresh(nonzero_creator) -> N
     builder = trt.Builder(LOGGER)
     network = builder.create_network(0)
     x = network.add_input("x", trt.float32, (4, 4))
-    layer = network.add_plugin_v3(
-        [x], [], nonzero_creator.create_plugin("nz", trt.PluginFieldCollection([]), trt.TensorRTPhase.BUILD)
-    )
+    layer = network.add_plugin_v3([x], [], nonzero_creator.create_plugin("nz", trt.PluginFieldCollection([]), trt.TensorRTPhase.BUILD))
     layer.get_output(0).name = "Y"
     network.mark_output(layer.get_output(0))
     context = deserialize(build_plan(builder, network)).create_execution_context()
     allocators: dict[str, HostOutputAllocator] = {}
-    for x_val in (
-        np.eye(4, dtype=np.float32),
-        np.ones((4, 4), np.float32),
-        np.zeros((4, 4), np.float32),
-        np.eye(4, dtype=np.float32),
-    ):
+    for x_val in (np.eye(4, dtype=np.float32), np.ones((4, 4), np.float32), np.zeros((4, 4), np.float32), np.eye(4, dtype=np.float32)):
         got = infer(context, {"x": x_val.copy()}, allocators)["Y"]  # a new array, so a new address each run
         np.testing.assert_array_equal(got, np.argwhere(x_val))
 
@@ -246,7 +235,7 @@ def test_reduced_precision_flags_keep_declared_io_types(pad_creator, flag: trt.B
     assert engine.get_tensor_dtype("x") == trt.float32
     assert engine.get_tensor_dtype("y") == trt.float32
     assert engine.get_tensor_dtype("mid") == trt.float32
-    x_val = np.arange(12, dtype=np.float32).reshape(3, 4) + 0.25
+    x_val = (np.arange(12, dtype=np.float32).reshape(3, 4) + 0.25)
     out = infer(engine.create_execution_context(), {"x": x_val})
     assert out["y"].dtype == np.float32
     np.testing.assert_array_equal(out["mid"], np.pad(x_val, [(0, 0), (1, 1)], mode="wrap"))
@@ -255,9 +244,7 @@ def test_reduced_precision_flags_keep_declared_io_types(pad_creator, flag: trt.B
     if flag == trt.BuilderFlag.FP16:  # the plugins ran in HALF, one cast in, one out per boundary, none between
         info = engine.create_engine_inspector()
         kinds = [info.layer_info(i)["kind"] for i in range(engine.num_layers)]
-        plugin_types = [
-            info.layer_info(i)["inputs"][0]["dtype"] for i in range(engine.num_layers) if kinds[i] == "plugin"
-        ]
+        plugin_types = [info.layer_info(i)["inputs"][0]["dtype"] for i in range(engine.num_layers) if kinds[i] == "plugin"]
         assert plugin_types == ["HALF", "HALF"]
         assert kinds.count("reformat") == 3
 

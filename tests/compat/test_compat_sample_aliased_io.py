@@ -129,9 +129,7 @@ def _gnn(aliased: bool, logger: trt.ILogger | None = None) -> tuple[bytes, np.nd
     w_t = network.add_input(name="W", dtype=trt.float32, shape=W.shape)
     out = network.add_plugin_v3([input_x, input_src, input_idx], [], ScatterAddPlugin())
     cast_layer = network.add_cast(out.get_output(1), trt.float32)
-    div_layer = network.add_elementwise(
-        out.get_output(0), cast_layer.get_output(0), op=trt.ElementWiseOperation.FLOOR_DIV
-    )
+    div_layer = network.add_elementwise(out.get_output(0), cast_layer.get_output(0), op=trt.ElementWiseOperation.FLOOR_DIV)
     matmul_layer = network.add_matrix_multiply(
         w_t, trt.MatrixOperation.NONE, div_layer.get_output(0), trt.MatrixOperation.TRANSPOSE
     )

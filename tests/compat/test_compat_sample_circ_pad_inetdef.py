@@ -128,12 +128,10 @@ class CircPadPluginCreator(trt.IPluginCreator):
         self.name = "CompatCircPadInetdef"
         self.plugin_namespace = ""
         self.plugin_version = "1"
-        self.field_names = trt.PluginFieldCollection(
-            [
-                trt.PluginField("pads", np.array([]), trt.PluginFieldType.INT32),
-                trt.PluginField("N", np.array([]), trt.PluginFieldType.INT32),
-            ]
-        )
+        self.field_names = trt.PluginFieldCollection([
+            trt.PluginField("pads", np.array([]), trt.PluginFieldType.INT32),
+            trt.PluginField("N", np.array([]), trt.PluginFieldType.INT32),
+        ])
 
     def create_plugin(self, name, fc):
         return CircPadPlugin(fc)
@@ -156,12 +154,10 @@ def test_circ_pad_inetdef_sample_with_shared_context(tmp_path) -> None:  # type:
         pads = (1, 1, 1, 1)
         builder, network = create_network(strongly_typed=True)
         plg_creator = plg_registry.get_creator("CompatCircPadInetdef", "1", "")
-        pfc = trt.PluginFieldCollection(
-            [
-                trt.PluginField("pads", np.array(pads, dtype=np.int32), trt.PluginFieldType.INT32),
-                trt.PluginField("N", np.array([4], dtype=np.int32), trt.PluginFieldType.INT32),
-            ]
-        )
+        pfc = trt.PluginFieldCollection([
+            trt.PluginField("pads", np.array(pads, dtype=np.int32), trt.PluginFieldType.INT32),
+            trt.PluginField("N", np.array([4], dtype=np.int32), trt.PluginFieldType.INT32),
+        ])
         plugin = plg_creator.create_plugin("CircPadPlugin", pfc)
         input_X = network.add_input(name="X", dtype=trt.float32, shape=X.shape)
         out = network.add_plugin_v2([input_X], plugin)

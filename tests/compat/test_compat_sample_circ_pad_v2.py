@@ -89,12 +89,8 @@ class CircPadPlugin(trt.IPluginV2DynamicExt):
     def enqueue(self, input_desc, output_desc, inputs, outputs, workspace, stream):
         inp_dtype = trt.nptype(input_desc[0].type)
         # the sample wraps both pointers as flat CuPy arrays of volume(dims) elements; NumPy here
-        a = trt.as_array(
-            inputs[0], trt.PluginTensorDesc(trt.Dims((int(volume(input_desc[0].dims)),)), input_desc[0].type)
-        )
-        c = trt.as_array(
-            outputs[0], trt.PluginTensorDesc(trt.Dims((int(volume(output_desc[0].dims)),)), output_desc[0].type)
-        )
+        a = trt.as_array(inputs[0], trt.PluginTensorDesc(trt.Dims((int(volume(input_desc[0].dims)),)), input_desc[0].type))
+        c = trt.as_array(outputs[0], trt.PluginTensorDesc(trt.Dims((int(volume(output_desc[0].dims)),)), output_desc[0].type))
         assert a.dtype == inp_dtype
         orig = self.X_shape.astype(np.int64)
         i = np.arange(int(np.prod(self.Y_shape)))
@@ -151,10 +147,7 @@ def test_circ_pad_v2_sample(tmp_path, precision: type, elem: int) -> None:  # ty
     onnx_path = str(tmp_path / "circ_pad.onnx")
     node = helper.make_node("CompatCircPadPluginV2", ["X"], ["Y"], name="CircPadPlugin", pads=list(pads))
     graph = helper.make_graph(
-        [node],
-        "g",
-        [helper.make_tensor_value_info("X", elem, inp_shape)],
-        [helper.make_tensor_value_info("Y", elem, None)],
+        [node], "g", [helper.make_tensor_value_info("X", elem, inp_shape)], [helper.make_tensor_value_info("Y", elem, None)]
     )
     save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)]), onnx_path)
     build_engine = EngineFromNetwork(NetworkFromOnnxPath(onnx_path, strongly_typed=True), CreateConfig())

@@ -25,9 +25,7 @@ class Tactic(IntEnum):
 
 
 class CircPadPlugin(trt.IPluginV3, trt.IPluginV3OneCore, trt.IPluginV3OneBuild, trt.IPluginV3OneRuntime):
-    timed: list[
-        tuple[int, tuple[int, ...], tuple[int, ...]]
-    ] = []  # (tactic, input dims, output dims) per timing enqueue
+    timed: list[tuple[int, tuple[int, ...], tuple[int, ...]]] = []  # (tactic, input dims, output dims) per timing enqueue
 
     def __init__(self, fc=None, phase=None):
         trt.IPluginV3.__init__(self)
@@ -70,14 +68,10 @@ class CircPadPlugin(trt.IPluginV3, trt.IPluginV3OneCore, trt.IPluginV3OneBuild, 
         return [output_dims]
 
     def get_fields_to_serialize(self):
-        return trt.PluginFieldCollection(
-            [
-                trt.PluginField("pads", self.pads, trt.PluginFieldType.INT32),
-                trt.PluginField(
-                    "per_format_tactics", np.array([self.per_format_tactics], dtype=np.int32), trt.PluginFieldType.INT32
-                ),
-            ]
-        )
+        return trt.PluginFieldCollection([
+            trt.PluginField("pads", self.pads, trt.PluginFieldType.INT32),
+            trt.PluginField("per_format_tactics", np.array([self.per_format_tactics], dtype=np.int32), trt.PluginFieldType.INT32),
+        ])
 
     def configure_plugin(self, inp, out):
         assert inp[0].desc.type == trt.float32 or inp[0].desc.type == trt.float16
@@ -144,12 +138,10 @@ class CircPadPluginCreator(trt.IPluginCreatorV3One):
         self.name = "CompatCircPadMultiTactic"
         self.plugin_namespace = ""
         self.plugin_version = "1"
-        self.field_names = trt.PluginFieldCollection(
-            [
-                trt.PluginField("pads", np.array([]), trt.PluginFieldType.INT32),
-                trt.PluginField("per_format_tactics", np.array([]), trt.PluginFieldType.INT32),
-            ]
-        )
+        self.field_names = trt.PluginFieldCollection([
+            trt.PluginField("pads", np.array([]), trt.PluginFieldType.INT32),
+            trt.PluginField("per_format_tactics", np.array([]), trt.PluginFieldType.INT32),
+        ])
 
     def create_plugin(self, name, fc, phase):
         return CircPadPlugin(fc, phase)
@@ -170,11 +162,7 @@ SHAPE = (10, 3, 32, 32)
 def _model(per_format: int, elem: int, second_pads: tuple[int, ...] = PADS) -> bytes:
     nodes = [
         helper.make_node(
-            "CompatCircPadMultiTactic",
-            [f"X_{n}"],
-            [f"Y_{n}"],
-            name=f"CircPadPlugin_{n}",
-            pads=list(pads),
+            "CompatCircPadMultiTactic", [f"X_{n}"], [f"Y_{n}"], name=f"CircPadPlugin_{n}", pads=list(pads),
             per_format_tactics=helper.make_tensor("t", TensorProto.INT32, [1], [per_format]),
         )
         for n, pads in (("A", PADS), ("B", second_pads))
@@ -280,12 +268,10 @@ def test_timing_describes_outputs_at_opt_like_the_inputs() -> None:
     builder = trt.Builder(LOGGER)
     network = builder.create_network(0)
     x = network.add_input("X", trt.float32, (-1, 3, -1, 32))
-    fields = trt.PluginFieldCollection(
-        [
-            trt.PluginField("pads", np.array(PADS, dtype=np.int32), trt.PluginFieldType.INT32),
-            trt.PluginField("per_format_tactics", np.array([0], dtype=np.int32), trt.PluginFieldType.INT32),
-        ]
-    )
+    fields = trt.PluginFieldCollection([
+        trt.PluginField("pads", np.array(PADS, dtype=np.int32), trt.PluginFieldType.INT32),
+        trt.PluginField("per_format_tactics", np.array([0], dtype=np.int32), trt.PluginFieldType.INT32),
+    ])
     plugin = CircPadPluginCreator().create_plugin("pad", fields, trt.TensorRTPhase.BUILD)
     layer = network.add_plugin_v3([x], [], plugin)
     layer.get_output(0).name = "Y"

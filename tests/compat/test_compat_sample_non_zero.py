@@ -93,9 +93,7 @@ class NonZeroPlugin(trt.IPluginV3, trt.IPluginV3OneCore, trt.IPluginV3OneBuild, 
         a = trt.as_array(inputs[0], trt.PluginTensorDesc(input_desc[0].dims, input_desc[0].type))
         assert a.dtype == inp_dtype
         out = np.argwhere(a)  # torch.nonzero
-        out_mem = trt.as_array(
-            outputs[0], trt.PluginTensorDesc(trt.Dims((int(2 * volume(input_desc[0].dims)),)), trt.int32)
-        )
+        out_mem = trt.as_array(outputs[0], trt.PluginTensorDesc(trt.Dims((int(2 * volume(input_desc[0].dims)),)), trt.int32))
         out_1_mem = trt.as_array(outputs[1], trt.PluginTensorDesc(trt.Dims((1,)), trt.int64))
         out_mem[: volume(out.shape)] = np.reshape(out, (-1,))
         out_1_mem[...] = np.reshape(np.asarray([out.shape[0]]), (-1,))
@@ -118,9 +116,7 @@ class NonZeroPluginCreator(trt.IPluginCreatorV3One):
         self.name = "CompatNonZeroPlugin"
         self.plugin_namespace = ""
         self.plugin_version = "1"
-        self.field_names = trt.PluginFieldCollection(
-            [trt.PluginField("backend", np.array([]), trt.PluginFieldType.CHAR)]
-        )
+        self.field_names = trt.PluginFieldCollection([trt.PluginField("backend", np.array([]), trt.PluginFieldType.CHAR)])
 
     def create_plugin(self, name, fc, phase):
         backend = None
@@ -161,10 +157,7 @@ def test_non_zero_sample_onnx(tmp_path, precision: type, elem: int) -> None:  # 
     onnx_path = str(tmp_path / "non_zero.onnx")
     node = helper.make_node("CompatNonZeroPlugin", ["X"], ["Y", "Y_num"], name="NonZeroPlugin", backend=b"torch")
     graph = helper.make_graph(
-        [node],
-        "g",
-        [helper.make_tensor_value_info("X", elem, X.shape)],
-        [helper.make_tensor_value_info("Y", TensorProto.INT32, None)],
+        [node], "g", [helper.make_tensor_value_info("X", elem, X.shape)], [helper.make_tensor_value_info("Y", TensorProto.INT32, None)]
     )
     save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)]), onnx_path)
     build_engine = EngineFromNetwork(NetworkFromOnnxPath(onnx_path, strongly_typed=True), CreateConfig())

@@ -58,9 +58,7 @@ class JsonScaleCreator(trt.IPluginCreator):
         self.name = "CompatJsonScale"
         self.plugin_version = "1"
         self.plugin_namespace = ""
-        self.field_names = trt.PluginFieldCollection(
-            [trt.PluginField("scale", np.array([]), trt.PluginFieldType.FLOAT32)]
-        )
+        self.field_names = trt.PluginFieldCollection([trt.PluginField("scale", np.array([]), trt.PluginFieldType.FLOAT32)])
         self.plugin_class = plugin_class
         self.received: list[bytes] = []
 

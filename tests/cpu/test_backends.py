@@ -91,9 +91,7 @@ def test_view_of_nothing_needs_no_address() -> None:
 
 @pytest.mark.parametrize("address", [0, -8, 1.5, None, True])
 def test_view_of_a_bad_address_names_it(address: Any) -> None:
-    with pytest.raises(
-        trt.ExecutionError, match=rf"cannot view 12 bytes at address {address!r}: not a valid cpu address"
-    ):
+    with pytest.raises(trt.ExecutionError, match=rf"cannot view 12 bytes at address {address!r}: not a valid cpu address"):
         get_backend("cpu").view(address, (3,), np.float32)
 
 
@@ -180,3 +178,5 @@ def test_plugin_helpers_use_the_active_backend() -> None:
         views["t"][...] = 9
     assert y.tolist() == [1, 3, 5, 7] and scratch.view(np.int32)[:4].tolist() == [9] * 4
     assert backend.scopes == [5] and {x.ctypes.data, y.ctypes.data, scratch.ctypes.data} <= set(backend.views)
+
+

@@ -43,9 +43,7 @@ def _pad_engine(v2_creator: Any = None, v3_creator: Any = None) -> trt.ICudaEngi
     v3_creator = v3_creator or circ_pad_v3.register()
     first = network.add_plugin_v2([x], v2_creator.create_plugin("pad2", fields(pads=V2_PADS)))
     first.name = "pad_v2"
-    second = network.add_plugin_v3(
-        [first.get_output(0)], [], v3_creator.create_plugin("pad3", fields(pads=V3_PADS), trt.TensorRTPhase.BUILD)
-    )
+    second = network.add_plugin_v3([first.get_output(0)], [], v3_creator.create_plugin("pad3", fields(pads=V3_PADS), trt.TensorRTPhase.BUILD))
     second.name = "pad_v3"
     second.get_output(0).name = "y"
     network.mark_output(second.get_output(0))
@@ -248,9 +246,7 @@ class TrackedPadV3(circ_pad_v3.CircPadPluginV3):
         super().on_shape_change(inp, out)
         self.shape = tuple(inp[0].dims)
 
-    def enqueue(
-        self, input_desc: Any, output_desc: Any, inputs: Any, outputs: Any, workspace: int, stream: int
-    ) -> None:
+    def enqueue(self, input_desc: Any, output_desc: Any, inputs: Any, outputs: Any, workspace: int, stream: int) -> None:
         expected = self.shape
         threading.Event().wait(0.0005)
         USAGE.note(self, expected, tuple(input_desc[0].dims))

@@ -65,12 +65,8 @@ def _fake_cupy(log: list[str]) -> Any:
     runtime = SimpleNamespace(getDeviceCount=lambda: 1, CUDARuntimeError=RuntimeError)
     memory_pool = lambda: SimpleNamespace(malloc=None)  # noqa: E731
     cuda_ns = SimpleNamespace(
-        Stream=stream_type,
-        ExternalStream=ExternalStream,
-        runtime=runtime,
-        MemoryPool=memory_pool,
-        using_allocator=using_allocator,
-        function=SimpleNamespace(Module=Module),
+        Stream=stream_type, ExternalStream=ExternalStream, runtime=runtime, MemoryPool=memory_pool,
+        using_allocator=using_allocator, function=SimpleNamespace(Module=Module),
     )
     return SimpleNamespace(RawModule=RawModule, cuda=cuda_ns, uint8="uint8")
 

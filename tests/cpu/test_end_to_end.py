@@ -25,9 +25,7 @@ def test_v2_dynamic_and_v3_plugins_at_several_shapes() -> None:
     network = builder.create_network(0)
     x = network.add_input("x", trt.float32, (-1, 3, -1))
     a = network.add_plugin_v2([x], v2.create_plugin("a", fields(pads=[1, 2])))
-    b = network.add_plugin_v3(
-        [a.get_output(0)], [], v3.create_plugin("b", fields(pads=[0, 1, 2, 0]), trt.TensorRTPhase.BUILD)
-    )
+    b = network.add_plugin_v3([a.get_output(0)], [], v3.create_plugin("b", fields(pads=[0, 1, 2, 0]), trt.TensorRTPhase.BUILD))
     b.get_output(0).name = "y"
     network.mark_output(b.get_output(0))
     engine = _engine(network, builder, [{"x": ((1, 3, 1), (2, 3, 4), (5, 3, 9))}])
@@ -175,9 +173,7 @@ def test_fp16_flag_offers_half_to_plugins() -> None:
     )
     assert plugin_layer["inputs"][0]["dtype"] == "HALF"
     x_val = np.arange(16, dtype=np.float32).reshape(4, 4)
-    np.testing.assert_array_equal(
-        run(engine.create_execution_context(), {"x": x_val})["y"], np.pad(x_val, [(0, 0), (1, 0)], mode="wrap")
-    )
+    np.testing.assert_array_equal(run(engine.create_execution_context(), {"x": x_val})["y"], np.pad(x_val, [(0, 0), (1, 0)], mode="wrap"))
 
 
 def test_data_dependent_output_through_output_allocator() -> None:
@@ -185,9 +181,7 @@ def test_data_dependent_output_through_output_allocator() -> None:
     builder = trt.Builder(LOGGER)
     network = builder.create_network(0)
     x = network.add_input("x", trt.float32, (-1, -1))
-    layer = network.add_plugin_v3(
-        [x], [], creator.create_plugin("nz", trt.PluginFieldCollection(), trt.TensorRTPhase.BUILD)
-    )
+    layer = network.add_plugin_v3([x], [], creator.create_plugin("nz", trt.PluginFieldCollection(), trt.TensorRTPhase.BUILD))
     layer.get_output(0).name = "indices"
     network.mark_output(layer.get_output(0))
     engine = _engine(network, builder, [{"x": ((1, 1), (4, 4), (16, 16))}])
@@ -228,9 +222,7 @@ def test_data_dependent_output_needs_an_allocator() -> None:
     builder = trt.Builder(LOGGER)
     network = builder.create_network(0)
     x = network.add_input("x", trt.float32, (3, 3))
-    layer = network.add_plugin_v3(
-        [x], [], creator.create_plugin("nz", trt.PluginFieldCollection(), trt.TensorRTPhase.BUILD)
-    )
+    layer = network.add_plugin_v3([x], [], creator.create_plugin("nz", trt.PluginFieldCollection(), trt.TensorRTPhase.BUILD))
     network.mark_output(layer.get_output(0))
     context = _engine(network, builder).create_execution_context()
     x_val = np.eye(3, dtype=np.float32)

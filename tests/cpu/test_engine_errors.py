@@ -60,23 +60,14 @@ class Tiny(trt.IPluginV2DynamicExt):
     def get_output_datatype(self, index: int, input_types: list[trt.DataType]) -> trt.DataType:
         return input_types[0]
 
-    def get_output_dimensions(
-        self, output_index: int, inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder
-    ) -> trt.DimsExprs:
+    def get_output_dimensions(self, output_index: int, inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder) -> trt.DimsExprs:
         return trt.DimsExprs(inputs[0])
 
     def supports_format_combination(self, pos: int, in_out: list[trt.PluginTensorDesc], num_inputs: int) -> bool:
         return in_out[pos].type == trt.DataType.FLOAT and in_out[pos].format == trt.TensorFormat.LINEAR
 
-    def enqueue(
-        self,
-        input_desc: list[trt.PluginTensorDesc],
-        output_desc: list[trt.PluginTensorDesc],
-        inputs: list[int],
-        outputs: list[int],
-        workspace: int,
-        stream: int,
-    ) -> int:
+    def enqueue(self, input_desc: list[trt.PluginTensorDesc], output_desc: list[trt.PluginTensorDesc],
+                inputs: list[int], outputs: list[int], workspace: int, stream: int) -> int:
         trt.as_array(outputs[0], output_desc[0])[...] = trt.as_array(inputs[0], input_desc[0])
         return 0
 
@@ -107,15 +98,8 @@ POISON = -1.0
 class PoisonV2(Tiny):
     """Raises inside enqueue when the input holds POISON; copies otherwise."""
 
-    def enqueue(
-        self,
-        input_desc: list[trt.PluginTensorDesc],
-        output_desc: list[trt.PluginTensorDesc],
-        inputs: list[int],
-        outputs: list[int],
-        workspace: int,
-        stream: int,
-    ) -> int:
+    def enqueue(self, input_desc: list[trt.PluginTensorDesc], output_desc: list[trt.PluginTensorDesc],
+                inputs: list[int], outputs: list[int], workspace: int, stream: int) -> int:
         x = trt.as_array(inputs[0], input_desc[0])
         if (x == POISON).any():
             raise ValueError("poisoned input reached PoisonV2.enqueue")
@@ -128,15 +112,8 @@ def _poison_v3_class(name: str) -> tuple[type, type]:
             super().__init__(fc)
             self.plugin_name = name
 
-        def enqueue(
-            self,
-            input_desc: list[trt.PluginTensorDesc],
-            output_desc: list[trt.PluginTensorDesc],
-            inputs: list[int],
-            outputs: list[int],
-            workspace: int,
-            stream: int,
-        ) -> None:
+        def enqueue(self, input_desc: list[trt.PluginTensorDesc], output_desc: list[trt.PluginTensorDesc],
+                    inputs: list[int], outputs: list[int], workspace: int, stream: int) -> None:
             if (trt.as_array(inputs[0], input_desc[0]) == POISON).any():
                 raise ValueError("poisoned input reached PoisonV3.enqueue")
             super().enqueue(input_desc, output_desc, inputs, outputs, workspace, stream)
@@ -172,13 +149,8 @@ def registry() -> Iterator[Callable[[Any, str], Any]]:
         trt.get_plugin_registry().deregister_creator(creator)
 
 
-def _network(
-    builder: trt.Builder,
-    plugin: Any,
-    shape: tuple[int, ...] = (2, 4),
-    layer: str = "tiny",
-    dtype: trt.DataType = trt.float32,
-) -> trt.INetworkDefinition:
+def _network(builder: trt.Builder, plugin: Any, shape: tuple[int, ...] = (2, 4), layer: str = "tiny",
+             dtype: trt.DataType = trt.float32) -> trt.INetworkDefinition:
     network = builder.create_network(0)
     x = network.add_input("x", dtype, shape)
     if isinstance(plugin, trt.IPluginV3):
@@ -191,13 +163,9 @@ def _network(
     return network
 
 
-def _engine(
-    plugin: Any,
-    shape: tuple[int, ...] = (-1, 4),
-    logger: trt.ILogger | None = None,
-    profile: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] = ((1, 4), (2, 4), (4, 4)),
-    layer: str = "tiny",
-) -> trt.ICudaEngine:
+def _engine(plugin: Any, shape: tuple[int, ...] = (-1, 4), logger: trt.ILogger | None = None,
+            profile: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] = ((1, 4), (2, 4), (4, 4)),
+            layer: str = "tiny") -> trt.ICudaEngine:
     logger = logger or Collect()
     builder = trt.Builder(logger)
     plan = build(_network(builder, plugin, shape, layer), builder, [{"x": profile}] if -1 in shape else [])
@@ -215,19 +183,14 @@ def pad_engine() -> tuple[trt.ICudaEngine, Collect]:
 # --- execution context --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("shape", "reason"),
-    [
-        ((5, 4), r"axis 0 is outside the profile's range \[1, 4\]"),
-        ((0, 4), r"axis 0 is outside the profile's range \[1, 4\]"),
-        ((2, 5), r"axis 1 is outside the profile's range \[4, 4\]"),
-        ((2, 4, 1), r"rank 3 differs from the engine's rank 2"),
-        ((8,), r"rank 1 differs from the engine's rank 2"),
-    ],
-)
-def test_set_input_shape_outside_profile_returns_false_and_logs_why(
-    pad_engine: Any, shape: tuple[int, ...], reason: str
-) -> None:
+@pytest.mark.parametrize(("shape", "reason"), [
+    ((5, 4), r"axis 0 is outside the profile's range \[1, 4\]"),
+    ((0, 4), r"axis 0 is outside the profile's range \[1, 4\]"),
+    ((2, 5), r"axis 1 is outside the profile's range \[4, 4\]"),
+    ((2, 4, 1), r"rank 3 differs from the engine's rank 2"),
+    ((8,), r"rank 1 differs from the engine's rank 2"),
+])
+def test_set_input_shape_outside_profile_returns_false_and_logs_why(pad_engine: Any, shape: tuple[int, ...], reason: str) -> None:
     engine, logger = pad_engine
     context = engine.create_execution_context()
     assert context.set_input_shape("x", (2, 4)) is True
@@ -290,10 +253,7 @@ def test_run_without_tensor_address_names_the_tensor(pad_engine: Any, missing: s
 def test_set_tensor_address_rejects_non_integers(pad_engine: Any, bad: Any) -> None:
     engine, _ = pad_engine
     context = engine.create_execution_context()
-    with pytest.raises(
-        trt.TypeMismatchError,
-        match=rf"set_tensor_address\('x'\): memory must be an integer address, got {type(bad).__name__}",
-    ):
+    with pytest.raises(trt.TypeMismatchError, match=rf"set_tensor_address\('x'\): memory must be an integer address, got {type(bad).__name__}"):
         context.set_tensor_address("x", bad)
     assert context.get_tensor_address("x") == 0
 
@@ -331,19 +291,14 @@ def _copy_network(builder: trt.Builder, shape: tuple[int, ...] = (-1, 4)) -> trt
     return _network(builder, Tiny(unique("Copy")), shape, layer="copy")
 
 
-@pytest.mark.parametrize(
-    ("shapes", "message"),
-    [
-        (
-            {"x": ((1, 4), (2, 4), (3, 4)), "ghost": ((1,), (1,), (1,))},
-            r"profile 0 sets shapes of \['ghost'\], which are not network inputs; inputs: \['x'\]",
-        ),
-        ({"x": ((1,), (2,), (3,))}, r"input 'x' has rank 2 .* the profile gives rank 1"),
-        ({"x": ((1, 4, 1), (2, 4, 1), (3, 4, 1))}, r"input 'x' has rank 2 .* the profile gives rank 3"),
-        ({"x": ((1, 5), (2, 5), (3, 5))}, r"input 'x' axis 1 is fixed at 4 but the profile gives min 5, opt 5, max 5"),
-        ({"x": ((1, 4), (2, 4), (3, 8))}, r"input 'x' axis 1 is fixed at 4 but the profile gives min 4, opt 4, max 8"),
-    ],
-)
+@pytest.mark.parametrize(("shapes", "message"), [
+    ({"x": ((1, 4), (2, 4), (3, 4)), "ghost": ((1,), (1,), (1,))},
+     r"profile 0 sets shapes of \['ghost'\], which are not network inputs; inputs: \['x'\]"),
+    ({"x": ((1,), (2,), (3,))}, r"input 'x' has rank 2 .* the profile gives rank 1"),
+    ({"x": ((1, 4, 1), (2, 4, 1), (3, 4, 1))}, r"input 'x' has rank 2 .* the profile gives rank 3"),
+    ({"x": ((1, 5), (2, 5), (3, 5))}, r"input 'x' axis 1 is fixed at 4 but the profile gives min 5, opt 5, max 5"),
+    ({"x": ((1, 4), (2, 4), (3, 8))}, r"input 'x' axis 1 is fixed at 4 but the profile gives min 4, opt 4, max 8"),
+])
 def test_build_bad_profile(shapes: dict[str, Any], message: str) -> None:
     builder = trt.Builder(Collect())
     with pytest.raises(trt.BuildError, match=message):
@@ -372,25 +327,19 @@ class RejectOutputs(Tiny):
         return pos < num_inputs and super().supports_format_combination(pos, in_out, num_inputs)
 
 
-@pytest.mark.parametrize(
-    ("cls", "position"), [(RejectEverything, r"position 0 \(input 0\)"), (RejectOutputs, r"position 1 \(output 0\)")]
-)
+@pytest.mark.parametrize(("cls", "position"), [(RejectEverything, r"position 0 \(input 0\)"),
+                                               (RejectOutputs, r"position 1 \(output 0\)")])
 def test_build_format_negotiation_failure_names_plugin_and_position(cls: type, position: str) -> None:
     name = unique("Picky")
     builder = trt.Builder(Collect())
     network = _network(builder, cls(name), layer="picky")
-    with pytest.raises(
-        trt.FormatNegotiationError,
-        match=rf"layer 'picky', plugin {name} v1.*accepts no type/format combination; {position}",
-    ):
+    with pytest.raises(trt.FormatNegotiationError, match=rf"layer 'picky', plugin {name} v1.*accepts no type/format combination; {position}"):
         build(network, builder)
 
 
 def test_build_format_negotiation_failure_v3() -> None:
     class PickyV3(circ_pad_v3.CircPadPluginV3):
-        def supports_format_combination(
-            self, pos: int, in_out: list[trt.DynamicPluginTensorDesc], num_inputs: int
-        ) -> bool:
+        def supports_format_combination(self, pos: int, in_out: list[trt.DynamicPluginTensorDesc], num_inputs: int) -> bool:
             return False
 
         def clone(self) -> PickyV3:
@@ -401,10 +350,7 @@ def test_build_format_negotiation_failure_v3() -> None:
     plugin = PickyV3()
     plugin.plugin_name = unique("PickyV3_")
     builder = trt.Builder(Collect())
-    with pytest.raises(
-        trt.FormatNegotiationError,
-        match=rf"plugin {plugin.plugin_name} v1.*position 0 \(input 0\) rejected every candidate",
-    ):
+    with pytest.raises(trt.FormatNegotiationError, match=rf"plugin {plugin.plugin_name} v1.*position 0 \(input 0\) rejected every candidate"):
         build(_network(builder, plugin, layer="picky3"), builder)
 
 
@@ -430,10 +376,7 @@ class SizePropertyLies(Tiny):
 def test_build_serialization_size_mismatch_says_both_numbers(cls: type, wrote: int, says: int) -> None:
     name = unique("Liar")
     builder = trt.Builder(Collect())
-    with pytest.raises(
-        trt.BuildError,
-        match=rf"layer 'liar', plugin {name} v1, serialize\(\) wrote {wrote} bytes but get_serialization_size \(serialization_size\) says {says}",
-    ):
+    with pytest.raises(trt.BuildError, match=rf"layer 'liar', plugin {name} v1, serialize\(\) wrote {wrote} bytes but get_serialization_size \(serialization_size\) says {says}"):
         build(_network(builder, cls(name), layer="liar"), builder)
 
 
@@ -450,7 +393,6 @@ def test_serialization_size_that_matches_builds() -> None:
 def _raising(hook: str) -> Callable[..., Any]:
     def hook_fn(self: Any, *args: Any) -> Any:
         raise RuntimeError(f"boom in {hook}")
-
     return hook_fn
 
 
@@ -474,10 +416,7 @@ def test_build_hook_raising_names_layer_plugin_and_hook(hook: str) -> None:
     logger = Collect()
     builder = trt.Builder(logger)
     network = _network(builder, cls(name), layer=f"layer_{hook}")
-    with pytest.raises(
-        trt.PluginError,
-        match=rf"layer 'layer_{hook}', plugin {name} v1, {BUILD_HOOKS[hook]}\(\).*RuntimeError: boom in {hook}",
-    ) as info:
+    with pytest.raises(trt.PluginError, match=rf"layer 'layer_{hook}', plugin {name} v1, {BUILD_HOOKS[hook]}\(\).*RuntimeError: boom in {hook}") as info:
         build(network, builder)
     assert isinstance(info.value.__cause__, RuntimeError)
     assert any(f"boom in {hook}" in m for m in logger.errors())
@@ -496,9 +435,7 @@ def test_build_hook_returning_garbage_is_a_plugin_error() -> None:
     name = unique("BadWorkspace")
     cls = type("NegativeWorkspace", (Tiny,), {"get_workspace_size": lambda self, i, o: -5})
     builder = trt.Builder(Collect())
-    with pytest.raises(
-        trt.PluginError, match=rf"plugin {name} v1, get_workspace_size\(\) returned -5; expected a non-negative int"
-    ):
+    with pytest.raises(trt.PluginError, match=rf"plugin {name} v1, get_workspace_size\(\) returned -5; expected a non-negative int"):
         build(_network(builder, cls(name), layer="ws"), builder)
 
 
@@ -517,9 +454,7 @@ def test_runtime_hook_raising_names_layer_plugin_and_hook(registry: Any) -> None
     builder = trt.Builder(Collect())
     plan = build(_network(builder, InitFailsAtRuntime(name), layer="init"), builder)
     InitFailsAtRuntime.fail = True
-    with pytest.raises(
-        trt.PluginError, match=rf"layer 'init', plugin {name} v1, initialize\(\) raised OSError: no device memory"
-    ):
+    with pytest.raises(trt.PluginError, match=rf"layer 'init', plugin {name} v1, initialize\(\) raised OSError: no device memory"):
         trt.Runtime(Collect()).deserialize_cuda_engine(plan)
     InitFailsAtRuntime.fail = False
     assert trt.Runtime(Collect()).deserialize_cuda_engine(plan).num_layers == 1
@@ -547,19 +482,14 @@ class NoClone(trt.IPluginV2DynamicExt):
         self.plugin_type = name
 
 
-@pytest.mark.parametrize(
-    ("cls", "hook", "interface"),
-    [
-        (NoOutputDimensions, "get_output_dimensions", "IPluginV2DynamicExt"),
-        (NoFormats, "supports_format_combination", "IPluginV2DynamicExt"),
-        (NoClone, "clone", "IPluginV2"),
-    ],
-)
+@pytest.mark.parametrize(("cls", "hook", "interface"), [
+    (NoOutputDimensions, "get_output_dimensions", "IPluginV2DynamicExt"),
+    (NoFormats, "supports_format_combination", "IPluginV2DynamicExt"),
+    (NoClone, "clone", "IPluginV2"),
+])
 def test_build_missing_required_hook_names_hook_and_class(cls: type, hook: str, interface: str) -> None:
     builder = trt.Builder(Collect())
-    with pytest.raises(
-        trt.MissingHookError, match=rf"{cls.__name__} does not implement {interface}\.{hook}\(\), which is required"
-    ):
+    with pytest.raises(trt.MissingHookError, match=rf"{cls.__name__} does not implement {interface}\.{hook}\(\), which is required"):
         build(_network(builder, cls(unique("Missing")), layer="missing"), builder)
 
 
@@ -575,9 +505,7 @@ def test_build_v3_missing_required_hook() -> None:
     plugin = NoFieldsV3()
     plugin.plugin_name = unique("NoFieldsV3_")
     builder = trt.Builder(Collect())
-    with pytest.raises(
-        trt.MissingHookError, match=r"NoFieldsV3 does not implement IPluginV3OneRuntime\.get_fields_to_serialize\(\)"
-    ):
+    with pytest.raises(trt.MissingHookError, match=r"NoFieldsV3 does not implement IPluginV3OneRuntime\.get_fields_to_serialize\(\)"):
         build(_network(builder, plugin, layer="nofields"), builder)
 
 
@@ -589,10 +517,7 @@ def test_missing_enqueue_is_a_missing_hook_error(registry: Any) -> None:
     """Found when the layer is built (or, at the latest, on the first run); never a generic error."""
     name = unique("NoEnqueue")
     registry(TinyCreator(NoEnqueue, name))
-    with pytest.raises(
-        trt.MissingHookError,
-        match=r"NoEnqueue does not implement IPluginV2DynamicExt\.enqueue\(\), which is required; define enqueue on NoEnqueue",
-    ):
+    with pytest.raises(trt.MissingHookError, match=r"NoEnqueue does not implement IPluginV2DynamicExt\.enqueue\(\), which is required; define enqueue on NoEnqueue"):
         context = _engine(NoEnqueue(name), shape=(2, 4), layer="noenq").create_execution_context()
         run(context, {"x": np.ones((2, 4), np.float32)})
 
@@ -623,10 +548,7 @@ def test_build_workspace_above_pool_limit() -> None:
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, 1024)
     network = _network(builder, cls(name), layer="greedy")
-    with pytest.raises(
-        trt.BuildError,
-        match=r"layer 'greedy' needs 1048576 bytes of workspace but MemoryPoolType.WORKSPACE is limited to 1024",
-    ):
+    with pytest.raises(trt.BuildError, match=r"layer 'greedy' needs 1048576 bytes of workspace but MemoryPoolType.WORKSPACE is limited to 1024"):
         builder.build_serialized_network(network, config)
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, 1 << 20)
     assert len(builder.build_serialized_network(network, config)) > 0
@@ -640,9 +562,7 @@ def test_build_static_v2ext_plugin_with_dynamic_non_batch_dim() -> None:
     layer.name = "scale"
     network.mark_output(layer.get_output(0))
     profile = {"x": ((1, 1, 3), (2, 2, 3), (4, 4, 3))}
-    with pytest.raises(
-        trt.BuildError, match=r"layer 'scale'.*input 0 has dynamic dimension\(s\) \[1\].*Use IPluginV2DynamicExt"
-    ):
+    with pytest.raises(trt.BuildError, match=r"layer 'scale'.*input 0 has dynamic dimension\(s\) \[1\].*Use IPluginV2DynamicExt"):
         build(network, builder, [profile])
 
 
@@ -671,10 +591,7 @@ def test_build_cancelled_by_progress_monitor() -> None:
     network.mark_output(third.get_output(0))
     config = builder.create_builder_config()
     config.progress_monitor = Cancel()
-    with (
-        trt.trace_plugin_calls() as trace,
-        pytest.raises(trt.BuildError, match=r"cancelled by the progress monitor after layer 'second'"),
-    ):
+    with trt.trace_plugin_calls() as trace, pytest.raises(trt.BuildError, match=r"cancelled by the progress monitor after layer 'second'"):
         builder.build_serialized_network(network, config)
     assert events == ["start 3", "step 0", "step 1", "finish"]
     assert trace.methods("first")[-2:] == ["terminate", "destroy"]  # the build instance was torn down
@@ -690,9 +607,7 @@ def test_add_plugin_v2_with_a_v3_plugin_suggests_add_plugin_v3() -> None:
 def test_add_plugin_v3_with_a_v2_plugin_suggests_add_plugin_v2() -> None:
     network = trt.Builder(Collect()).create_network(0)
     x = network.add_input("x", trt.float32, (2, 4))
-    with pytest.raises(
-        trt.TypeMismatchError, match=r"add_plugin_v3 takes an IPluginV3, got CircPadPlugin; use add_plugin_v2"
-    ):
+    with pytest.raises(trt.TypeMismatchError, match=r"add_plugin_v3 takes an IPluginV3, got CircPadPlugin; use add_plugin_v2"):
         network.add_plugin_v3([x], [], circ_pad_v2.CircPadPlugin())
 
 
@@ -702,36 +617,25 @@ def test_add_plugin_v3_with_a_v2_plugin_suggests_add_plugin_v2() -> None:
 def _pad_plan() -> bytes:
     builder = trt.Builder(Collect())
     plugin = circ_pad_v2.register().create_plugin("pad", fields(pads=[1, 1]))
-    return bytes(
-        build(_network(builder, plugin, shape=(-1, 4), layer="pad"), builder, [{"x": ((1, 4), (2, 4), (4, 4))}])
-    )
+    return bytes(build(_network(builder, plugin, shape=(-1, 4), layer="pad"), builder, [{"x": ((1, 4), (2, 4), (4, 4))}]))
 
 
-@pytest.mark.parametrize(
-    ("mutate", "message"),
-    [
-        (lambda p: p[:0], "truncated"),
-        (lambda p: p[:5], "truncated"),
-        (lambda p: p[:40], "truncated"),
-        (lambda p: p[: len(p) // 2], "truncated"),
-        (lambda p: p[:-1], "truncated"),
-        (lambda p: p + b"\0", "trailing bytes"),
-        (lambda p: bytes([p[0] ^ 1]) + p[1:], "not a plugrt plan"),
-        (lambda p: p[:100] + bytes([p[100] ^ 0x10]) + p[101:], "checksum mismatch|malformed"),
-        (lambda p: p[:-3] + bytes([p[-3] ^ 0x80]) + p[-2:], "checksum mismatch"),
-        (
-            lambda p: p[:8] + (3).to_bytes(4, "little") + p[12:],
-            "plan format version 3 is not supported; this plugrt reads version 2",
-        ),
-        # a plan written before layers were one record (kind, params, weights)
-        (
-            lambda p: p[:8] + (1).to_bytes(4, "little") + p[12:],
-            "plan format version 1 is not supported; this plugrt reads version 2",
-        ),
-        (lambda p: p[:8] + (0).to_bytes(4, "little") + p[12:], "plan format version 0 is not supported"),
-        (lambda p: b"PK\x03\x04" + p[4:], "not a plugrt plan"),
-    ],
-)
+@pytest.mark.parametrize(("mutate", "message"), [
+    (lambda p: p[:0], "truncated"),
+    (lambda p: p[:5], "truncated"),
+    (lambda p: p[:40], "truncated"),
+    (lambda p: p[: len(p) // 2], "truncated"),
+    (lambda p: p[:-1], "truncated"),
+    (lambda p: p + b"\0", "trailing bytes"),
+    (lambda p: bytes([p[0] ^ 1]) + p[1:], "not a plugrt plan"),
+    (lambda p: p[:100] + bytes([p[100] ^ 0x10]) + p[101:], "checksum mismatch|malformed"),
+    (lambda p: p[:-3] + bytes([p[-3] ^ 0x80]) + p[-2:], "checksum mismatch"),
+    (lambda p: p[:8] + (3).to_bytes(4, "little") + p[12:], "plan format version 3 is not supported; this plugrt reads version 2"),
+    # a plan written before layers were one record (kind, params, weights)
+    (lambda p: p[:8] + (1).to_bytes(4, "little") + p[12:], "plan format version 1 is not supported; this plugrt reads version 2"),
+    (lambda p: p[:8] + (0).to_bytes(4, "little") + p[12:], "plan format version 0 is not supported"),
+    (lambda p: b"PK\x03\x04" + p[4:], "not a plugrt plan"),
+])
 def test_deserialize_damaged_plan(mutate: Callable[[bytes], bytes], message: str) -> None:
     logger = Collect()
     damaged = mutate(_pad_plan())
@@ -778,9 +682,7 @@ def test_deserialize_unregistered_example_plugins_then_register_again() -> None:
     x = network.add_input("x", trt.float32, (-1, 4))
     a = network.add_plugin_v2([x], v2.create_plugin("a", fields(pads=[1, 0])))
     a.name = "pad_v2"
-    b = network.add_plugin_v3(
-        [a.get_output(0)], [], v3.create_plugin("b", fields(pads=[0, 2]), trt.TensorRTPhase.BUILD)
-    )
+    b = network.add_plugin_v3([a.get_output(0)], [], v3.create_plugin("b", fields(pads=[0, 2]), trt.TensorRTPhase.BUILD))
     b.name = "pad_v3"
     b.get_output(0).name = "y"
     network.mark_output(b.get_output(0))
@@ -791,10 +693,7 @@ def test_deserialize_unregistered_example_plugins_then_register_again() -> None:
             stray = TinyCreator(Tiny, creator.name)
             reg.register_creator(stray, "elsewhere")
             try:
-                with pytest.raises(
-                    trt.CreatorNotFoundError,
-                    match=rf"no plugin creator for '{creator.name}' version '1' namespace ''; close matches: '{creator.name}' version '1' namespace 'elsewhere'",
-                ):
+                with pytest.raises(trt.CreatorNotFoundError, match=rf"no plugin creator for '{creator.name}' version '1' namespace ''; close matches: '{creator.name}' version '1' namespace 'elsewhere'"):
                     trt.Runtime(Collect()).deserialize_cuda_engine(plan)
             finally:
                 reg.deregister_creator(stray)
@@ -804,9 +703,7 @@ def test_deserialize_unregistered_example_plugins_then_register_again() -> None:
     engine = trt.Runtime(Collect()).deserialize_cuda_engine(plan)
     x_in = np.arange(8, dtype=np.float32).reshape(2, 4)
     out = run(engine.create_execution_context(), {"x": x_in})["y"]
-    np.testing.assert_array_equal(
-        out, np.pad(np.pad(x_in, [(0, 0), (1, 0)], mode="wrap"), [(0, 0), (0, 2)], mode="wrap")
-    )
+    np.testing.assert_array_equal(out, np.pad(np.pad(x_in, [(0, 0), (1, 0)], mode="wrap"), [(0, 0), (0, 2)], mode="wrap"))
 
 
 # --- plugin failures while running --------------------------------------------------------
@@ -834,9 +731,7 @@ def test_enqueue_raising_is_an_execution_error_and_the_context_recovers(registry
         bad_ctx, other_ctx = engine.create_execution_context(), engine.create_execution_context()
         bad = rng.random((3, 4), dtype=np.float32)
         bad[1, 2] = POISON
-        with pytest.raises(
-            trt.ExecutionError, match=rf"layer '{layer}', plugin {name} v1, enqueue\(\).*ValueError: poisoned input"
-        ) as info:
+        with pytest.raises(trt.ExecutionError, match=rf"layer '{layer}', plugin {name} v1, enqueue\(\).*ValueError: poisoned input") as info:
             run(bad_ctx, {"x": bad})
         assert isinstance(info.value.__cause__, trt.PluginError)
         # the other context of the same engine is unaffected
@@ -891,19 +786,14 @@ def test_enqueue_non_zero_status_is_an_execution_error(registry: Any, status: in
     fails = {"on": True}
 
     class StatusPlugin(Tiny):
-        def enqueue(
-            self, input_desc: Any, output_desc: Any, inputs: Any, outputs: Any, workspace: int, stream: int
-        ) -> int:
+        def enqueue(self, input_desc: Any, output_desc: Any, inputs: Any, outputs: Any, workspace: int, stream: int) -> int:
             super().enqueue(input_desc, output_desc, inputs, outputs, workspace, stream)
             return status if fails["on"] else 0
 
     registry(TinyCreator(StatusPlugin, name))
     context = _engine(StatusPlugin(name), layer="status").create_execution_context()
     x = np.ones((2, 4), np.float32)
-    with pytest.raises(
-        trt.ExecutionError,
-        match=rf"layer 'status', plugin {name} v1, enqueue\(\) returned {status}; 0 or None means success",
-    ):
+    with pytest.raises(trt.ExecutionError, match=rf"layer 'status', plugin {name} v1, enqueue\(\) returned {status}; 0 or None means success"):
         run(context, {"x": x})
     fails["on"] = False
     np.testing.assert_array_equal(run(context, {"x": x})["y"], x)

@@ -217,10 +217,7 @@ def _if_engine(backend: Backend) -> Any:
     graph = helper.make_graph(
         [node],
         "g",
-        [
-            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
-            helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]),
-        ],
+        [helper.make_tensor_value_info("c", TensorProto.BOOL, []), helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])

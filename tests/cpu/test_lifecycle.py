@@ -19,18 +19,10 @@ def tensorrt_methods(trace: trt.CallRecorder, layer: str) -> list[str]:
 
 
 V2_DYNAMIC_BUILD = [
-    "clone",
-    "get_output_datatype",
-    "get_output_dimensions",
-    "supports_format_combination",
-    "supports_format_combination",
-    "configure_plugin",
-    "get_workspace_size",
-    "initialize",
-    "get_serialization_size",
-    "serialize",
-    "terminate",
-    "destroy",
+    "clone", "get_output_datatype", "get_output_dimensions",
+    "supports_format_combination", "supports_format_combination",
+    "configure_plugin", "get_workspace_size", "initialize",
+    "get_serialization_size", "serialize", "terminate", "destroy",
 ]
 
 
@@ -56,19 +48,13 @@ def test_v2_dynamic_ext_order() -> None:
     assert trace.methods("pad", "serialize") == ["get_serialization_size", "serialize"]
     assert trace.methods("pad", "load_check") == ["clone", "get_output_dimensions", "destroy"]
     assert tensorrt_methods(trace, "pad") == V2_DYNAMIC_BUILD + [
-        "deserialize_plugin",
-        "initialize",  # runtime: creator, then initialize
-        "clone",
-        "attach_to_context",  # context creation: clone of the initialized plugin
-        "configure_plugin",
-        "enqueue",  # first shapes
-        "enqueue",  # same shapes again
-        "configure_plugin",
-        "enqueue",  # new shapes
-        "detach_from_context",
-        "destroy",  # context teardown (clone)
-        "terminate",
-        "destroy",  # engine teardown
+        "deserialize_plugin", "initialize",          # runtime: creator, then initialize
+        "clone", "attach_to_context",                # context creation: clone of the initialized plugin
+        "configure_plugin", "enqueue",               # first shapes
+        "enqueue",                                   # same shapes again
+        "configure_plugin", "enqueue",               # new shapes
+        "detach_from_context", "destroy",            # context teardown (clone)
+        "terminate", "destroy",                      # engine teardown
     ]
 
 
@@ -100,26 +86,11 @@ def test_v2ext_static_order() -> None:
     np.testing.assert_array_equal(next(iter(out.values())), np.arange(6).reshape(2, 3) * 2.0)
     assert trace.methods("scale", "load_check") == ["clone", "get_output_shape", "destroy"]
     assert tensorrt_methods(trace, "scale") == [
-        "clone",
-        "get_output_data_type",
-        "get_output_shape",
-        "supports_format",
-        "configure_plugin",
-        "get_workspace_size",
-        "initialize",
-        "get_serialization_size",
-        "serialize",
-        "terminate",
-        "destroy",
-        "deserialize_plugin",
-        "initialize",
-        "clone",
-        "attach_to_context",
-        "execute_async",
-        "detach_from_context",
-        "destroy",
-        "terminate",
-        "destroy",
+        "clone", "get_output_data_type", "get_output_shape", "supports_format",
+        "configure_plugin", "get_workspace_size", "initialize",
+        "get_serialization_size", "serialize", "terminate", "destroy",
+        "deserialize_plugin", "initialize", "clone", "attach_to_context",
+        "execute_async", "detach_from_context", "destroy", "terminate", "destroy",
     ]
 
 
@@ -139,29 +110,18 @@ def test_v3_order() -> None:
         context = engine.create_execution_context()
         out = run(context, {"x": np.arange(8, dtype=np.float32).reshape(2, 4)})
         run(context, {"x": np.arange(12, dtype=np.float32).reshape(3, 4)})
-    np.testing.assert_array_equal(
-        next(iter(out.values())), np.pad(np.arange(8).reshape(2, 4), [(0, 0), (2, 0)], mode="wrap")
-    )
+    np.testing.assert_array_equal(next(iter(out.values())), np.pad(np.arange(8).reshape(2, 4), [(0, 0), (2, 0)], mode="wrap"))
     assert trace.methods("pad3", "load_check") == ["clone", "get_capability_interface", "get_output_shapes", "destroy"]
     methods = [m for m in tensorrt_methods(trace, "pad3") if m != "get_capability_interface"]
     assert methods == [
-        "clone",
-        "get_output_data_types",
-        "get_output_shapes",
-        "supports_format_combination",
-        "supports_format_combination",
-        "configure_plugin",
-        "get_workspace_size",
-        "get_valid_tactics",
-        "get_fields_to_serialize",
-        "destroy",  # the build instance goes away
-        "create_plugin",
-        "set_tactic",
+        "clone", "get_output_data_types", "get_output_shapes",
+        "supports_format_combination", "supports_format_combination",
+        "configure_plugin", "get_workspace_size", "get_valid_tactics",
+        "get_fields_to_serialize", "destroy",        # the build instance goes away
+        "create_plugin", "set_tactic",
         "attach_to_context",
-        "on_shape_change",
-        "enqueue",
-        "on_shape_change",
-        "enqueue",
+        "on_shape_change", "enqueue",
+        "on_shape_change", "enqueue",
     ]
     with trt.trace_plugin_calls() as teardown:
         del context, engine

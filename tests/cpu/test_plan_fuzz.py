@@ -60,15 +60,11 @@ def make_plan() -> bytes:
     product.name = "scale"
     relu = network.add_activation(product.get_output(0), ActivationType.RELU)
     relu.name = "relu"
-    pad3 = network.add_plugin_v3(
-        [relu.get_output(0)],
-        [],
-        circ_pad_v3.register().create_plugin("pad3", fields(pads=[0, 2]), trt.TensorRTPhase.BUILD),
-    )
+    pad3 = network.add_plugin_v3([relu.get_output(0)], [],
+                                 circ_pad_v3.register().create_plugin("pad3", fields(pads=[0, 2]), trt.TensorRTPhase.BUILD))
     pad3.name = "pad_v3"
-    nonzero = network.add_plugin_v3(
-        [pad3.get_output(0)], [], nonzero_v3.register().create_plugin("nz", fields(), trt.TensorRTPhase.BUILD)
-    )
+    nonzero = network.add_plugin_v3([pad3.get_output(0)], [],
+                                    nonzero_v3.register().create_plugin("nz", fields(), trt.TensorRTPhase.BUILD))
     nonzero.name = "nonzero"
     pad3.get_output(0).name = "padded"
     nonzero.get_output(0).name = "indices"
@@ -231,22 +227,16 @@ def test_bursts_up_to_32_bits_are_plan_format_errors(plan: bytes) -> None:
 
 
 def test_appended_and_inserted_bytes_are_plan_format_errors(plan: bytes) -> None:
-    candidates = [
-        ("one byte appended", plan + b"\0"),
-        ("a plan appended", plan + plan),
-        ("a byte inserted after the magic", plan[:8] + b"\0" + plan[8:]),
-        ("a byte removed in the middle", plan[: len(plan) // 2] + plan[len(plan) // 2 + 1 :]),
-    ]
+    candidates = [("one byte appended", plan + b"\0"), ("a plan appended", plan + plan),
+                  ("a byte inserted after the magic", plan[:8] + b"\0" + plan[8:]),
+                  ("a byte removed in the middle", plan[: len(plan) // 2] + plan[len(plan) // 2 + 1 :])]
     assert not _failures(candidates)
 
 
 @pytest.mark.parametrize("version", [0, PLAN_FORMAT_VERSION + 1, 255, 2**32 - 1])
 def test_other_format_versions_are_rejected(plan: bytes, version: int) -> None:
     other = plan[:8] + version.to_bytes(4, "little") + plan[12:]
-    with pytest.raises(
-        trt.PlanFormatError,
-        match=rf"plan format version {version} is not supported; this plugrt reads version {PLAN_FORMAT_VERSION}",
-    ):
+    with pytest.raises(trt.PlanFormatError, match=rf"plan format version {version} is not supported; this plugrt reads version {PLAN_FORMAT_VERSION}"):
         _load(other)
 
 
@@ -267,12 +257,9 @@ def _tensor(header: dict[str, Any], name: str) -> dict[str, Any]:
     return next(t for t in header["tensors"] if t["name"] == name)
 
 
-def _rewrite(
-    plan: bytes,
-    edit: Callable[[dict[str, Any]], Any] | None = None,
-    plugins: Callable[[list[Any]], list[Any]] | None = None,
-    weights: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] | None = None,
-) -> bytes:
+def _rewrite(plan: bytes, edit: Callable[[dict[str, Any]], Any] | None = None,
+             plugins: Callable[[list[Any]], list[Any]] | None = None,
+             weights: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] | None = None) -> bytes:
     contents = decode_plan(plan)
     header = copy.deepcopy(contents.header)
     if edit is not None:
@@ -284,7 +271,6 @@ def _rewrite(
 
 def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
     """An edit setting header[path] where path is 'layers/relu/kind', 'tensors/x/shape/1', 'io/0' ..."""
-
     def edit(header: dict[str, Any]) -> None:
         keys = path.split("/")
         node: Any = header
@@ -298,14 +284,12 @@ def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
             node[int(last)] = value
         else:
             node[last] = value
-
     return edit
 
 
 def _drop(key: str) -> Callable[[dict[str, Any]], None]:
     def edit(header: dict[str, Any]) -> None:
         del header[key]
-
     return edit
 
 
@@ -356,135 +340,65 @@ def _payload_truncated(records: list[Any]) -> list[Any]:
 
 
 TAMPERS: dict[str, tuple[dict[str, Any], str]] = {
-    "unknown operator kind": (
-        {"edit": _set("layers/relu/kind", "conv_transpose_9d")},
-        r"operator kind 'conv_transpose_9d'.*known:",
-    ),
+    "unknown operator kind": ({"edit": _set("layers/relu/kind", "conv_transpose_9d")},
+                              r"operator kind 'conv_transpose_9d'.*known:"),
     "empty operator kind": ({"edit": _set("layers/relu/kind", "")}, r"operator kind ''"),
-    "layer input index out of range": (
-        {"edit": _set("layers/relu/inputs/0", 999)},
-        r"tensor index 999 is out of range",
-    ),
+    "layer input index out of range": ({"edit": _set("layers/relu/inputs/0", 999)}, r"tensor index 999 is out of range"),
     "layer input index negative": ({"edit": _set("layers/relu/inputs/0", -1)}, r"tensor index -1 is out of range"),
-    "layer output index is a string": (
-        {"edit": _set("layers/pad_v2/outputs/0", "1")},
-        r"tensor index '1' is out of range",
-    ),
-    "layer input index is a bool": (
-        {"edit": _set("layers/pad_v3/inputs/0", True)},
-        r"tensor index True is out of range",
-    ),
+    "layer output index is a string": ({"edit": _set("layers/pad_v2/outputs/0", "1")}, r"tensor index '1' is out of range"),
+    "layer input index is a bool": ({"edit": _set("layers/pad_v3/inputs/0", True)}, r"tensor index True is out of range"),
     "io index out of range": ({"edit": _set("io/1", 4096)}, r"io tensor index 4096 is out of range"),
     "offset outside the arena": ({"edit": _offset_outside_arena}, r"outside (its|the) arena"),
     "tensor overflowing the arena": ({"edit": _offset_overflowing_arena}, r"outside the arena"),
     "arena too small": ({"edit": _arena_too_small}, r"outside the arena"),
     "negative offset": ({"edit": _negative_offset}, r"outside its arena"),
     "workspace of an unknown layer": ({"edit": _workspace_for_unknown_layer}, r"layer index 99 is out of range"),
-    "dimension: unknown operation": (
-        {"edit": _set("tensors/padded/shape/1", ["TIMES", 2, 4])},
-        r"malformed dimension expression",
-    ),
-    "dimension: missing operand": (
-        {"edit": _set("tensors/padded/shape/1", ["SUM", 2])},
-        r"malformed dimension expression",
-    ),
-    "dimension: symbol without name": (
-        {"edit": _set("tensors/padded/shape/0", ["sym"])},
-        r"malformed dimension expression",
-    ),
+    "dimension: unknown operation": ({"edit": _set("tensors/padded/shape/1", ["TIMES", 2, 4])}, r"malformed dimension expression"),
+    "dimension: missing operand": ({"edit": _set("tensors/padded/shape/1", ["SUM", 2])}, r"malformed dimension expression"),
+    "dimension: symbol without name": ({"edit": _set("tensors/padded/shape/0", ["sym"])}, r"malformed dimension expression"),
     "dimension: float": ({"edit": _set("tensors/padded/shape/1", 8.5)}, r"malformed dimension expression"),
     "dimension: bool": ({"edit": _set("tensors/padded/shape/1", True)}, r"malformed dimension expression"),
     "dimension: object": ({"edit": _set("tensors/padded/shape/1", {"SUM": [1, 2]})}, r"malformed dimension expression"),
     "dimension: nested too deeply": ({"edit": _deep_expression}, r"nested deeper than"),
     "dimension: unknown symbol": ({"edit": _set("tensors/padded/shape/0", ["sym", "ghost[0]"])}, r"ghost\[0\]"),
-    "unknown plugin family": (
-        {"edit": _set("layers/pad_v3/params/family", "v4_turbo")},
-        r"unknown plugin family 'v4_turbo'",
-    ),
-    "family does not match record": (
-        {"edit": _set("layers/pad_v2/params/family", "v3")},
-        r"does not match record interface",
-    ),
-    "static family for a dynamic record": (
-        {"edit": _set("layers/pad_v2/params/family", "v2_static")},
-        r"layer 'pad_v2'.*(execute_async|v2_static|IPluginV2DynamicExt)",
-    ),
-    "plugin record index out of range": (
-        {"edit": _set("layers/nonzero/params/plugin", 17)},
-        r"plugin record index 17 is out of range",
-    ),
-    "plugin record index is a string": (
-        {"edit": _set("layers/nonzero/params/plugin", "0")},
-        r"plugin layer 'nonzero' has no plugin record index in its params",
-    ),
-    "plugin family is not a string": (
-        {"edit": _set("layers/pad_v2/params/family", 2)},
-        r"plugin layer 'pad_v2' has no plugin family in its params",
-    ),
-    "operator layer turned plugin": (
-        {"edit": _set("layers/relu/kind", "plugin")},
-        r"plugin layer 'relu' has no plugin record index in its params",
-    ),
+    "unknown plugin family": ({"edit": _set("layers/pad_v3/params/family", "v4_turbo")}, r"unknown plugin family 'v4_turbo'"),
+    "family does not match record": ({"edit": _set("layers/pad_v2/params/family", "v3")}, r"does not match record interface"),
+    "static family for a dynamic record": ({"edit": _set("layers/pad_v2/params/family", "v2_static")},
+                                           r"layer 'pad_v2'.*(execute_async|v2_static|IPluginV2DynamicExt)"),
+    "plugin record index out of range": ({"edit": _set("layers/nonzero/params/plugin", 17)}, r"plugin record index 17 is out of range"),
+    "plugin record index is a string": ({"edit": _set("layers/nonzero/params/plugin", "0")},
+                                        r"plugin layer 'nonzero' has no plugin record index in its params"),
+    "plugin family is not a string": ({"edit": _set("layers/pad_v2/params/family", 2)},
+                                      r"plugin layer 'pad_v2' has no plugin family in its params"),
+    "operator layer turned plugin": ({"edit": _set("layers/relu/kind", "plugin")},
+                                     r"plugin layer 'relu' has no plugin record index in its params"),
     "unknown dtype": ({"edit": _set("tensors/padded/dtype", "FLOAT128")}, r"dtype 'FLOAT128' is not a DataType"),
     "unknown format": ({"edit": _set("tensors/padded/format", "ZIGZAG")}, r"format 'ZIGZAG' is not a TensorFormat"),
     "negative workspace": ({"edit": _set("layers/pad_v2/workspace", -8)}, r"negative workspace"),
     "missing weights": ({"edit": _set("layers/scale_weights/weights/value", "nowhere")}, r"missing weights 'nowhere'"),
     "no profiles": ({"edit": _set("profiles", [])}, r"no optimization profile"),
     "symbol of a missing axis": ({"edit": _set("symbols/x[0]", ["x", 5])}, r"no shape for symbol|'x' axis 0 is x\[0\]"),
-    "symbol of an unknown input": (
-        {"edit": _set("symbols/x[0]", ["y", 0])},
-        r"no shape for symbol|'x' axis 0 is x\[0\]",
-    ),
-    "symbol of a fixed axis": (
-        {"edit": _set("symbols/x[0]", ["x", 1])},
-        r"'x' axis 0 is x\[0\]|not a dynamic input axis",
-    ),
-    "activation alpha is a string": (
-        {"edit": _set("layers/relu/params/alpha", "steep")},
-        r"layer 'relu' \(activation\) has bad parameters: ValueError",
-    ),
-    "activation alpha is a list": (
-        {"edit": _set("layers/relu/params/alpha", [1])},
-        r"layer 'relu' \(activation\) has bad parameters: TypeError",
-    ),
-    "constant shape holds a string": (
-        {"edit": _set("layers/scale_weights/params/shape/0", "one")},
-        r"layer 'scale_weights' \(constant\) has bad parameters",
-    ),
-    "constant shape is a bool": (
-        {"edit": _set("layers/scale_weights/params/shape", True)},
-        r"layer 'scale_weights' \(constant\) has bad parameters",
-    ),
-    "profile max of lower rank": (
-        {"edit": _set("profiles/0/shapes/x/2", [])},
-        r"profile 0 shapes of 'x' do not have the input's rank 2",
-    ),
-    "io tensor renamed": (
-        {"edit": _set("tensors/x/name", "renamed")},
-        r"io_shapes names .* differ from the IO tensors",
-    ),
-    "io_shapes entry missing": (
-        {"edit": lambda h: h["io_shapes"].pop("x")},
-        r"io_shapes names .* differ from the IO tensors",
-    ),
-    "output tensor renamed": (
-        {"edit": _set("tensors/padded/name", "other")},
-        r"io_shapes names .* differ from the IO tensors",
-    ),
-    "size output index out of range": (
-        {"edit": _set("layers/nonzero/size_outputs/0/0", 7)},
-        r"layer 'nonzero' declares size tensor output 7, which is not a 0-d output",
-    ),
+    "symbol of an unknown input": ({"edit": _set("symbols/x[0]", ["y", 0])}, r"no shape for symbol|'x' axis 0 is x\[0\]"),
+    "symbol of a fixed axis": ({"edit": _set("symbols/x[0]", ["x", 1])}, r"'x' axis 0 is x\[0\]|not a dynamic input axis"),
+    "activation alpha is a string": ({"edit": _set("layers/relu/params/alpha", "steep")},
+                                     r"layer 'relu' \(activation\) has bad parameters: ValueError"),
+    "activation alpha is a list": ({"edit": _set("layers/relu/params/alpha", [1])},
+                                   r"layer 'relu' \(activation\) has bad parameters: TypeError"),
+    "constant shape holds a string": ({"edit": _set("layers/scale_weights/params/shape/0", "one")},
+                                      r"layer 'scale_weights' \(constant\) has bad parameters"),
+    "constant shape is a bool": ({"edit": _set("layers/scale_weights/params/shape", True)},
+                                 r"layer 'scale_weights' \(constant\) has bad parameters"),
+    "profile max of lower rank": ({"edit": _set("profiles/0/shapes/x/2", [])}, r"profile 0 shapes of 'x' do not have the input's rank 2"),
+    "io tensor renamed": ({"edit": _set("tensors/x/name", "renamed")}, r"io_shapes names .* differ from the IO tensors"),
+    "io_shapes entry missing": ({"edit": lambda h: h["io_shapes"].pop("x")}, r"io_shapes names .* differ from the IO tensors"),
+    "output tensor renamed": ({"edit": _set("tensors/padded/name", "other")}, r"io_shapes names .* differ from the IO tensors"),
+    "size output index out of range": ({"edit": _set("layers/nonzero/size_outputs/0/0", 7)},
+                                       r"layer 'nonzero' declares size tensor output 7, which is not a 0-d output"),
     "negative constant dimension": ({"edit": _set("tensors/x/shape/1", -4)}, r"tensor 'x' has a negative dimension -4"),
-    "input dimension differs from io_shapes": (
-        {"edit": _set("tensors/x/shape/1", 10**6)},
-        r"input 'x' axis 1 is 1000000 but its declared size is 4",
-    ),
+    "input dimension differs from io_shapes": ({"edit": _set("tensors/x/shape/1", 10**6)},
+                                               r"input 'x' axis 1 is 1000000 but its declared size is 4"),
     "input dimension made dynamic": ({"edit": _set("tensors/x/shape/1", ["sym", "x[0]"])}, r"input 'x' axis 1"),
-    "layer reads a tensor before it is written": (
-        {"edit": _set("layers/pad_v2/inputs/0", 5)},
-        r"reads tensor 'padded' before any layer writes it",
-    ),
+    "layer reads a tensor before it is written": ({"edit": _set("layers/pad_v2/inputs/0", 5)}, r"reads tensor 'padded' before any layer writes it"),
     "io tensor with an internal role": ({"edit": _set("tensors/padded/role", "internal")}, r"has role 'internal'"),
     "missing layers": ({"edit": _drop("layers")}, r"malformed: KeyError"),
     "missing tensors": ({"edit": _drop("tensors")}, r"malformed: KeyError"),
@@ -493,22 +407,11 @@ TAMPERS: dict[str, tuple[dict[str, Any], str]] = {
     "layers is a number": ({"edit": _set("layers", 3)}, r"malformed: TypeError"),
     "profile min/opt/max missing": ({"edit": _set("profiles/0/shapes/x", [[1, 4], [4, 4]])}, r"min, opt and max"),
     "record interfaces swapped": ({"plugins": _interface_swapped}, r"does not match record interface"),
-    "records reordered": (
-        {"plugins": _records_reordered},
-        r"does not match record interface|deserialize_plugin\(\)|create_plugin\(\)",
-    ),
-    "plugin payloads garbage": (
-        {"plugins": _payload_garbage},
-        r"layer 'pad_v2', plugin CircPadPlugin v1 creator, deserialize_plugin\(\): bad magic",
-    ),
-    "plugin payloads truncated": (
-        {"plugins": _payload_truncated},
-        r"layer 'pad_v2', plugin CircPadPlugin v1 creator, deserialize_plugin\(\).*truncated",
-    ),
-    "record for an unknown plugin": (
-        {"plugins": lambda rs: [dataclasses.replace(rs[0], name="NoSuchPlugin"), *rs[1:]]},
-        r"no plugin creator for 'NoSuchPlugin' version '1' namespace ''",
-    ),
+    "records reordered": ({"plugins": _records_reordered}, r"does not match record interface|deserialize_plugin\(\)|create_plugin\(\)"),
+    "plugin payloads garbage": ({"plugins": _payload_garbage}, r"layer 'pad_v2', plugin CircPadPlugin v1 creator, deserialize_plugin\(\): bad magic"),
+    "plugin payloads truncated": ({"plugins": _payload_truncated}, r"layer 'pad_v2', plugin CircPadPlugin v1 creator, deserialize_plugin\(\).*truncated"),
+    "record for an unknown plugin": ({"plugins": lambda rs: [dataclasses.replace(rs[0], name="NoSuchPlugin"), *rs[1:]]},
+                                     r"no plugin creator for 'NoSuchPlugin' version '1' namespace ''"),
     "weights removed": ({"weights": lambda ws: {}}, r"missing weights"),
 }
 
@@ -524,10 +427,7 @@ def test_tampered_contents_raise_plugrt_errors(plan: bytes, case: str) -> None:
         infer(engine, np.ones((2, 4), np.float32))
 
 
-@pytest.mark.parametrize(
-    "case",
-    [c for c in sorted(TAMPERS) if not c.startswith(("records", "plugin payloads", "record for", "static family"))],
-)
+@pytest.mark.parametrize("case", [c for c in sorted(TAMPERS) if not c.startswith(("records", "plugin payloads", "record for", "static family"))])
 def test_tampered_header_is_a_plan_format_error_at_load(plan: bytes, case: str) -> None:
     """Header damage is found by deserialize_cuda_engine itself, as PlanFormatError (or the registry's error)."""
     changes, _ = TAMPERS[case]
@@ -537,7 +437,6 @@ def test_tampered_header_is_a_plan_format_error_at_load(plan: bytes, case: str) 
 
 def test_harmless_edits_still_load(plan: bytes) -> None:
     """The validation is not over-eager: renaming the network or a layer keeps a working engine."""
-
     def rename(header: dict[str, Any]) -> None:
         header["name"] = "renamed"
         _layer(header, "relu")["name"] = "relu_renamed"
@@ -579,32 +478,8 @@ def _leaf_paths(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]
     return paths
 
 
-JUNK: list[Any] = [
-    -1,
-    0,
-    1,
-    3,
-    10**6,
-    2**62,
-    "x",
-    "",
-    None,
-    [],
-    {},
-    1.5,
-    True,
-    [1],
-    ["sym", "x[0]"],
-    ["SUM", 1],
-    "FLOAT",
-    "input",
-    "output",
-    "internal",
-    "v2",
-    "v3",
-    "v2_dynamic",
-    {"a": 1},
-]
+JUNK: list[Any] = [-1, 0, 1, 3, 10**6, 2**62, "x", "", None, [], {}, 1.5, True, [1], ["sym", "x[0]"], ["SUM", 1],
+                   "FLOAT", "input", "output", "internal", "v2", "v3", "v2_dynamic", {"a": 1}]
 
 
 def test_random_header_edits_only_raise_plugrt_errors(plan: bytes) -> None:

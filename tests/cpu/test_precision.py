@@ -248,9 +248,7 @@ def test_a_shape_layer_reads_a_half_tensor_without_a_reformat(fast_half: None) -
         helper.make_node("Reshape", ["h", "s"], ["r"]),
         helper.make_node("Relu", ["r"], ["y"]),
     ]
-    model = onnx_model(
-        nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 16, 64])], ["y"], {"w": weight}
-    )
+    model = onnx_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 16, 64])], ["y"], {"w": weight})
     engine = _build(model, trt.BuilderFlag.FP16)
     plan = engine.plan
     converted = sorted(plan.tensors[layer.inputs[0]].name for layer in plan.layers if layer.kind == "reformat")

@@ -16,9 +16,7 @@ RNG = np.random.default_rng(5)
 
 def _compiled(nodes: list, inits: dict[str, np.ndarray], outputs: list[str] | None = None) -> object:
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 6, 4])
-    return plugrt.compile(
-        onnx_model(nodes, [x], outputs or ["y"], inits), shapes={"x": ((1, 6, 4), (2, 6, 4), (5, 6, 4))}
-    )
+    return plugrt.compile(onnx_model(nodes, [x], outputs or ["y"], inits), shapes={"x": ((1, 6, 4), (2, 6, 4), (5, 6, 4))})
 
 
 def _run(compiled, x: np.ndarray) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-def]

@@ -71,9 +71,7 @@ def test_circ_pad_cupy_sample_with_polygraphy_trt_runner(tmp_path) -> None:  # t
             out = trt.DimsExprs(inputs[0])
             for i in range(np.size(self.pads) // 2):
                 out[len(out) - i - 1] = exprBuilder.operation(
-                    trt.DimensionOperation.SUM,
-                    inputs[0][len(out) - i - 1],
-                    exprBuilder.constant(self.pads[i * 2] + self.pads[i * 2 + 1]),
+                    trt.DimensionOperation.SUM, inputs[0][len(out) - i - 1], exprBuilder.constant(self.pads[i * 2] + self.pads[i * 2 + 1])
                 )
             return out
 
@@ -101,11 +99,7 @@ def test_circ_pad_cupy_sample_with_polygraphy_trt_runner(tmp_path) -> None:  # t
             a = _wrap(cp, inputs[0], (int(np.prod(input_desc[0].dims)),), np.float32)
             c = _wrap(cp, outputs[0], (int(np.prod(output_desc[0].dims)),), np.float32)
             with cp.cuda.ExternalStream(stream):
-                kernel(
-                    ((self.n_out + 255) // 256,),
-                    (256,),
-                    (a, self.all_pads_d, self.orig_dims_d, c, self.Y_shape_d, self.Y_len_d),
-                )
+                kernel(((self.n_out + 255) // 256,), (256,), (a, self.all_pads_d, self.orig_dims_d, c, self.Y_shape_d, self.Y_len_d))
 
         def clone(self):
             copy = CircPadPlugin()
@@ -116,9 +110,7 @@ def test_circ_pad_cupy_sample_with_polygraphy_trt_runner(tmp_path) -> None:  # t
         def __init__(self):
             trt.IPluginCreator.__init__(self)
             self.name, self.plugin_namespace, self.plugin_version = "GpuCompatCircPad", "", "1"
-            self.field_names = trt.PluginFieldCollection(
-                [trt.PluginField("pads", np.array([]), trt.PluginFieldType.INT32)]
-            )
+            self.field_names = trt.PluginFieldCollection([trt.PluginField("pads", np.array([]), trt.PluginFieldType.INT32)])
 
         def create_plugin(self, name, fc):
             return CircPadPlugin(fc)
@@ -134,12 +126,8 @@ def test_circ_pad_cupy_sample_with_polygraphy_trt_runner(tmp_path) -> None:  # t
         X = np.random.default_rng(0).normal(size=(100, 2, 32, 32)).astype(np.float32)
         path = str(tmp_path / "circ_pad.onnx")
         node = helper.make_node("GpuCompatCircPad", ["X"], ["Y"], pads=[1, 1, 1, 1])
-        graph = helper.make_graph(
-            [node],
-            "g",
-            [helper.make_tensor_value_info("X", TensorProto.FLOAT, X.shape)],
-            [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
-        )
+        graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, X.shape)],
+                                  [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
         save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)]), path)
         build_engine = EngineFromNetwork(NetworkFromOnnxPath(path, strongly_typed=True), CreateConfig())
         with TrtRunner(build_engine, "trt_runner") as runner:
@@ -162,12 +150,7 @@ def test_non_zero_cupy_sample_with_polygraphy_trt_runner() -> None:
             trt.IPluginV3OneCore.__init__(self)
             trt.IPluginV3OneBuild.__init__(self)
             trt.IPluginV3OneRuntime.__init__(self)
-            self.num_outputs, self.plugin_namespace, self.plugin_name, self.plugin_version = (
-                2,
-                "",
-                "GpuCompatNonZero",
-                "1",
-            )
+            self.num_outputs, self.plugin_namespace, self.plugin_name, self.plugin_version = 2, "", "GpuCompatNonZero", "1"
 
         def get_capability_interface(self, type):
             return self
@@ -227,9 +210,7 @@ def test_non_zero_cupy_sample_with_polygraphy_trt_runner() -> None:
         rng = np.random.default_rng(1)
         builder, network = create_network(strongly_typed=True)
         x = network.add_input(name="X", dtype=trt.float32, shape=(64, 48))
-        out = network.add_plugin_v3(
-            [x], [], creator.create_plugin("nz", trt.PluginFieldCollection([]), trt.TensorRTPhase.BUILD)
-        )
+        out = network.add_plugin_v3([x], [], creator.create_plugin("nz", trt.PluginFieldCollection([]), trt.TensorRTPhase.BUILD))
         out.get_output(0).name = "Y"
         network.mark_output(tensor=out.get_output(0))
         engine = engine_from_network((builder, network), CreateConfig())
@@ -257,9 +238,7 @@ def _run_cuda(plan: bytes, inputs: dict[str, np.ndarray]) -> tuple[dict[str, np.
     for i in range(engine.num_io_tensors):
         name = engine.get_tensor_name(i)
         if engine.get_tensor_mode(name) == plugrt.TensorIOMode.OUTPUT:
-            outputs[name] = cp.full(
-                tuple(context.get_tensor_shape(name)), 7, plugrt.nptype(engine.get_tensor_dtype(name))
-            )
+            outputs[name] = cp.full(tuple(context.get_tensor_shape(name)), 7, plugrt.nptype(engine.get_tensor_dtype(name)))
             context.set_tensor_address(name, int(outputs[name].data.ptr))
     stream = cp.cuda.Stream(non_blocking=True)
     context.execute_async_v3(stream.ptr)
@@ -277,12 +256,7 @@ def test_aliased_io_sample_in_place_on_the_gpu() -> None:
             trt.IPluginV3OneCore.__init__(self)
             trt.IPluginV3OneBuildV2.__init__(self)
             trt.IPluginV3OneRuntime.__init__(self)
-            self.plugin_namespace, self.plugin_name, self.plugin_version, self.num_outputs = (
-                "",
-                "GpuCompatScatterAdd",
-                "1",
-                2,
-            )
+            self.plugin_namespace, self.plugin_name, self.plugin_version, self.num_outputs = "", "GpuCompatScatterAdd", "1", 2
 
         def get_capability_interface(self, type):
             return self
@@ -390,12 +364,7 @@ def test_cookbook_add_scalar_cupy_with_tactics_and_timing_cache() -> None:
             trt.IPluginV3OneCore.__init__(self)
             trt.IPluginV3OneBuild.__init__(self)
             trt.IPluginV3OneRuntime.__init__(self)
-            self.plugin_name, self.plugin_version, self.plugin_namespace, self.num_outputs = (
-                "GpuCompatAddScalar",
-                "1",
-                "",
-                1,
-            )
+            self.plugin_name, self.plugin_version, self.plugin_namespace, self.num_outputs = "GpuCompatAddScalar", "1", "", 1
             self.scalar, self.tactic, self.phase = scalar, 0, trt.TensorRTPhase.BUILD
             self.timing_cache_id = ""
 
@@ -430,11 +399,7 @@ def test_cookbook_add_scalar_cupy_with_tactics_and_timing_cache() -> None:
             x, y = _wrap(cp, inputs[0], (n,), np.float32), _wrap(cp, outputs[0], (n,), np.float32)
             with cp.cuda.ExternalStream(stream):
                 if self.tactic == 1:
-                    kernel(
-                        ((n + 255) // 256, 1, 1),
-                        (256, 1, 1),
-                        (x, y, cp.asarray([self.scalar], cp.float32), cp.asarray([n], cp.int32)),
-                    )
+                    kernel(((n + 255) // 256, 1, 1), (256, 1, 1), (x, y, cp.asarray([self.scalar], cp.float32), cp.asarray([n], cp.int32)))
                 else:
                     cp.add(x, cp.float32(self.scalar), out=y)
 
@@ -442,9 +407,7 @@ def test_cookbook_add_scalar_cupy_with_tactics_and_timing_cache() -> None:
             return self.clone()
 
         def get_fields_to_serialize(self):
-            return trt.PluginFieldCollection(
-                [trt.PluginField("scalar", np.array(self.scalar, dtype=np.float32), trt.PluginFieldType.FLOAT32)]
-            )
+            return trt.PluginFieldCollection([trt.PluginField("scalar", np.array(self.scalar, dtype=np.float32), trt.PluginFieldType.FLOAT32)])
 
         def clone(self):
             copy = AddScalar()
@@ -455,9 +418,7 @@ def test_cookbook_add_scalar_cupy_with_tactics_and_timing_cache() -> None:
         def __init__(self):
             trt.IPluginCreatorV3One.__init__(self)
             self.name, self.plugin_version, self.plugin_namespace = "GpuCompatAddScalar", "1", ""
-            self.field_names = trt.PluginFieldCollection(
-                [trt.PluginField("scalar", np.array([]), trt.PluginFieldType.FLOAT32)]
-            )
+            self.field_names = trt.PluginFieldCollection([trt.PluginField("scalar", np.array([]), trt.PluginFieldType.FLOAT32)])
 
         def create_plugin(self, name, fc, phase):
             plugin = AddScalar(float(fc[0].data[0]) if len(fc) else 0.0)
@@ -467,14 +428,10 @@ def test_cookbook_add_scalar_cupy_with_tactics_and_timing_cache() -> None:
     creator = Creator()
     trt.get_plugin_registry().register_creator(creator, "")
     try:
-        builder = trt.Builder(
-            trt.Logger(trt.Logger.ERROR), device="cuda"
-        )  # tactics are timed on the GPU, as in TensorRT
+        builder = trt.Builder(trt.Logger(trt.Logger.ERROR), device="cuda")  # tactics are timed on the GPU, as in TensorRT
         network = builder.create_network(0)
         x = network.add_input("inputT0", trt.float32, [-1, -1, -1])
-        fields = trt.PluginFieldCollection(
-            [trt.PluginField("scalar", np.array(1.0, dtype=np.float32), trt.PluginFieldType.FLOAT32)]
-        )
+        fields = trt.PluginFieldCollection([trt.PluginField("scalar", np.array(1.0, dtype=np.float32), trt.PluginFieldType.FLOAT32)])
         a = network.add_plugin_v3([x], [], creator.create_plugin("a", fields, trt.TensorRTPhase.BUILD))
         b = network.add_plugin_v3([a.get_output(0)], [], creator.create_plugin("b", fields, trt.TensorRTPhase.BUILD))
         b.get_output(0).name = "outputT0"

@@ -13,21 +13,11 @@ pytestmark = pytest.mark.gpu
 
 def _model() -> object:
     w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32), "w")
-    nodes = [
-        helper.make_node("MatMul", ["x", "w"], ["h"]),
-        helper.make_node("Relu", ["h"], ["y"]),
-        helper.make_node("NonZero", ["y"], ["nz"]),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
-        [
-            helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 3]),
-            helper.make_tensor_value_info("nz", TensorProto.INT64, [2, "k"]),
-        ],
-        [w],
-    )
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"]),
+             helper.make_node("NonZero", ["y"], ["nz"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 3]),
+                               helper.make_tensor_value_info("nz", TensorProto.INT64, [2, "k"])], [w])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 

@@ -25,9 +25,7 @@ def _reference(x: np.ndarray, kernel: np.ndarray, bias, stride: int, pads, dilat
     for i in range(k):
         for j in range(k):
             top, left = i * dilation, j * dilation
-            window = padded[
-                :, :, top : top + stride * (oh - 1) + 1 : stride, left : left + stride * (ow - 1) + 1 : stride
-            ]
+            window = padded[:, :, top : top + stride * (oh - 1) + 1 : stride, left : left + stride * (ow - 1) + 1 : stride]
             out += window * kernel[None, :, 0, i, j, None, None]
     return out if bias is None else out + bias[None, :, None, None]
 
@@ -137,9 +135,7 @@ def test_the_depthwise_kernel_declines_what_it_does_not_compute(monkeypatch) -> 
     from plugrt.ops.depthwise_cuda import SWITCH, depthwise_cuda
     from plugrt.ops.torch_cpu_kernels import logical_view
 
-    def declines(
-        params: dict, weights: dict, channels: int = 8, out_channels: int = 8, layout=TensorFormat.HWC
-    ) -> bool:
+    def declines(params: dict, weights: dict, channels: int = 8, out_channels: int = 8, layout=TensorFormat.HWC) -> bool:
         op = create_operator("convolution", {"kernel_shape": [3, 3], "pads": [1] * 4, **params}, weights)
         x, out = cp.zeros((1, 5, 5, channels), np.float32), cp.zeros((1, 5, 5, out_channels), np.float32)
         xt, ot = logical_view(x, layout), logical_view(out, layout)
@@ -154,9 +150,7 @@ def test_the_depthwise_kernel_declines_what_it_does_not_compute(monkeypatch) -> 
     assert declines({"group": 8, "num_output_maps": 8, "residual": True}, kernel)  # a residual
     large = cp.zeros((1, 120, 120, 8), np.float32)  # 115200 outputs an image at stride 1: the row kernel
     large_view = logical_view(large, TensorFormat.HWC)
-    op = create_operator(
-        "convolution", {"kernel_shape": [3, 3], "pads": [1] * 4, "group": 8, "num_output_maps": 8}, kernel
-    )
+    op = create_operator("convolution", {"kernel_shape": [3, 3], "pads": [1] * 4, "group": 8, "num_output_maps": 8}, kernel)
     assert depthwise_cuda(op, large_view, large_view, [1, 1], (None, None, None)) is not None
     large_half = logical_view(cp.zeros((1, 120, 120, 8), np.float16), TensorFormat.HWC)  # HALF: the row kernel
     assert depthwise_cuda(op, large_half, large_half, [1, 1], (None, None, None)) is not None

@@ -55,16 +55,8 @@ def test_the_kernel_normalizes_a_sum_and_writes_it(dtype: type, cols: int, keep_
     dx, dr, dg, db = (cp.asarray(a) for a in (x, r, gamma, beta))
     dy, ds = cp.zeros_like(dx), cp.zeros_like(dx)
     kernel, arguments = layer_norm_launch(
-        dx.data.ptr,
-        dg.data.ptr,
-        db.data.ptr,
-        dy.data.ptr,
-        rows,
-        cols,
-        1e-5,
-        dtype,
-        residual=dr.data.ptr,
-        total=ds.data.ptr if keep_sum else 0,
+        dx.data.ptr, dg.data.ptr, db.data.ptr, dy.data.ptr, rows, cols, 1e-5, dtype,
+        residual=dr.data.ptr, total=ds.data.ptr if keep_sum else 0,
     )
     kernel(*arguments)
     total = (x + r).astype(np.float64)  # rounded to dtype by the add, as the kernel rounds it

@@ -92,6 +92,4 @@ def test_a_product_with_a_bias_takes_the_epilogue_in_half(dtype) -> None:  # typ
     kernel()
     torch.cuda.synchronize()
     want = a.astype(np.float64) @ b[0].astype(np.float64) + bias[0, 0].astype(np.float64)
-    np.testing.assert_allclose(
-        cp.asnumpy(out).astype(np.float64), want, rtol=0, atol=5e-2 if dtype == np.float16 else 1e-4
-    )
+    np.testing.assert_allclose(cp.asnumpy(out).astype(np.float64), want, rtol=0, atol=5e-2 if dtype == np.float16 else 1e-4)

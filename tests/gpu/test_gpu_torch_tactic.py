@@ -55,14 +55,8 @@ def _cases():  # type: ignore[no-untyped-def]
     gn = {"s": RNG.standard_normal(8), "b": RNG.standard_normal(8)}
     return {
         "conv_relu": (
-            [
-                helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
-                helper.make_node("Relu", ["c"], ["y"]),
-            ],
-            (4, 8, 20, 20),
-            conv,
-            17,
-            "convolution",
+            [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])],
+            (4, 8, 20, 20), conv, 17, "convolution",
         ),
         "conv_add_relu": (  # cuDNN's fused convolution + bias + residual + ReLU (ops/conv_cudnn.py)
             [
@@ -70,67 +64,40 @@ def _cases():  # type: ignore[no-untyped-def]
                 helper.make_node("Add", ["c", "x"], ["r"]),
                 helper.make_node("Relu", ["r"], ["y"]),
             ],
-            (4, 8, 20, 20),
-            {"w8": RNG.standard_normal((8, 8, 3, 3)) * 0.2, "b8": RNG.standard_normal(8)},
-            17,
+            (4, 8, 20, 20), {"w8": RNG.standard_normal((8, 8, 3, 3)) * 0.2, "b8": RNG.standard_normal(8)}, 17,
             "convolution",
         ),
         "conv_stride2_asymmetric": (
             [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[0, 0, 1, 1], strides=[2, 2])],
-            (4, 8, 20, 20),
-            conv,
-            17,
-            "convolution",
+            (4, 8, 20, 20), conv, 17, "convolution",
         ),
         "depthwise": (
             [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1], group=8)],
-            (4, 8, 20, 20),
-            depthwise,
-            17,
-            "convolution",
+            (4, 8, 20, 20), depthwise, 17, "convolution",
         ),
         "layer_norm": (
             [helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], axis=-1)],
-            (4, 10, 32),
-            ln,
-            17,
-            "normalization",
+            (4, 10, 32), ln, 17, "normalization",
         ),
         "group_norm": (
             [helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=4)],
-            (4, 8, 6, 6),
-            gn,
-            21,
-            "normalization",
+            (4, 8, 6, 6), gn, 21, "normalization",
         ),
         "softmax": ([helper.make_node("Softmax", ["x"], ["y"], axis=-1)], (4, 10, 32), {}, 17, "softmax"),
         "max_pool": (
             [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])],
-            (4, 8, 21, 21),
-            {},
-            17,
-            "pooling",
+            (4, 8, 21, 21), {}, 17, "pooling",
         ),
         "average_pool": (
             [helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
-            (4, 8, 20, 20),
-            {},
-            17,
-            "pooling",
+            (4, 8, 20, 20), {}, 17, "pooling",
         ),
         "gemm": (
             [helper.make_node("Gemm", ["x", "gw", "gc"], ["y"], transB=1, alpha=0.5, beta=2.0)],
-            (4, 32),
-            {"gw": RNG.standard_normal((16, 32)) * 0.2, "gc": RNG.standard_normal(16)},
-            17,
-            "gemm",
+            (4, 32), {"gw": RNG.standard_normal((16, 32)) * 0.2, "gc": RNG.standard_normal(16)}, 17, "gemm",
         ),
         "global_average_pool": (
-            [helper.make_node("GlobalAveragePool", ["x"], ["y"])],
-            (4, 8, 7, 7),
-            {},
-            17,
-            "global_pooling",
+            [helper.make_node("GlobalAveragePool", ["x"], ["y"])], (4, 8, 7, 7), {}, 17, "global_pooling",
         ),
         "sigmoid": ([helper.make_node("Sigmoid", ["x"], ["y"])], (4, 10, 32), {}, 17, "activation"),
     }
@@ -138,14 +105,7 @@ def _cases():  # type: ignore[no-untyped-def]
 
 CASES = _cases()
 #: the cases whose HALF layer takes its channels-last kernel on a GPU (ops/torch_cpu.py TorchOperator.tactics)
-NHWC_WHEN_HALF = {
-    "conv_relu",
-    "conv_add_relu",
-    "conv_stride2_asymmetric",
-    "depthwise",
-    "max_pool",
-    "global_average_pool",
-}
+NHWC_WHEN_HALF = {"conv_relu", "conv_add_relu", "conv_stride2_asymmetric", "depthwise", "max_pool", "global_average_pool"}
 
 
 @pytest.mark.parametrize("graph", [False, True])

@@ -30,11 +30,8 @@ def _int8_plan_model(batch: int, channels: int, classes: int = 10) -> bytes:
         helper.make_node("Gemm", ["f", "wf"], ["y"]),
     ]
     graph = helper.make_graph(
-        nodes,
-        "int8_gpu",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 8, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, classes])],
-        inits,
+        nodes, "int8_gpu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, classes])], inits,
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
 
@@ -69,9 +66,7 @@ def test_int8_engine_on_the_gpu_matches_the_cpu(batch: int, channels: int, class
     np.testing.assert_allclose(gpu, cpu, rtol=1e-3, atol=0.05 * np.abs(cpu).max())
 
 
-@pytest.mark.parametrize(
-    ("batch", "channels", "classes", "expected"), [(2, 8, 10, 0), (16, 160, 10, 2), (3, 32, 24, 3)]
-)
+@pytest.mark.parametrize(("batch", "channels", "classes", "expected"), [(2, 8, 10, 0), (16, 160, 10, 2), (3, 32, 24, 3)])
 def test_int8_products_take_cublaslt_where_its_shape_rules_allow(
     monkeypatch: pytest.MonkeyPatch, batch: int, channels: int, classes: int, expected: int
 ) -> None:

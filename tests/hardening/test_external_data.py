@@ -24,13 +24,9 @@ def external_model(location: str, length: int = 16) -> onnx.ModelProto:
     for key, value in (("location", location), ("offset", "0"), ("length", str(length))):
         entry = weight.external_data.add()
         entry.key, entry.value = key, value
-    graph = helper.make_graph(
-        [helper.make_node("Add", ["x", "w"], ["y"])],
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
-        [weight],
-    )
+    graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], [weight])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
@@ -78,16 +74,13 @@ def test_a_model_file_reads_external_data_from_its_own_folder(folder: Path) -> N
     np.testing.assert_array_equal(y, SECRET + 1)
 
 
-@pytest.mark.parametrize(
-    "location, message",
-    [
-        ("/etc/hostname", r"location '/etc/hostname' is absolute"),
-        ("../work/.config/credentials", r"leaves the model's folder"),
-        ("sub/../../work/.config/credentials", r"leaves the model's folder"),
-        ("link/credentials", r"leads out of the model's folder .* symbolic link"),
-        ("missing.bin", r"cannot read external data from .*missing.bin"),
-    ],
-)
+@pytest.mark.parametrize("location, message", [
+    ("/etc/hostname", r"location '/etc/hostname' is absolute"),
+    ("../work/.config/credentials", r"leaves the model's folder"),
+    ("sub/../../work/.config/credentials", r"leaves the model's folder"),
+    ("link/credentials", r"leads out of the model's folder .* symbolic link"),
+    ("missing.bin", r"cannot read external data from .*missing.bin"),
+])
 def test_a_model_file_cannot_reach_outside_its_folder(folder: Path, location: str, message: str) -> None:
     os.symlink(folder.parent / "work" / ".config", folder / "link")
     path = folder / "model.onnx"

@@ -74,12 +74,9 @@ def run(engine: trt.ICudaEngine, inputs: dict[str, np.ndarray]) -> dict[str, np.
 def conv_plan() -> bytes:
     kernel = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
     graph = helper.make_graph(
-        [helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
-        "conv",
+        [helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])], "conv",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 8, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        [kernel],
-    )
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [kernel])
     return build(helper.make_model(graph), {"x": ((1, 3, 8, 8), (1, 3, 8, 8), (2, 3, 8, 8))})
 
 
@@ -90,38 +87,31 @@ def _conv(header: dict[str, Any]) -> dict[str, Any]:
 def _set_param(key: str, value: Any) -> Any:
     def edit(header: dict[str, Any]) -> None:
         _conv(header)["params"][key] = value
-
     return edit
 
 
-@pytest.mark.parametrize(
-    "key, value, message",
-    [
-        ("kernel_shape", [3, 100000000], r"convolution.*(channels|kernel)"),
-        ("pads", [1, 1, 10**8, 10**8], r"output 'y' axis 2 is 8 in the plan but its operator makes 100000007"),
-        ("strides", [1, 0], r"convolution"),
-        ("dilations", [10**8, 1], r"axis 2 is 8 in the plan but its operator makes -199999990"),
-        ("num_output_maps", 4096, r"output 'y' axis 1 is 4 in the plan but its operator makes 4096"),
-        ("auto_pad", "SIDEWAYS", r"layer 'Conv_y/convolution#\d+' \(convolution\) has bad parameters"),
-        ("group", 3, r"convolution"),
-    ],
-)
-def test_conv_parameters_that_disagree_with_the_plan_fail_at_load(
-    conv_plan: bytes, key: str, value: Any, message: str
-) -> None:
+@pytest.mark.parametrize("key, value, message", [
+    ("kernel_shape", [3, 100000000], r"convolution.*(channels|kernel)"),
+    ("pads", [1, 1, 10**8, 10**8], r"output 'y' axis 2 is 8 in the plan but its operator makes 100000007"),
+    ("strides", [1, 0], r"convolution"),
+    ("dilations", [10**8, 1], r"axis 2 is 8 in the plan but its operator makes -199999990"),
+    ("num_output_maps", 4096, r"output 'y' axis 1 is 4 in the plan but its operator makes 4096"),
+    ("auto_pad", "SIDEWAYS", r"layer 'Conv_y/convolution#\d+' \(convolution\) has bad parameters"),
+    ("group", 3, r"convolution"),
+])
+def test_conv_parameters_that_disagree_with_the_plan_fail_at_load(conv_plan: bytes, key: str, value: Any,
+                                                                  message: str) -> None:
     with pytest.raises(trt.PlanFormatError, match=message):
         load(rewrite(conv_plan, _set_param(key, value)))
 
 
 def test_conv_output_shape_edited_along_with_pads_is_capped(conv_plan: bytes) -> None:
     """Editing the recorded shape too moves the problem to the allocation limit, refused before allocating."""
-
     def edit(header: dict[str, Any]) -> None:
         _conv(header)["params"]["pads"] = [1, 1, 10**5, 10**5]
         output = header["tensors"][_conv(header)["outputs"][0]]
         output["shape"][2] = output["shape"][3] = 8 + 10**5 - 1
         header["io_shapes"][output["name"]][2:] = output["shape"][2:]
-
     with pytest.raises(trt.AllocationLimitError, match=r"tensor 'y' at profile 0's largest shapes needs \d+ bytes"):
         load(rewrite(conv_plan, edit))
 
@@ -135,7 +125,6 @@ def test_unedited_conv_plan_still_runs(conv_plan: bytes) -> None:
 def test_huge_arena_in_a_plan_is_refused_at_load(conv_plan: bytes) -> None:
     def edit(header: dict[str, Any]) -> None:
         header["profiles"][0]["arena_size"] = 1 << 44
-
     with pytest.raises(trt.AllocationLimitError, match=r"activation arena of profile 0 needs 17592186044416 bytes"):
         load(rewrite(conv_plan, edit))
 
@@ -167,31 +156,8 @@ def _leaves(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     return [path]
 
 
-JUNK: list[Any] = [
-    -1,
-    0,
-    1,
-    2,
-    7,
-    10**4,
-    10**8,
-    2**62,
-    "",
-    "x",
-    None,
-    [],
-    {},
-    1.5,
-    True,
-    [1],
-    ["sym", "data_0[0]"],
-    ["PROD", ["sym", "data_0[0]"], 100000],
-    "FLOAT",
-    "HALF",
-    "internal",
-    "NOTSET",
-    "SAME_UPPER",
-]
+JUNK: list[Any] = [-1, 0, 1, 2, 7, 10**4, 10**8, 2**62, "", "x", None, [], {}, 1.5, True, [1], ["sym", "data_0[0]"],
+                   ["PROD", ["sym", "data_0[0]"], 100000], "FLOAT", "HALF", "internal", "NOTSET", "SAME_UPPER"]
 
 
 def _mutant_value(rng: random.Random, old: Any) -> Any:
@@ -257,13 +223,8 @@ def test_squeezenet_mutants_load_and_fail_cleanly_or_run_within_budget(squeezene
 
 
 def _model(nodes: list[Any], initializers: list[Any]) -> onnx.ModelProto:
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        initializers,
-    )
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializers)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
@@ -271,45 +232,25 @@ _SIZE = numpy_helper.from_array(np.array([10**6, 10**6], np.int64), "s")
 HUGE = {
     "Expand": (_model([helper.make_node("Expand", ["x", "s"], ["y"])], [_SIZE]), "y", 4 * 10**12),
     "Tile": (_model([helper.make_node("Tile", ["x", "s"], ["y"])], [_SIZE]), "y", 4 * 10**12),
-    "Pad": (
-        _model(
-            [helper.make_node("Pad", ["x", "p"], ["y"])],
-            [numpy_helper.from_array(np.array([0, 0, 10**6, 10**6], np.int64), "p")],
-        ),
-        "y",
-        4 * (10**6 + 1) ** 2,
-    ),
-    "Resize": (
-        _model(
-            [helper.make_node("Resize", ["x", "", "r"], ["y"])],
-            [numpy_helper.from_array(np.array([1e6, 1e6], np.float32), "r")],
-        ),
-        "y",
-        4 * 10**12,
-    ),
-    "ConstantOfShape": (
-        _model(
-            [helper.make_node("ConstantOfShape", ["s"], ["c"]), helper.make_node("Add", ["x", "c"], ["y"])], [_SIZE]
-        ),
-        "c",
-        4 * 10**12,
-    ),
+    "Pad": (_model([helper.make_node("Pad", ["x", "p"], ["y"])],
+                   [numpy_helper.from_array(np.array([0, 0, 10**6, 10**6], np.int64), "p")]), "y", 4 * (10**6 + 1) ** 2),
+    "Resize": (_model([helper.make_node("Resize", ["x", "", "r"], ["y"])],
+                      [numpy_helper.from_array(np.array([1e6, 1e6], np.float32), "r")]), "y", 4 * 10**12),
+    "ConstantOfShape": (_model([helper.make_node("ConstantOfShape", ["s"], ["c"]), helper.make_node("Add", ["x", "c"], ["y"])],
+                               [_SIZE]), "c", 4 * 10**12),
 }
 
 
 @pytest.mark.parametrize("op", sorted(HUGE))
 def test_huge_tensors_are_refused_at_build_naming_tensor_and_size(op: str) -> None:
     model, tensor, nbytes = HUGE[op]
-    with pytest.raises(
-        trt.AllocationLimitError, match=rf"tensor '{tensor}' at profile 0's largest shapes needs {nbytes} bytes"
-    ):
+    with pytest.raises(trt.AllocationLimitError, match=rf"tensor '{tensor}' at profile 0's largest shapes needs {nbytes} bytes"):
         trt.compile(model)({"x": np.ones((1, 1), np.float32)})
 
 
 def test_allocation_limit_is_configurable() -> None:
-    model = _model(
-        [helper.make_node("Expand", ["x", "s"], ["y"])], [numpy_helper.from_array(np.array([512, 1024], np.int64), "s")]
-    )  # 2 MiB output
+    model = _model([helper.make_node("Expand", ["x", "s"], ["y"])],
+                   [numpy_helper.from_array(np.array([512, 1024], np.int64), "s")])  # 2 MiB output
     previous = trt.get_allocation_limit()
     try:
         trt.set_allocation_limit(1 << 20)

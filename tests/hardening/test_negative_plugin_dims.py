@@ -30,9 +30,8 @@ class ShrinkV2(CircPadPlugin):
         self.plugin_type = "ShrinkV2"
         self.plugin_namespace = "tests"
 
-    def get_output_dimensions(
-        self, output_index: int, inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder
-    ) -> trt.DimsExprs:
+    def get_output_dimensions(self, output_index: int, inputs: list[trt.DimsExprs],
+                              exprBuilder: trt.IExprBuilder) -> trt.DimsExprs:
         out = trt.DimsExprs(inputs[0])
         out[1] = _last_dim(exprBuilder, inputs[0][1])
         return out
@@ -47,9 +46,8 @@ class ShrinkV3(CircPadPluginV3):
         self.plugin_name = "ShrinkV3"
         self.plugin_version = "2"
 
-    def get_output_shapes(
-        self, inputs: list[trt.DimsExprs], shape_inputs: list[trt.DimsExprs], exprBuilder: trt.IExprBuilder
-    ) -> list[trt.DimsExprs]:
+    def get_output_shapes(self, inputs: list[trt.DimsExprs], shape_inputs: list[trt.DimsExprs],
+                          exprBuilder: trt.IExprBuilder) -> list[trt.DimsExprs]:
         out = trt.DimsExprs(inputs[0])
         out[1] = _last_dim(exprBuilder, inputs[0][1])
         return [out]
@@ -109,22 +107,15 @@ def _build(family: str, lo: int, opt: int, hi: int) -> Any:
 
 
 @pytest.mark.parametrize("family", sorted(PLUGINS))
-@pytest.mark.parametrize(
-    "lo, opt, hi, point, value",
-    [
-        (5, 9, 9, "profile 0 min", -10),
-        (1, 4, 9, "profile 0 opt", -9),
-        (1, 1, 5, "profile 0 max", -10),
-    ],
-)
+@pytest.mark.parametrize("lo, opt, hi, point, value", [
+    (5, 9, 9, "profile 0 min", -10),
+    (1, 4, 9, "profile 0 opt", -9),
+    (1, 1, 5, "profile 0 max", -10),
+])
 def test_negative_dimension_at_a_profile_point_fails_the_build(
-    family: str, lo: int, opt: int, hi: int, point: str, value: int
-) -> None:
-    with pytest.raises(
-        trt.BuildError,
-        match=rf"layer 'shrink', {PLUGINS[family][1]}.*output 0 dimension 1 is "
-        rf"{value}.*at {point} shapes",
-    ):
+        family: str, lo: int, opt: int, hi: int, point: str, value: int) -> None:
+    with pytest.raises(trt.BuildError, match=rf"layer 'shrink', {PLUGINS[family][1]}.*output 0 dimension 1 is "
+                                             rf"{value}.*at {point} shapes"):
         _build(family, lo, opt, hi)
 
 
@@ -154,7 +145,5 @@ def test_plan_whose_profile_gives_a_negative_plugin_dimension_is_refused_at_load
     header["profiles"][0]["shapes"]["x"][1] = [2, 5]  # opt edited to a point where the plugin's output is -10
     edited = encode_plan(PlanContents(header, dict(contents.weights), list(contents.plugins)))
     runtime = trt.Runtime(trt.Logger(trt.Logger.INTERNAL_ERROR))
-    with pytest.raises(
-        trt.PlanFormatError, match=r"tensor '.*_output_0' axis 1 is -10 for profile shapes \{'x\[1\]': 5\}"
-    ):
+    with pytest.raises(trt.PlanFormatError, match=r"tensor '.*_output_0' axis 1 is -10 for profile shapes \{'x\[1\]': 5\}"):
         runtime.deserialize_cuda_engine(edited)

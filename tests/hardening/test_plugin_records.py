@@ -86,9 +86,7 @@ def v3_payload(pads: list[int]) -> bytes:
 def test_the_plan_as_built_loads_and_runs(v2_plan: bytes) -> None:
     engine = load(with_payload(v2_plan, v2_payload([1, 1])))  # the same record, written again
     out = run(engine.create_execution_context(), {"x": np.arange(8, dtype=np.float32).reshape(2, 4)})
-    np.testing.assert_array_equal(
-        next(iter(out.values())), np.pad(np.arange(8).reshape(2, 4), [(0, 0), (1, 1)], "wrap")
-    )
+    np.testing.assert_array_equal(next(iter(out.values())), np.pad(np.arange(8).reshape(2, 4), [(0, 0), (1, 1)], "wrap"))
 
 
 def test_absurd_sizes_in_a_v2_record_fail_at_load(v2_plan: bytes) -> None:
@@ -127,10 +125,7 @@ def test_the_check_asks_a_throwaway_clone_in_its_own_phase(v2_plan: bytes) -> No
     assert all(c.layer == "pad" and c.plugin == "CircPadPlugin v1" for c in check)
     # TensorRT's calls are untouched: revive, then (here, no context) the engine's teardown
     assert [c.method for c in trace.calls if c.phase != "load_check"] == [
-        "deserialize_plugin",
-        "initialize",
-        "terminate",
-        "destroy",
+        "deserialize_plugin", "initialize", "terminate", "destroy"
     ]
     assert "[  load_check] pad: CircPadPlugin v1.get_output_dimensions" in trace.format()
 
@@ -184,9 +179,7 @@ def test_a_v2_plugin_that_cannot_say_its_shapes_at_load_is_refused() -> None:
             load(plan)
     message = str(info.value)
     assert message.startswith("plan layer 'forgetful': its revived plugin could not be asked for its output shapes")
-    assert (
-        "plugin ForgetfulPad v1, get_output_dimensions() raised RuntimeError: no pads after deserialization" in message
-    )
+    assert "plugin ForgetfulPad v1, get_output_dimensions() raised RuntimeError: no pads after deserialization" in message
 
 
 class _RuntimeOnly(_KeepsState, circ_pad_v3.CircPadPluginV3):
@@ -208,6 +201,7 @@ class _RuntimeOnly(_KeepsState, circ_pad_v3.CircPadPluginV3):
         if self.refuse == "shapes":
             raise RuntimeError("built only for running")
         return super().get_output_shapes(inputs, shape_inputs, exprBuilder)
+
 
 
 class _RuntimeOnlyCreator(circ_pad_v3.CircPadPluginV3Creator):
@@ -289,8 +283,6 @@ def test_shape_input_values_come_from_the_plan() -> None:
         assert next(iter(out.values())).shape == (2, 6)
         assert "get_output_shapes" in trace.methods("to_shape", "load_check")
         edited = _PadToShape(fields(pads=[1, 100]))
-        payload = encode_fields(
-            edited.get_capability_interface(trt.PluginCapabilityType.RUNTIME).get_fields_to_serialize()
-        )
+        payload = encode_fields(edited.get_capability_interface(trt.PluginCapabilityType.RUNTIME).get_fields_to_serialize())
         with pytest.raises(trt.PlanFormatError, match=r"layer 'to_shape', plugin PadToShape v1, get_output_shapes\(\)"):
             load(with_payload(plan, payload))

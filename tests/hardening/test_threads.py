@@ -95,11 +95,8 @@ def test_a_second_thread_using_a_running_context_is_refused(engine: trt.ICudaEng
     runner.start()
     try:
         assert ENTERED.wait(10)
-        with pytest.raises(
-            trt.ExecutionError,
-            match=rf"{call}: this execution context is already running in another "
-            r"thread \(in execute_async_v3\).*one context per thread",
-        ):
+        with pytest.raises(trt.ExecutionError, match=rf"{call}: this execution context is already running in another "
+                                                     r"thread \(in execute_async_v3\).*one context per thread"):
             CALLS[call](context, x, y)
         other = engine.create_execution_context()  # other contexts of the engine are free
         assert other.set_input_shape("x", (3, 2, 2))

@@ -74,9 +74,7 @@ def test_histogram_grows_by_exact_merges():
 def _network():
     nodes = [helper.make_node("Mul", ["x", "two"], ["h"]), helper.make_node("Relu", ["h"], ["y"])]
     graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])],
         [helper.make_tensor("two", TensorProto.FLOAT, [], [2.0])],
     )

@@ -60,13 +60,7 @@ def test_int8_layers_match_the_numpy_reference_and_chain_without_reformats():
     x = np.random.default_rng(3).standard_normal((2, 3, 8, 8)).astype(np.float32)
     plan, run = build(conv_model(), _ranges())
     assert kinds(plan) == [
-        "reformat",
-        "int8_convolution",
-        "int8_convolution",
-        "activation",
-        "flatten",
-        "reformat",
-        "int8_gemm",
+        "reformat", "int8_convolution", "int8_convolution", "activation", "flatten", "reformat", "int8_gemm"
     ]
     c1 = next(t for t in plan.tensors if t.name == "c1")
     assert c1.dtype == plugrt.DataType.INT8  # requantized in the first conv's epilogue, read as INT8 by the next

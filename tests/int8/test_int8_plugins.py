@@ -101,17 +101,8 @@ class Int8ScaleV2Ext(trt.IPluginV2Ext):
     def supports_format(self, dtype, format):
         return dtype in (trt.DataType.INT8,) and format == trt.TensorFormat.LINEAR
 
-    def configure_plugin(
-        self,
-        input_shapes,
-        output_shapes,
-        input_types,
-        output_types,
-        input_is_broadcasted,
-        output_is_broadcasted,
-        format,
-        max_batch_size,
-    ):
+    def configure_plugin(self, input_shapes, output_shapes, input_types, output_types, input_is_broadcasted,
+                         output_is_broadcasted, format, max_batch_size):
         self.types["configure"] = (list(input_types), list(output_types))
         self.dims = list(input_shapes[0])
 

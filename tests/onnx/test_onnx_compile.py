@@ -56,10 +56,7 @@ def test_first_call_fixes_the_profile_and_shapes_widen_it() -> None:
     compiled = compile_model(_affine())
     assert compiled.engine is None
     compiled({"x": np.ones((2, 4), np.float32)})
-    with pytest.raises(
-        trt.ShapeError,
-        match=r"input 'x' has shape \(5, 4\), outside the engine's profile \(min \(2, 4\), max \(2, 4\)\); pass shapes=",
-    ):
+    with pytest.raises(trt.ShapeError, match=r"input 'x' has shape \(5, 4\), outside the engine's profile \(min \(2, 4\), max \(2, 4\)\); pass shapes="):
         compiled({"x": np.ones((5, 4), np.float32)})
     wide = compile_model(_affine(), shapes={"x": ((1, 4), (4, 4), (16, 4))})
     for batch in (1, 7, 16):

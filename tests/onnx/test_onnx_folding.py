@@ -42,7 +42,9 @@ def test_a_node_of_constants_becomes_the_constant_its_kernel_computes() -> None:
 def test_every_layer_a_node_adds_is_folded_together() -> None:
     # Neg of UINT8 runs as cast, negate, cast back: three layers, all computed at import.
     value = np.uint8([0, 1, 5, 200])
-    proto = model([helper.make_node("Neg", ["c"], ["y"])], [], [tensor_info("y", TensorProto.UINT8, [4])], {"c": value})
+    proto = model(
+        [helper.make_node("Neg", ["c"], ["y"])], [], [tensor_info("y", TensorProto.UINT8, [4])], {"c": value}
+    )
     ok, parser, network = parse(proto)
     assert ok, errors(parser)
     assert set(_kinds(network)) == {"IConstantLayer", "IIdentityLayer"}

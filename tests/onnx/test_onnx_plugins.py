@@ -351,9 +351,7 @@ def test_import_asks_the_networks_plugins_for_shapes_through_their_adapters_unre
         ok, parser, network = parse(_pad_model())
     assert ok, errors(parser)
     assert trace.calls == []
-    assert "elementwise" in [
-        network.get_layer(i).to_operator().kind for i in range(network.num_layers - 2, network.num_layers)
-    ]
+    assert "elementwise" in [network.get_layer(i).to_operator().kind for i in range(network.num_layers - 2, network.num_layers)]
 
 
 class _PadTwiceCalled(circ_pad_v3.CircPadPluginV3):
@@ -384,7 +382,5 @@ def test_network_outputs_asks_the_plugin_itself_and_names_it_when_it_fails() -> 
     assert dtype == trt.float32 and shape[0] == constant(2)
     assert shape[1].evaluate({"x[1]": 4}) == 7
     assert plugin.clones == 0
-    with pytest.raises(
-        trt.PluginError, match=r"layer 'pad', plugin CircPadPluginV3 v1, get_output_shapes\(\).*asked twice"
-    ):
+    with pytest.raises(trt.PluginError, match=r"layer 'pad', plugin CircPadPluginV3 v1, get_output_shapes\(\).*asked twice"):
         adapter.network_outputs(plugin, [(trt.float32, [constant(2)])], [])

@@ -114,17 +114,11 @@ def test_scan_reverse_with_outer_value():
         [vi("acc_out", F, [2]), vi("step", F, [2])],
     )
     node = helper.make_node(
-        "Scan",
-        ["acc0", "xs"],
-        ["acc", "steps"],
-        body=body,
-        num_scan_inputs=1,
-        scan_input_directions=[1],
-        scan_output_axes=[1],
+        "Scan", ["acc0", "xs"], ["acc", "steps"], body=body, num_scan_inputs=1,
+        scan_input_directions=[1], scan_output_axes=[1],
     )
-    m = model(
-        [node], [vi("acc0", F, [2]), vi("xs", F, ["n", 2]), vi("w", F, [2])], [vi("acc", F, [2]), vi("steps", F, None)]
-    )
+    m = model([node], [vi("acc0", F, [2]), vi("xs", F, ["n", 2]), vi("w", F, [2])],
+              [vi("acc", F, [2]), vi("steps", F, None)])
     compiled = plugrt.compile(m, shapes={"xs": ((1, 2), (4, 2), (8, 2))})
     xs = np.arange(10, dtype=np.float32).reshape(5, 2)
     w = np.array([0.5, 2.0], np.float32)

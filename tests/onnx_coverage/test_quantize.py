@@ -31,11 +31,8 @@ def qdq_conv_model(zero_point: int = 0):
         helper.make_node("Conv", ["x_dq", "w"], ["y"], pads=[1, 1, 1, 1]),
     ]
     graph = helper.make_graph(
-        nodes,
-        "qdq",
-        [helper.make_tensor_value_info("x", F, [1, 3, 8, 8])],
-        [helper.make_tensor_value_info("y", F, [1, 4, 8, 8])],
-        inits,
+        nodes, "qdq", [helper.make_tensor_value_info("x", F, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", F, [1, 4, 8, 8])], inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
     model.ir_version = 9  # every onnxruntime the tests run with reads it (1.23, the last for Python 3.10, stops at 11)
@@ -53,9 +50,8 @@ def test_qdq_conv_matches_onnxruntime():
 def test_quantize_rounds_half_to_even_and_saturates():
     nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])]
     inits = [numpy_helper.from_array(np.float32(0.5), "s"), numpy_helper.from_array(np.int8(0), "z")]
-    graph = helper.make_graph(
-        nodes, "q", [helper.make_tensor_value_info("x", F, [5])], [helper.make_tensor_value_info("y", I8, [5])], inits
-    )
+    graph = helper.make_graph(nodes, "q", [helper.make_tensor_value_info("x", F, [5])],
+                              [helper.make_tensor_value_info("y", I8, [5])], inits)
     compiled = plugrt.compile(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)]))
     got = compiled({"x": np.array([0.25, 0.75, -1.25, 100.0, -100.0], np.float32)})["y"]
     assert got.tolist() == [0, 2, -2, 127, -128]  # 0.5 -> 0, 1.5 -> 2, -2.5 -> -2, saturated at the ends
@@ -69,12 +65,7 @@ def test_non_zero_zero_point_is_rejected_naming_it():
 def test_blocked_scale_of_the_wrong_rank_is_rejected():
     nodes = [helper.make_node("DequantizeLinear", ["x", "s"], ["y"], axis=1, block_size=2)]
     inits = [numpy_helper.from_array(np.ones(2, np.float32), "s")]
-    graph = helper.make_graph(
-        nodes,
-        "dq",
-        [helper.make_tensor_value_info("x", I8, [2, 4])],
-        [helper.make_tensor_value_info("y", F, [2, 4])],
-        inits,
-    )
+    graph = helper.make_graph(nodes, "dq", [helper.make_tensor_value_info("x", I8, [2, 4])],
+                              [helper.make_tensor_value_info("y", F, [2, 4])], inits)
     with pytest.raises(plugrt.PlugrtError, match="a blocked scale must have the input's rank 2, got 1"):
         plugrt.compile(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]))

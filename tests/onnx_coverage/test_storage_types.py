@@ -16,9 +16,7 @@ def cast_model(to: int, out_type: int, saturate: int | None = None):
     attrs = {} if saturate is None else {"saturate": saturate}
     nodes = [helper.make_node("Cast", ["x"], ["y"], to=to, **attrs)]
     graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
         [helper.make_tensor_value_info("y", out_type, [4])],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
@@ -47,9 +45,7 @@ def test_bf16_round_trip_inside_the_graph_is_round_to_nearest_even():
         helper.make_node("Cast", ["b"], ["y"], to=TensorProto.FLOAT),
     ]
     graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
     )
     compiled = plugrt.compile(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]))
@@ -61,9 +57,7 @@ def test_bf16_round_trip_inside_the_graph_is_round_to_nearest_even():
 def test_int4_input_is_held_as_int8():
     nodes = [helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT)]
     graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.INT4, [3])],
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.INT4, [3])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
     )
     compiled = plugrt.compile(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]))

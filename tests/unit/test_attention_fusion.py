@@ -73,7 +73,7 @@ def _heads(  # type: ignore[no-untyped-def]
     nodes += [n("Transpose", ["ctx"], ["ctx2"], perm=[0, 2, 1, 3]), n("Reshape", ["ctx2", "merge"], ["y"])]
     inits = {f"w{c}": RNG.standard_normal((32, 32)) * 0.3 for c in "qkv"}
     inits.update(split=np.array([0, 0, 4, 8]), merge=np.array([0, 0, 32]), heads=np.array([0, 4, 10, 8]))
-    inits["root"] = np.array(0.8**0.5)
+    inits["root"] = np.array(0.8 ** 0.5)
     inits["c"] = np.array(np.sqrt(8.0) if scale == "Div" else 1 / np.sqrt(8.0))
     if guard:
         inits["zero"] = np.array(0.0)
@@ -224,17 +224,13 @@ def _fused_against_unfused(monkeypatch, model, feeds, torch_tactic: str):  # typ
 
 @pytest.mark.parametrize("transpose_k", [True, False])
 @pytest.mark.parametrize("torch_tactic", ["0", "always"])
-def test_the_transposes_and_scales_around_attention_are_taken_in(
-    monkeypatch, transpose_k: bool, torch_tactic: str
-) -> None:
+def test_the_transposes_and_scales_around_attention_are_taken_in(monkeypatch, transpose_k: bool, torch_tactic: str) -> None:
     """The exported scaled_dot_product_attention: the heads' transposes, the query's and key's own scales and the
     result's transpose (behind a reshape to its own dims) become part of the attention layer; bit-identical with
     its own kernel, within 2e-5 with PyTorch's."""
     if torch_tactic != "0":
         pytest.importorskip("torch")
-    fused, _ = _fused_against_unfused(
-        monkeypatch, _heads("Div", True, transpose_k, sdpa=True), _feeds(True), torch_tactic
-    )
+    fused, _ = _fused_against_unfused(monkeypatch, _heads("Div", True, transpose_k, sdpa=True), _feeds(True), torch_tactic)
     kinds = _kinds(fused)
     layer = fused.engine.plan.layers[kinds.index("attention")]
     assert layer.params["perm_a"] == [0, 2, 1, 3] and layer.params["perm_v"] == [0, 2, 1, 3]

@@ -20,7 +20,6 @@ def two_threads(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def
     before = _threads()
     blas_threads.set_blas_threads(2)
     monkeypatch.setattr(blas_threads, "_CONFIGURED", 2)
-    monkeypatch.setattr(blas_threads, "_OUTSIDE", [2])
     yield
     blas_threads.set_blas_threads(before)
 

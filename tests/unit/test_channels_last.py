@@ -459,9 +459,7 @@ def test_every_layer_stays_channels_last_unless_another_choice_is_clearly_cheape
 
 
 @needs_torch
-@pytest.mark.parametrize(
-    ("pads", "strides"), [([0, 0, 1, 1], [2, 2]), ([2, 0, 0, 1], [1, 1])], ids=["tf-same", "mixed"]
-)
+@pytest.mark.parametrize(("pads", "strides"), [([0, 0, 1, 1], [2, 2]), ([2, 0, 0, 1], [1, 1])], ids=["tf-same", "mixed"])
 def test_a_linear_input_with_uneven_padding_is_staged_bordered(pads: list[int], strides: list[int]) -> None:
     """A run's first convolution reads a LINEAR input; with uneven padding (TensorFlow's "same" at stride 2) it is
     copied into the interior of a zero-bordered channels-last buffer and convolved unpadded, so the result is the

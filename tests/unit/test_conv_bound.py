@@ -27,9 +27,7 @@ CASES: dict[str, tuple[tuple[int, ...], tuple[int, ...], dict[str, Any]]] = {
 def _operator(kernel: np.ndarray, **params: Any) -> ConvolutionOperator:
     group = params.setdefault("group", 1)
     weights = {"kernel": pack_conv_kernel(kernel, group)}
-    return ConvolutionOperator(
-        {"num_output_maps": kernel.shape[0], "kernel_shape": list(kernel.shape[2:]), **params}, weights
-    )
+    return ConvolutionOperator({"num_output_maps": kernel.shape[0], "kernel_shape": list(kernel.shape[2:]), **params}, weights)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -196,9 +196,7 @@ def _chain_model() -> object:
     inits, nodes = [], []
 
     def conv_node(x: str, y: str, c: int, m: int, k: int, group: int = 1, **attrs: object) -> None:
-        inits.append(
-            numpy_helper.from_array((rng.standard_normal((m, c // group, k, k)) * 0.3).astype(np.float32), y + "w")
-        )
+        inits.append(numpy_helper.from_array((rng.standard_normal((m, c // group, k, k)) * 0.3).astype(np.float32), y + "w"))
         inits.append(numpy_helper.from_array(rng.standard_normal(m).astype(np.float32), y + "b"))
         nodes.append(helper.make_node("Conv", [x, y + "w", y + "b"], [y], kernel_shape=[k, k], group=group, **attrs))
 
@@ -237,9 +235,7 @@ def test_engine_runs_the_loop_in_a_channels_last_run_and_loads_without_numba(mon
     np.testing.assert_allclose(got, expected, rtol=0, atol=2e-6 * np.abs(expected).max())
     blob = engine.serialize()
     monkeypatch.setattr(depthwise_numba, "_STATE", {"module": None, "tried": True})  # numba absent where it loads
-    context = (
-        plugrt.Runtime(plugrt.Logger(plugrt.Logger.ERROR)).deserialize_cuda_engine(blob).create_execution_context()
-    )
+    context = plugrt.Runtime(plugrt.Logger(plugrt.Logger.ERROR)).deserialize_cuda_engine(blob).create_execution_context()
     out = np.empty_like(got)
     context.set_tensor_address("x", x.ctypes.data)
     context.set_tensor_address("y", out.ctypes.data)

@@ -37,9 +37,7 @@ def _reference(op: PoolingOperator, x: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize("name", sorted(CASES))
 @pytest.mark.parametrize("handed", [False, True])
-def test_the_compiled_max_pool_matches_the_numpy_kernel(
-    name: str, handed: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_compiled_max_pool_matches_the_numpy_kernel(name: str, handed: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(depthwise_numba.ENV_SWITCH, "1")
     params, shape = CASES[name]
     op = PoolingOperator({"mode": "MAX", **params})

@@ -79,10 +79,7 @@ def test_an_operator_binds_its_arrays_and_launches_its_kernel_on_them() -> None:
     op = create_operator("activation", {"type": "RELU"}, {})
     x = np.array([[-1.0, 2.0]], np.float32)
     y = np.zeros_like(x)
-    bind = [
-        Binding(a.shape, trt.float32, trt.TensorFormat.LINEAR, 1.0, 0, a, lambda: (Dims(), Dims(), Dims()))
-        for a in (x, y)
-    ]
+    bind = [Binding(a.shape, trt.float32, trt.TensorFormat.LINEAR, 1.0, 0, a, lambda: (Dims(), Dims(), Dims())) for a in (x, y)]
     op.bind(bind[:1], bind[1:], 0)
     op.launch(0)
     np.testing.assert_array_equal(y, [[0.0, 2.0]])

@@ -232,7 +232,6 @@ def test_squeeze_excitation_fuses_on_a_gpu_in_half_only(monkeypatch) -> None:
 
     from plugrt.builder.fusion import fuse_layers
     from plugrt.core.types import DataType
-
     rng = np.random.default_rng(2)
     constants = {
         "w1": rng.standard_normal((2, 4, 1, 1)),

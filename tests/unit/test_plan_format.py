@@ -331,10 +331,7 @@ def test_unknown_version_is_reported_before_anything_else() -> None:
         f"plan format version 7 is not supported; this plugrt reads version {PLAN_FORMAT_VERSION}",
     )
     assert "7" in message and str(PLAN_FORMAT_VERSION) in message
-    rejects(
-        PLAN_MAGIC + struct.pack("<I", PLAN_FORMAT_VERSION + 1),
-        f"plan format version {PLAN_FORMAT_VERSION + 1} is not supported",
-    )
+    rejects(PLAN_MAGIC + struct.pack("<I", PLAN_FORMAT_VERSION + 1), f"plan format version {PLAN_FORMAT_VERSION + 1} is not supported")
     rejects(PLAN_MAGIC + struct.pack("<I", 2**32 - 1) + b"junk", "version 4294967295")
 
 

@@ -20,7 +20,6 @@ def _numpy_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     extra gives the own kernel (tests/unit/test_recurrent_numba.py)."""
     monkeypatch.setenv("PLUGRT_NUMBA", "0")
 
-
 RNG = np.random.default_rng(11)
 
 

@@ -54,7 +54,7 @@ def _reference(x, weights, direction, h0=None, c0=None):
         back = direction == "reverse" or d == 1
         h = np.zeros((batch, hidden)) if h0 is None else h0[d].astype(np.float64)
         c = np.zeros((batch, hidden)) if c0 is None else c0[d].astype(np.float64)
-        for t in range(steps - 1, -1, -1) if back else range(steps):
+        for t in (range(steps - 1, -1, -1) if back else range(steps)):
             g = x[t] @ w[d].T + h @ r[d].T + b[d, : 4 * hidden] + b[d, 4 * hidden :]
             i, o, f = (1 / (1 + np.exp(-g[:, k * hidden : (k + 1) * hidden])) for k in range(3))
             c = f * c + i * np.tanh(g[:, 3 * hidden :])
@@ -148,15 +148,8 @@ def test_weights_given_at_run_time_are_read_at_each_call(spy: list, monkeypatch:
     """W, R and B as graph inputs (ONNX's node tests give them so): new values at the same addresses are used."""
     monkeypatch.setenv("PLUGRT_TORCH", "0")
     hidden, inputs, dirs = 6, 4, 2
-    node = helper.make_node(
-        "LSTM", ["x", "W", "R", "B"], ["Y", "Y_h", "Y_c"], hidden_size=hidden, direction="bidirectional"
-    )
-    shapes = {
-        "x": [5, 2, inputs],
-        "W": [dirs, 4 * hidden, inputs],
-        "R": [dirs, 4 * hidden, hidden],
-        "B": [dirs, 8 * hidden],
-    }
+    node = helper.make_node("LSTM", ["x", "W", "R", "B"], ["Y", "Y_h", "Y_c"], hidden_size=hidden, direction="bidirectional")
+    shapes = {"x": [5, 2, inputs], "W": [dirs, 4 * hidden, inputs], "R": [dirs, 4 * hidden, hidden], "B": [dirs, 8 * hidden]}
     graph = helper.make_graph(
         [node],
         "lstm",

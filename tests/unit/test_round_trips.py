@@ -92,6 +92,4 @@ def test_the_widening_cast_goes_at_once(monkeypatch: pytest.MonkeyPatch) -> None
     others = set(PASS_NAMES) - {"round_trips"}
     out, *_ = fuse_layers(layers, list(plan.tensors), list(plan.io), dict(plan.weights), disabled=others)
     kinds = [layer.kind for layer in out]
-    assert (
-        "cast" not in kinds and kinds.count("reformat") == [layer.kind for layer in plan.layers].count("reformat") - 1
-    )
+    assert "cast" not in kinds and kinds.count("reformat") == [layer.kind for layer in plan.layers].count("reformat") - 1

@@ -119,9 +119,7 @@ def load_ptx_kernel(ptx: bytes, name: str) -> Callable[..., None]:
     module.load(ptx)
     function = module.get_function(name)
 
-    def launch(
-        grid: tuple[int, ...], block: tuple[int, ...], args: tuple[Any, ...], shared_mem: int, stream: int
-    ) -> None:
+    def launch(grid: tuple[int, ...], block: tuple[int, ...], args: tuple[Any, ...], shared_mem: int, stream: int) -> None:
         function(grid, block, args, shared_mem=int(shared_mem), stream=cupy_stream(stream))
 
     return launch

@@ -94,9 +94,7 @@ def matmul_into(cp: Any, a: Any, b: Any, out: Any, bias: Any = None) -> None:
         tbias = torch.as_tensor(bias, device="cuda").reshape(-1)
         single = all(d == 1 for d in tb.shape[:-2]) and tbias.numel() == tout.shape[-1]
         if single and tout.dim() >= 2 and tout.shape[:-1].numel() == ta.shape[:-1].numel():
-            torch.addmm(
-                tbias, ta.reshape(-1, ta.shape[-1]), tb.reshape(tb.shape[-2:]), out=tout.view(-1, tout.shape[-1])
-            )
+            torch.addmm(tbias, ta.reshape(-1, ta.shape[-1]), tb.reshape(tb.shape[-2:]), out=tout.view(-1, tout.shape[-1]))
         else:
             torch.matmul(ta, tb, out=tout)
             tout.add_(tbias)

@@ -226,9 +226,7 @@ def parse_cache(cache: bytes | str) -> tuple[str, dict[str, float]]:
     text = cache.decode("utf-8") if isinstance(cache, (bytes, bytearray)) else str(cache)
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines or not lines[0].startswith("TRT-"):
-        raise BuildError(
-            "calibration cache: the first line must name the calibrator (e.g. 'TRT-100000-EntropyCalibration2')"
-        )
+        raise BuildError("calibration cache: the first line must name the calibrator (e.g. 'TRT-100000-EntropyCalibration2')")
     header = lines[0].split("-", 2)
     ranges: dict[str, float] = {}
     for number, line in enumerate(lines[1:], start=2):
@@ -261,9 +259,7 @@ def calibrate_network(
         raise BuildError(f"calibration needs an IInt8Calibrator, got {type(calibrator).__name__}")
     algorithm = calibrator.get_algorithm()
     if algorithm not in _CACHE_NAMES:
-        raise BuildError(
-            f"{type(calibrator).__name__}.get_algorithm() returned {algorithm!r}, not a CalibrationAlgoType"
-        )
+        raise BuildError(f"{type(calibrator).__name__}.get_algorithm() returned {algorithm!r}, not a CalibrationAlgoType")
     tensors = _all_tensors(network)
     cached = calibrator.read_calibration_cache()
     if cached:
@@ -344,10 +340,8 @@ def _run_batches(
         context.set_input_shape(name, shape)
     backend = engine.backend
     watched = [t.name for t in tensors if not t.is_network_input]
-    buffers = {
-        n: backend.xp.empty(tuple(context.get_tensor_shape(n)), np.dtype(engine.get_tensor_dtype(n).nptype()))
-        for n in watched
-    }
+    buffers = {n: backend.xp.empty(tuple(context.get_tensor_shape(n)), np.dtype(engine.get_tensor_dtype(n).nptype()))
+               for n in watched}
     for name, buffer in buffers.items():
         context.set_tensor_address(name, backend.address_of(buffer))
     collectors = {t.name: HistogramCollector() for t in tensors}

@@ -217,9 +217,7 @@ class IBuilderConfig(DeprecatedContextManager):
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeMismatchError(f"DLA_core must be an int, got {value!r}")
         if value != -1:
-            raise BuildError(
-                f"DLA_core = {value}: plugrt has no DLA; only -1 (no DLA core, TensorRT's default) is valid"
-            )
+            raise BuildError(f"DLA_core = {value}: plugrt has no DLA; only -1 (no DLA core, TensorRT's default) is valid")
         self._dla_core = value
 
     @property
@@ -265,6 +263,7 @@ class IBuilderConfig(DeprecatedContextManager):
     def can_run_on_DLA(self, layer: Any) -> bool:
         """False: plugrt has no DLA."""
         return False
+
 
     def set_flag(self, flag: BuilderFlag) -> None:
         """Turn ``flag`` on."""

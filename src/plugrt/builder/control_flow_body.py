@@ -115,7 +115,9 @@ def analyse(body: BodyGraph, model: onnx.ModelProto) -> list[tuple[DataType, lis
 
 def input_templates(shape: Sequence[IDimensionExpr], position: int) -> list[Template | None]:
     """The shape of operator input ``position`` as templates (constants where known)."""
-    return [["c", d.get_constant_value()] if d.is_constant() else ["i", position, axis] for axis, d in enumerate(shape)]
+    return [
+        ["c", d.get_constant_value()] if d.is_constant() else ["i", position, axis] for axis, d in enumerate(shape)
+    ]
 
 
 def shown(tensor: ITensor, dtype: DataType, dims: Sequence[Template | None]) -> str:

@@ -23,7 +23,9 @@ from .control_flow_body import BodyGraph, analyse, shown
 __all__ = ["lower_conditional"]
 
 
-def lower_conditional(network: INetworkDefinition, conditional: IIfConditional) -> tuple[LoweredLayer | None, set[int]]:
+def lower_conditional(
+    network: INetworkDefinition, conditional: IIfConditional
+) -> tuple[LoweredLayer | None, set[int]]:
     """The layer running ``conditional`` (None when it has no outputs) and the ids of the tensors inside it."""
     label = owner_label(conditional)
     condition = next((layer for layer in conditional._layers if isinstance(layer, IConditionLayer)), None)

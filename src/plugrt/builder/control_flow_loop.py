@@ -79,9 +79,7 @@ def lower_loop(network: INetworkDefinition, loop: ILoop) -> tuple[LoweredLayer |
             )
     for boundary in [*recurrences, *iterators, *([count] if count else [])]:
         if interior.inside(read(boundary, 0)):
-            raise BuildError(
-                f"{label}: boundary {boundary.name!r} reads {read(boundary, 0).name!r}, which the loop computes"
-            )
+            raise BuildError(f"{label}: boundary {boundary.name!r} reads {read(boundary, 0).name!r}, which the loop computes")
     if not outputs:
         return None, interior.tensors
     # The results: final recurrence values (claimed by LAST_VALUE outputs of recurrence outputs), then scans.
@@ -104,10 +102,8 @@ def lower_loop(network: INetworkDefinition, loop: ILoop) -> tuple[LoweredLayer |
             outer.append(read(count, 0))
     head = [read(count, 0)] if count is not None else []
     op_inputs = [*head, *(read(layer, 0) for layer in recurrences), *outer]
-    results = [
-        t if t is not None else ITensor(f"{loop.name} final {k}", DataType.FLOAT, Dims(), None)
-        for k, t in enumerate(finals)
-    ]
+    results = [t if t is not None else ITensor(f"{loop.name} final {k}", DataType.FLOAT, Dims(), None)
+               for k, t in enumerate(finals)]
     results += [layer.get_output(0) for layer in scans]
     plan = _LoopPlan(loop, count, whiles, recurrences, iterators, scans, interior, outer)
     return LoweredLayer(network, loop, "loop", op_inputs, results, plan), interior.tensors

@@ -29,11 +29,9 @@ def resolve_in_place(state: BuildState) -> None:
         copies_after: list[LayerPlan] = []
         for out, inp in sorted(aliases.items()):
             source = layer.inputs[inp]
-            read_later = (
-                any(source in later.inputs or source in later.shape_inputs for later in state.layers[step + 1 :])
-                or [i for i, t in enumerate(layer.inputs) if t == source] != [inp]
-                or source in layer.shape_inputs
-            )
+            read_later = any(
+                source in later.inputs or source in later.shape_inputs for later in state.layers[step + 1 :]
+            ) or [i for i, t in enumerate(layer.inputs) if t == source] != [inp] or source in layer.shape_inputs
             role = state.tensors[source].role
             if read_later or role in ("input", "constant", "output"):
                 why = (
@@ -49,9 +47,7 @@ def resolve_in_place(state: BuildState) -> None:
                     f"({state.tensors[source].name!r}); {why}, so the plugin gets a copy",
                 )
                 copy = _copy_of(state, source, f"{state.tensors[source].name} [copy for {layer.name}]")
-                layers.append(
-                    LayerPlan(f"Copy {state.tensors[source].name} for {layer.name}", "identity", [source], [copy])
-                )
+                layers.append(LayerPlan(f"Copy {state.tensors[source].name} for {layer.name}", "identity", [source], [copy]))
                 layer.inputs[inp] = source = copy
             target = layer.outputs[out]
             if state.tensors[target].role == "output":
@@ -66,7 +62,7 @@ def resolve_in_place(state: BuildState) -> None:
         layers.extend(copies_after)
     state.layers = layers
 
-
 def _copy_of(state: BuildState, index: int, name: str) -> int:
     t = state.tensors[index]  # (after fusion renumbered the tensors; build-time values are no longer needed)
     return state.add_tensor(name, t.dtype, t.format, list(t.shape), "internal")
+

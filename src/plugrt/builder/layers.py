@@ -195,3 +195,5 @@ def _in_place_outputs(
                 f"output {out} is {target.dtype.name}/{target.format.name} with {target.ranges}"
             )
     return aliases
+
+

@@ -32,15 +32,12 @@ def mark_outputs(state: BuildState) -> list[int]:
             # constants are computed once into the arena; an output lives in the caller's memory, so copy
             source = state.tensors[index]
             source.name = f"{tensor.name} [constant]"
-            copy = state.add_tensor(
-                tensor.name, source.dtype, source.format, source.shape, "internal", state.values[index]
-            )
+            copy = state.add_tensor(tensor.name, source.dtype, source.format, source.shape, "internal", state.values[index])
             state.layers.append(LayerPlan(f"Copy {tensor.name} to the output", "identity", [index], [copy]))
             index = copy
         state.tensors[index].role = "output"
         outputs.append(index)
     return inputs + outputs
-
 
 def check_profile_shapes(state: BuildState) -> None:
     """Every tensor's dims at each profile's min, opt and max are computable and >= 0."""
@@ -61,3 +58,4 @@ def check_profile_shapes(state: BuildState) -> None:
                         f"tensor {tensor.name!r} produced by layer {producers.get(index, 'input')!r} has shape {dims} "
                         f"at profile {p} {label} shapes; dimensions must be >= 0"
                     )
+

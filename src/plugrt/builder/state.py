@@ -79,7 +79,9 @@ class BuildState:
         self.declared_types: dict[int, DataType] = {}
         self.profiles: list[ResolvedProfile] = []
         #: (plugin identity, timing_cache_id, I/O descriptors) → chosen tactic; TensorRT's timing cache
-        self.timing_cache: dict[Any, int] | None = None if config.get_flag(BuilderFlag.DISABLE_TIMING_CACHE) else {}
+        self.timing_cache: dict[Any, int] | None = (
+            None if config.get_flag(BuilderFlag.DISABLE_TIMING_CACHE) else {}
+        )
         #: plugin layer → {output position: input position} it computes in place
         self.aliases: dict[int, dict[int, int]] = {}
         #: tensor → the tensor whose memory it shares (an in-place plugin output → its input)
@@ -150,9 +152,7 @@ class BuildState:
                 weight = f"{len(self.layers)}/value"
                 self.weights[weight] = _convert_on_host(stored, params)
                 shape = {"shape": list(stored.shape)}
-                self.layers.append(
-                    LayerPlan(layer_name, "constant", [], [out], params=shape, weights={"value": weight})
-                )
+                self.layers.append(LayerPlan(layer_name, "constant", [], [out], params=shape, weights={"value": weight}))
             else:
                 self.layers.append(LayerPlan(layer_name, "reformat", [index], [out], params=params))
             self.logger.emit(
@@ -212,6 +212,7 @@ class BuildState:
         scale = tensor_scale(tensor, self.calibrated)
         if scale is not None:
             self.scales[index] = scale
+
 
 
 def _stored_values(

@@ -139,10 +139,7 @@ def _detector(out: TextIO, directory: str, iterations: int, logger: ILogger) -> 
             for k, (s, c, box) in enumerate(want)
         )
         failures += not ok
-    print(
-        f"   {'matches the ONNX reference evaluator + NumPy NMS' if not failures else 'MISMATCH against the reference'}",
-        file=out,
-    )
+    print(f"   {'matches the ONNX reference evaluator + NumPy NMS' if not failures else 'MISMATCH against the reference'}", file=out)
     return failures
 
 
@@ -185,7 +182,9 @@ def _plugin_network(builder: Builder) -> INetworkDefinition:
     first = network.add_plugin_v2([x], v2_creator.create_plugin("pad_last", pads))
     first.name = "pad_last_dim (IPluginV2DynamicExt)"
     v3_creator = registry.get_creator("CircPadPluginV3", "1", "")
-    pads3 = PluginFieldCollection([PluginField("pads", np.array([0, 1, 1, 0], np.int32), PluginFieldType.INT32)])
+    pads3 = PluginFieldCollection(
+        [PluginField("pads", np.array([0, 1, 1, 0], np.int32), PluginFieldType.INT32)]
+    )
     second = network.add_plugin_v3(
         [first.get_output(0)], [], v3_creator.create_plugin("pad_two", pads3, TensorRTPhase.BUILD)
     )

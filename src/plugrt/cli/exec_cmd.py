@@ -43,13 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--iterations", type=int, default=10, help="run at least this many inferences (default 10)")
     add("--warmUp", type=float, default=200.0, metavar="MS", help="warm up for this many milliseconds (default 200)")
     add("--duration", type=float, default=3.0, metavar="S", help="run for at least this many seconds (default 3)")
-    add(
-        "--avgRuns",
-        type=int,
-        default=None,
-        metavar="N",
-        help="also print 'Average on N runs' lines (averages of N consecutive runs; with --verbose, N is 10 by default)",
-    )
+    add("--avgRuns", type=int, default=None, metavar="N",
+        help="also print 'Average on N runs' lines (averages of N consecutive runs; with --verbose, N is 10 by default)")
     add("--useCudaGraph", action="store_true", help="replay inferences as a CUDA graph (cuda device)")
     add("--noDataTransfers", action="store_true", help="do not copy inputs/outputs between host and device per run")
     add("--verbose", action="store_true", help="verbose logging and tracebacks")

@@ -114,9 +114,7 @@ class IExecutionContext(DeprecatedContextManager):
             given = tuple(shape)
         except TypeError:
             given = None
-        if given is None or not all(
-            isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)) for d in given
-        ):
+        if given is None or not all(isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)) for d in given):
             raise TypeMismatchError(
                 f"set_input_shape({name!r}): shape must be a sequence of ints, got {shape!r}"
                 + ("" if given is None else f" (element types {[type(d).__name__ for d in given]})")
@@ -353,9 +351,7 @@ class IExecutionContext(DeprecatedContextManager):
             backend = self.engine.backend
             arrays = {}
             pointers = {}
-            moved = (
-                self._bound_addresses is not None and not self._dirty and set(addresses) == set(self._bound_addresses)
-            )
+            moved = self._bound_addresses is not None and not self._dirty and set(addresses) == set(self._bound_addresses)
             for index in self._inputs + self._outputs:
                 name = plan.tensors[index].name
                 if name in addresses:

@@ -231,9 +231,7 @@ class Executor:
             self.arrays[index] = io_arrays[index]
             self.pointers[index] = io_pointers[index]
         for step in touched:
-            step.view = (
-                step.node.views_input() and self.pointers[step.layer.inputs[0]] == self.pointers[step.layer.outputs[0]]
-            )
+            step.view = step.node.views_input() and self.pointers[step.layer.inputs[0]] == self.pointers[step.layer.outputs[0]]
             self._bind_step(step)
         self._calls = None
         self.graphs.reset()

@@ -75,9 +75,7 @@ def check_layer_rules(plan: EnginePlan) -> list[BroadcastCheck]:
         for k, index in enumerate(layer.outputs):
             recorded = plan.tensors[index]
             if types[k] != recorded.dtype:
-                raise _fail(
-                    f"{label} output {recorded.name!r} is {recorded.dtype.name}; its operator makes {types[k].name}"
-                )
+                raise _fail(f"{label} output {recorded.name!r} is {recorded.dtype.name}; its operator makes {types[k].name}")
             _compare(label, recorded.name, list(shapes[k]), recorded.shape, envs)
             values[index] = out_values[k] if k < len(out_values) else None
     for tensor in plan.tensors:

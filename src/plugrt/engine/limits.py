@@ -26,13 +26,8 @@ import threading
 from ..core.errors import AllocationLimitError, TypeMismatchError
 from .plan import EnginePlan, profile_envs, tensor_max_bytes
 
-__all__ = [
-    "DEFAULT_ALLOCATION_LIMIT",
-    "check_allocation",
-    "check_plan_allocations",
-    "get_allocation_limit",
-    "set_allocation_limit",
-]
+__all__ = ["DEFAULT_ALLOCATION_LIMIT", "check_allocation", "check_plan_allocations", "get_allocation_limit",
+           "set_allocation_limit"]
 
 #: The default cap on one tensor and on one context's activation arena, in bytes.
 DEFAULT_ALLOCATION_LIMIT = 2 << 30

@@ -18,3 +18,4 @@ def register_once(creator_class: type, namespace: str = "") -> Any:
     creator = creator_class()
     registry.register_creator(creator, namespace)
     return creator
+

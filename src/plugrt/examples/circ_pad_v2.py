@@ -114,5 +114,4 @@ def register(namespace: str = "") -> CircPadPluginCreator:
     """Register the creator once (idempotent) and return it."""
     return register_once(CircPadPluginCreator, namespace)  # type: ignore[no-any-return]
 
-
 register()

@@ -117,5 +117,4 @@ def register(namespace: str = "") -> CircPadPluginV3Creator:
     """Register the creator once (idempotent) and return it."""
     return register_once(CircPadPluginV3Creator, namespace)  # type: ignore[no-any-return]
 
-
 register()

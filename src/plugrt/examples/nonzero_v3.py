@@ -112,5 +112,4 @@ def register(namespace: str = "") -> NonZeroPluginCreator:
     """Register the creator once (idempotent) and return it."""
     return register_once(NonZeroPluginCreator, namespace)  # type: ignore[no-any-return]
 
-
 register()

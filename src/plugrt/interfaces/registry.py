@@ -23,13 +23,7 @@ from .creator import IPluginCreatorInterface
 from .error_recorder import ErrorCodeTRT, IErrorRecorder, check_error_recorder, report_to
 from .resource import IPluginResource, ResourceTable
 
-__all__ = [
-    "IPluginRegistry",
-    "PluginLibraryHandle",
-    "creator_key",
-    "get_builder_plugin_registry",
-    "get_plugin_registry",
-]
+__all__ = ["IPluginRegistry", "PluginLibraryHandle", "creator_key", "get_builder_plugin_registry", "get_plugin_registry"]
 
 Key = tuple[str, str, str]
 

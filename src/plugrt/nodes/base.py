@@ -49,16 +49,7 @@ class Binding:
     """
 
     __slots__ = (
-        "_desc",
-        "_profile_dims",
-        "address",
-        "array",
-        "constant",
-        "dtype",
-        "format",
-        "scale",
-        "shape",
-        "values",
+        "_desc", "_profile_dims", "address", "array", "constant", "dtype", "format", "scale", "shape", "values"
     )
 
     def __init__(

@@ -84,7 +84,8 @@ class PluginOutputCheck:
             value = dim.evaluate(env)
             if value < 0:
                 return (
-                    f"{self.where}: output {self.output} dimension {axis} is {value} ({dim}); dimensions must be >= 0"
+                    f"{self.where}: output {self.output} dimension {axis} is {value} ({dim}); "
+                    "dimensions must be >= 0"
                 )
         return None
 

@@ -72,19 +72,15 @@ def resolve_location(tensor: TensorProto, base_dir: str) -> tuple[str, int, int]
     if not location:
         raise GraphError(f"tensor {tensor.name!r} has external data but no location")
     if os.path.isabs(location) or location.startswith(("/", "\\")):
-        raise GraphError(
-            f"tensor {tensor.name!r}: external data location {location!r} is absolute; it must be "
-            "relative to the model's folder"
-        )
+        raise GraphError(f"tensor {tensor.name!r}: external data location {location!r} is absolute; it must be "
+                         "relative to the model's folder")
     if ".." in location.replace("\\", "/").split("/"):
         raise GraphError(f"tensor {tensor.name!r}: external data location {location!r} leaves the model's folder")
     root = os.path.realpath(base_dir)
     target = os.path.realpath(os.path.join(root, location))
     if os.path.commonpath([root, target]) != root:
-        raise GraphError(
-            f"tensor {tensor.name!r}: external data location {location!r} leads out of the model's "
-            f"folder {base_dir!r} (through a symbolic link)"
-        )
+        raise GraphError(f"tensor {tensor.name!r}: external data location {location!r} leads out of the model's "
+                         f"folder {base_dir!r} (through a symbolic link)")
     try:
         offset = int(info.get("offset", "0"))
         length = int(info.get("length", "-1"))
@@ -127,10 +123,8 @@ def _read_array(tensor: TensorProto, path: str, offset: int, dtype: np.dtype, co
     except (OSError, ValueError) as exc:
         raise GraphError(f"tensor {tensor.name!r}: cannot read external data from {path!r}: {exc}") from None
     if array.size != count:
-        raise GraphError(
-            f"tensor {tensor.name!r}: external file {path!r} holds {array.size * dtype.itemsize} bytes "
-            f"at offset {offset}, the model says {count * dtype.itemsize}"
-        )
+        raise GraphError(f"tensor {tensor.name!r}: external file {path!r} holds {array.size * dtype.itemsize} bytes "
+                         f"at offset {offset}, the model says {count * dtype.itemsize}")
     return array.astype(dtype.newbyteorder("="), copy=False).reshape(tuple(tensor.dims))
 
 
@@ -174,10 +168,8 @@ def load_external_data(model: Any, base_dir: str | None, source: str) -> dict[st
         except OSError as exc:
             raise GraphError(f"tensor {tensor.name!r}: cannot read external data from {path!r}: {exc}") from None
         if length >= 0 and len(data) != length:
-            raise GraphError(
-                f"tensor {tensor.name!r}: external file {path!r} holds {len(data)} bytes at offset "
-                f"{offset}, the model says {length}"
-            )
+            raise GraphError(f"tensor {tensor.name!r}: external file {path!r} holds {len(data)} bytes at offset "
+                             f"{offset}, the model says {length}")
         tensor.raw_data = data
         tensor.data_location = TensorProto.DEFAULT
         del tensor.external_data[:]

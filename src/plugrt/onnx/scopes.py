@@ -69,3 +69,4 @@ def _rename_in_graph(graph: GraphProto, rename: Callable[[str], str]) -> None:
         rename_free_names(node, lambda n: mapping.get(n, n))
     for value in graph.output:
         value.name = inner(value.name)
+

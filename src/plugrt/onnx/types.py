@@ -18,15 +18,7 @@ from onnx import TensorProto, helper
 from ..core.types import DataType
 from ..ops.storage_cast import NARROW_TYPES, narrow_numpy_type
 
-__all__ = [
-    "NARROW",
-    "WIDENED",
-    "onnx_numpy_dtype",
-    "onnx_type_name",
-    "plugrt_numpy_dtype",
-    "to_datatype",
-    "to_supported_array",
-]
+__all__ = ["NARROW", "WIDENED", "onnx_numpy_dtype", "onnx_type_name", "plugrt_numpy_dtype", "to_datatype", "to_supported_array"]
 
 _EXACT: dict[int, DataType] = {
     TensorProto.FLOAT: DataType.FLOAT,
@@ -74,7 +66,9 @@ _NUMPY_TARGET: dict[np.dtype, np.dtype] = {
     np.dtype(np.uint32): np.dtype(np.int64),
     np.dtype(np.uint64): np.dtype(np.int64),
 }
-_NUMPY_TARGET.update({narrow_numpy_type(name): np.dtype(NARROW_TYPES[name].nptype()) for name in NARROW.values()})
+_NUMPY_TARGET.update(
+    {narrow_numpy_type(name): np.dtype(NARROW_TYPES[name].nptype()) for name in NARROW.values()}
+)
 
 
 def onnx_type_name(elem_type: int) -> str:

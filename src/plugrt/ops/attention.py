@@ -77,9 +77,7 @@ def _checked_view(
         raise NetworkError(f"attention: select_{name} {list(select)} names atoms outside split_{name} {split}")
     left = atoms - len(fixed)
     if perm and sorted(p for p in perm if p != -1) != list(range(left)):
-        raise NetworkError(
-            f"attention: perm_{name} {list(perm)} does not order the {left} atoms left (-1: a unit axis)"
-        )
+        raise NetworkError(f"attention: perm_{name} {list(perm)} does not order the {left} atoms left (-1: a unit axis)")
     return split, fixed
 
 
@@ -178,9 +176,7 @@ class AttentionOperator(TorchOperator):
         result = self._result.output_shapes([scores, logical[2]], none)[0]
         if self._out_perm is not None:
             if len(self._out_perm) != len(result):
-                raise ShapeError(
-                    f"{label(self)}: perm_out {list(self._out_perm)} does not fit a rank-{len(result)} result"
-                )
+                raise ShapeError(f"{label(self)}: perm_out {list(self._out_perm)} does not fit a rank-{len(result)} result")
             result = [result[p] for p in self._out_perm]
         return [result, scores]
 
@@ -197,9 +193,7 @@ class AttentionOperator(TorchOperator):
         if perm is None:
             return list(shape)
         if len(perm) != len(shape):
-            raise ShapeError(
-                f"{label(self)}: the transpose {list(perm)} of input {index} does not fit its dims {list(shape)}"
-            )
+            raise ShapeError(f"{label(self)}: the transpose {list(perm)} of input {index} does not fit its dims {list(shape)}")
         return [shape[p] for p in perm]
 
     def _atoms(self, index: int, shape: Sequence[Any]) -> list[Any]:
@@ -211,9 +205,7 @@ class AttentionOperator(TorchOperator):
         for sizes, dim in zip(split, shape):
             known = math.prod(c for c in sizes if c != -1)
             expression = not isinstance(dim, (int, np.integer))
-            value = (
-                None if expression and not dim.is_constant() else int(dim.get_constant_value() if expression else dim)
-            )
+            value = None if expression and not dim.is_constant() else int(dim.get_constant_value() if expression else dim)
             if value is not None and (value % known if -1 in sizes else value != known):
                 raise ShapeError(f"{label(self)}: input {index}'s dim {value} does not split into {sizes}")
             for size in sizes:

@@ -96,11 +96,6 @@ def _find() -> tuple[Callable[[int], None], Callable[[], int]] | None:
 
 _BLAS = _find()
 _CONFIGURED = _BLAS[1]() if _BLAS is not None else 1
-#: the BLAS's thread count outside the one-thread guards: the configured count, one inside engine runs that keep
-#: the BLAS quiet (:func:`run_scope`)
-_OUTSIDE = [_CONFIGURED]
-
-
 def quiet_blas_workers() -> None:
     """Make every engine run from now on keep the BLAS on one thread (:func:`run_scope`); called where a PyTorch
     CPU kernel is bound. OpenBLAS's workers spin on their cores for a long time after each product that used
@@ -122,7 +117,6 @@ class _QuietRuns:
             _QUIET["runs"] += 1
             if _QUIET["runs"] == 1:
                 assert _BLAS is not None
-                _OUTSIDE[0] = 1
                 _BLAS[0](1)
 
     def __exit__(self, *exc: object) -> None:
@@ -130,10 +124,10 @@ class _QuietRuns:
             _QUIET["runs"] -= 1
             if _QUIET["runs"] == 0:
                 assert _BLAS is not None
-                _OUTSIDE[0] = _CONFIGURED
                 _BLAS[0](_CONFIGURED)
 
 
+#: whether PyTorch's CPU kernels are bound in this process, and how many engine runs are inside :func:`run_scope`
 _QUIET: dict[str, int] = {"wanted": 0, "runs": 0}
 _QUIET_RUNS = _QuietRuns()
 
@@ -248,7 +242,7 @@ class _OneThread:
     def __exit__(self, *exc: object) -> None:
         try:
             assert _BLAS is not None
-            _BLAS[0](_OUTSIDE[0])
+            _BLAS[0](1 if _QUIET["runs"] else _CONFIGURED)  # inside a quiet run: one thread still
         finally:
             _LOCK.release()
 

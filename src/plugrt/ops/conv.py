@@ -265,8 +265,7 @@ class ConvolutionOperator(TorchOperator):
         taps = math.prod(w.kernel)
         self._cols_shape = (*x_shape[:2], taps, *out_spatial)
         inside = not any(begins) and all(
-            (o - 1) * s + (k - 1) * d + 1 <= n
-            for o, s, k, d, n in zip(out_spatial, w.strides, w.kernel, w.dilations, spatial)
+            (o - 1) * s + (k - 1) * d + 1 <= n for o, s, k, d, n in zip(out_spatial, w.strides, w.kernel, w.dilations, spatial)
         )
         per_tap = 4 * math.prod((*x_shape[:2], *out_spatial))  # bytes a tap's copy moves
         small = taps > 1 and 0 < per_tap <= WINDOW_COPY_MAX_BYTES  # the calls cost more than the bytes

@@ -20,15 +20,7 @@ import numba
 import numpy as np
 from numba import njit
 
-__all__ = [
-    "ACTIVATION_COUNT",
-    "UNROLLED_TAPS",
-    "depthwise_rows",
-    "entry_point",
-    "loops_for",
-    "max_pool",
-    "rows_epilogue",
-]
+__all__ = ["ACTIVATION_COUNT", "UNROLLED_TAPS", "depthwise_rows", "entry_point", "loops_for", "max_pool", "rows_epilogue"]
 
 #: activation codes run from 0 (none) to this count - 1 (see :func:`_activate`)
 ACTIVATION_COUNT = 6

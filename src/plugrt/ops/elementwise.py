@@ -20,16 +20,9 @@ from ..shape import DimensionOperation, IDimensionExpr, constant, operation
 from ..shape.simplify import nonnegative
 from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .params import param
+from .torch_cpu import view
 
-__all__ = [
-    "ARITHMETIC_UFUNCS",
-    "FLOAT_TYPES",
-    "NUMERIC_TYPES",
-    "ElementwiseOperator",
-    "broadcast_dim",
-    "expect_inputs",
-    "label",
-]
+__all__ = ["ARITHMETIC_UFUNCS", "FLOAT_TYPES", "NUMERIC_TYPES", "ElementwiseOperator", "broadcast_dim", "expect_inputs", "label"]
 __all__ += ["floor_div_value", "merge_dim", "quiet", "truncating_div"]
 
 FLOAT_TYPES = frozenset({DataType.FLOAT, DataType.HALF})
@@ -192,7 +185,7 @@ def _torch_launch(op: str, inputs: Sequence[Any], out: Any) -> Any:
     torch = torch_for_graphs()
     if torch is None:
         return None
-    a, b, target = (torch.as_tensor(x, device="cuda") for x in (*inputs, out))
+    a, b, target = (view(x) for x in (*inputs, out))
     return functools.partial(getattr(torch, name), out=target), (a, b)
 
 

@@ -88,17 +88,14 @@ __device__ __forceinline__ float clip_(float x, float low, float high) {
 
 #: what the epilogue kernels of other layers share (``ops/conv_epilogue_cuda.py``, ``ops/depthwise_cuda.py``): FLOAT
 #: from either type, one rounding back, the 16-byte word of VEC elements, TensorRT's CLIP
-_EPILOGUE_PREAMBLE = (
-    r"""
+_EPILOGUE_PREAMBLE = r"""
 #include <cuda_fp16.h>
 __device__ __forceinline__ float to_f(float v) { return v; }
 __device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
 __device__ __forceinline__ float stored(float v, float) { return v; }
 __device__ __forceinline__ __half stored(float v, __half) { return __float2half_rn(v); }
 template <typename T, int VEC> struct alignas(sizeof(T) * VEC) Pack { T v[VEC]; };
-"""
-    + CLIP_PREAMBLE
-)
+""" + CLIP_PREAMBLE
 
 _KERNELS: dict[tuple[str, str], Any] = {}
 _EPILOGUES: dict[tuple[str, str, float, float], Any] = {}

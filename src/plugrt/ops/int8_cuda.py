@@ -33,7 +33,9 @@ ALIGN = 8
 #: and more rows than this
 MIN_ROWS = 16
 
-_DEQUANTIZE = ("int32 acc, float32 m, float32 b", "T out", "out = (T)((float)acc * m + b)", "plugrt_int8_dequantize")
+_DEQUANTIZE = (
+    "int32 acc, float32 m, float32 b", "T out", "out = (T)((float)acc * m + b)", "plugrt_int8_dequantize"
+)
 _REQUANTIZE = (
     "int32 acc, float32 m, float32 b, float32 inv",
     "int8 out",

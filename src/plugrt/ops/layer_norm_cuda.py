@@ -141,16 +141,7 @@ def _kernel(dtype: np.dtype, cols: int, residual: int) -> tuple[Any, int]:
 
 
 def layer_norm_launch(
-    x: int,
-    gamma: int,
-    beta: int,
-    y: int,
-    rows: int,
-    cols: int,
-    eps: float,
-    dtype: Any,
-    residual: int = 0,
-    total: int = 0,
+    x: int, gamma: int, beta: int, y: int, rows: int, cols: int, eps: float, dtype: Any, residual: int = 0, total: int = 0
 ) -> tuple[Any, tuple[Any, ...]]:
     """The kernel and its launch arguments, ``kernel(*arguments)`` launching it on CuPy's current stream.
 

@@ -53,11 +53,6 @@ def _as_rows(a: Any, b: Any, out: Any) -> tuple[Any, Any, Any] | None:
         return None
 
 
-def partial_mm(torch: Any, a: Any, b: Any, out: Any) -> Any:
-    """``torch.mm(a, b, out=out)`` as a call without arguments."""
-    return functools.partial(torch.mm, a, b, out=out)
-
-
 def product_then_bias(out: Any) -> bool:
     """Whether a product with a bias into ``out`` (a torch tensor) runs as the product then the bias add rather than
     cuBLASLt's bias epilogue: FLOAT outputs of at most :data:`FEW_ROWS` rows."""
@@ -169,13 +164,15 @@ class MatrixMultiplyOperator(TorchOperator):
         b = product_operand(view(inputs[1]), self.ops[1], first=False)
         out = view(outputs[0]).view(self._out_view)
         rows = _as_rows(a, b, out)  # one matrix by one matrix: mm, ~5 us less host time a call than matmul
-        first = functools.partial(torch.matmul, a, b, out=out) if rows is None else partial_mm(torch, *rows)
+        if rows is None:
+            first, target = functools.partial(torch.matmul, a, b, out=out), out
+        else:
+            first, target = functools.partial(torch.mm, rows[0], rows[1], out=rows[2]), rows[2]
         if not self.bias:
             return first
         bias = view(inputs[2]).view(-1)
         if rows is not None and not product_then_bias(out):  # one addmm: cuBLAS adds the bias in the epilogue
             return functools.partial(torch.addmm, bias, rows[0], rows[1], out=rows[2])
-        target = out if rows is None else rows[2]
 
         def product() -> None:
             first()

@@ -147,9 +147,7 @@ def _packed_projections(
 
     def pack() -> tuple[list[Any], list[Any]]:
         weights = [placeholder(PackedMatrix(np.ascontiguousarray(w[d]), True)) for d in range(w.shape[0])]
-        sums = [
-            None if bias is None else np.ascontiguousarray(bias[d, :size] + bias[d, size:]) for d in range(w.shape[0])
-        ]
+        sums = [None if bias is None else np.ascontiguousarray(bias[d, :size] + bias[d, size:]) for d in range(w.shape[0])]
         return weights, sums
 
     key = (w.ctypes.data, w.shape, None if bias is None else bias.ctypes.data)

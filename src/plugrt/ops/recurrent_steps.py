@@ -126,16 +126,8 @@ def run_cells(
 
 
 def bound_cells(
-    spec: CellSpec,
-    x: Any,
-    w: Any,
-    r: Any,
-    bias: Any,
-    states: Sequence[Any],
-    peepholes: Any,
-    y: Any,
-    finals: Sequence[Any],
-    xp: Any,
+    spec: CellSpec, x: Any, w: Any, r: Any, bias: Any, states: Sequence[Any], peepholes: Any, y: Any,
+    finals: Sequence[Any], xp: Any,
 ) -> Callable[[], None]:
     """:func:`run_cells` without sequence lengths as a call without arguments over these arrays, every buffer
     and view made now (a run then costs the kernels alone: one time step of a small cell is a few

@@ -131,3 +131,4 @@ class SqueezeExcitationOperator(SameShape, TorchOperator):
                 activation_kernel(act[0])(xp, target, target, act[1], act[2])
         shape = (n, c) + (1,) * (x.ndim - 2)
         xp.multiply(x, scale.reshape(shape).astype(x.dtype, copy=False), out=out)
+

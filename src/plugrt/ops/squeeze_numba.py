@@ -62,3 +62,4 @@ def squeeze_excitation_channels_last(
         handed.tensor = None  # the buffer holds the result
 
     return run
+

@@ -110,3 +110,5 @@ def broadcast_shapes(op: Operator, shapes: Sequence[ShapeExprs]) -> ShapeExprs:
         padded = [constant(1)] * (rank - len(shape)) + list(shape)
         out = [broadcast_dim(op, a, b, axis) for axis, (a, b) in enumerate(zip(out, padded))]
     return out
+
+

@@ -310,8 +310,8 @@ def _rows_linear(
     formats: Sequence[TensorFormat],
     flops: float,
 ) -> Kernel | None:
-    """A larger 1x1 convolution from an HWC tensor as oneDNN's product of the rows ``[N*H*W, C] @ [C, M]`` (``torch.ops.mkldnn._linear_pointwise``, its weight packed once
-    with ``_reorder_linear_weight``), the bias and the activation its post-ops (:data:`POST_OPS`), an HWC residual
+    """A larger 1x1 convolution from an HWC tensor as oneDNN's product of the rows ``[N*H*W, C] @ [C, M]``
+    (``torch.ops.mkldnn._linear_pointwise``, its weight packed once with ``_reorder_linear_weight``), the bias and the activation its post-ops (:data:`POST_OPS`), an HWC residual
     its ``add`` post-op (the activation then in place after it); the result is handed over, or relaid into a
     LINEAR output (a network output, MobileNetV2's features). oneDNN's call of its matrix product costs 5-8 us less
     than its 1x1 convolution's with the kernel reordered (one thread, each alone: 44.5 against 51.9 us at
@@ -374,8 +374,8 @@ def _rows_linear(
 
 
 def _row_view(given: HandOver | None, channels: int, rows: Any) -> Any:
-    """An HWC tensor's ``[N*H*W, C]`` rows as a torch tensor: the handed-over tensor's (copied where it is not
-    channels-last contiguous), else ``rows`` (the buffer's)."""
+    """An HWC tensor's ``[N*H*W, C]`` rows: the handed-over tensor's as a torch tensor (copied where it is not
+    channels-last contiguous), else ``rows`` (the buffer's, as given)."""
     tensor = None if given is None else given.tensor
     if tensor is None:
         return rows
@@ -417,15 +417,9 @@ def _compiled_epilogue(
 
 
 def _rows(given: HandOver, channels: int, rows: np.ndarray) -> np.ndarray:
-    """An HWC tensor's ``[N*H*W, C]`` rows: the handed-over tensor's (copied where it is not channels-last
-    contiguous), else the buffer's."""
-    tensor = given.tensor
-    if tensor is None:
-        return rows
-    stored = tensor.permute(0, 2, 3, 1)
-    if not stored.is_contiguous():
-        stored = stored.contiguous()
-    result: np.ndarray = stored.reshape(-1, channels).numpy()
+    """:func:`_row_view` as a NumPy array (the buffer's ``rows``, or a view of the handed-over tensor's)."""
+    found = _row_view(given, channels, rows)
+    result: np.ndarray = found if found is rows else found.numpy()
     return result
 
 
@@ -507,8 +501,8 @@ def _compiled_max_pool(
 ) -> Kernel | None:
     """MAX pooling from an HWC FLOAT buffer as the compiled loop (``depthwise_numba_loops.max_pool``), reading the
     input's hand-over slot, writing the output's buffer (HWC, its slot emptied, or LINEAR through its ``[N, H, W,
-    C]`` view: a run's last pool before a reshape); None where numba is not there, on a GPU, a LINEAR input, another type, or
-    more than :data:`NUMBA_MAX_POOL_READS` reads. The caller has checked that torch's output size is the operator's
+    C]`` view: a run's last pool before a reshape); None where numba is not there, on a GPU, a LINEAR input,
+    another type, or more than :data:`NUMBA_MAX_POOL_READS` reads. The caller has checked that torch's output size is the operator's
     (every window holds an input pixel)."""
     from .depthwise_numba import available, loops, source_pixels
 
@@ -540,8 +534,8 @@ def _compiled_max_pool(
 def global_pooling_channels_last(reduce: Any, x: Any, out: Any, fmt: TensorFormat) -> Kernel:
     """``reduce`` (``torch.mean`` or ``torch.amax``) over the spatial axes of ``[N, C, H, W]`` stored as ``fmt``
     (an ``HWC`` input reduced as stored, over its middle axes ``[N, (H, W), C]``, or the tensor a channels-last
-    kernel handed over when there is one) into ``out`` ``[N, C, 1, 1]``. On the CPU an HWC input's average is summed in
-    float64: torch sums the channels of ``[N, H*W, C]`` in vector lanes and the last ``C % 16`` in another order, so
+    kernel handed over when there is one) into ``out`` ``[N, C, 1, 1]``. On the CPU an HWC input's average is
+    summed in float64: torch sums the channels of ``[N, H*W, C]`` in vector lanes and the last ``C % 16`` in another order, so
     equal maps got means an ulp apart (the ONNX light SqueezeNet's uniform maps, ~9.5e9: its softmax then put all
     the probability on an eighth of the classes)."""
     n, channels = (int(d) for d in (x.shape[0], x.shape[3] if fmt == TensorFormat.HWC else x.shape[1]))
@@ -561,21 +555,18 @@ def global_pooling_channels_last(reduce: Any, x: Any, out: Any, fmt: TensorForma
     flat = x.reshape(-1, channels)
     flops = float(x.size)
     torch = torch_module()
-    if reduce is torch.mean:  # summed in float64: every channel's mean rounded alike (see the docstring)
-        wide = torch.empty((n, channels), dtype=torch.float64)
-
-        def average() -> None:
-            use_threads(flops)
-            pixels = _rows(given, channels, flat)
-            torch.mean(rows if pixels is flat else view(pixels).view(n, -1, channels), 1, dtype=torch.float64, out=wide)
-            target.copy_(wide)
-
-        return average
+    # an average is summed in float64 (every channel's mean rounded alike, see the docstring), then rounded once
+    wide = torch.empty((n, channels), dtype=torch.float64) if reduce is torch.mean else None
 
     def run() -> None:
         use_threads(flops)
-        pixels = _rows(given, channels, flat)  # the handed-over tensor's rows where it holds one
-        reduce(rows if pixels is flat else view(pixels).view(n, -1, channels), 1, out=target)
+        pixels = _row_view(given, channels, flat)  # the handed-over tensor's rows where it holds one
+        source = rows if pixels is flat else pixels.view(n, -1, channels)
+        if wide is None:
+            reduce(source, 1, out=target)
+            return
+        torch.mean(source, 1, dtype=torch.float64, out=wide)
+        target.copy_(wide)
 
     return run
 

@@ -105,10 +105,14 @@ class BatchedNMSDynamicPlugin(_BatchedNMS, DynamicLibraryPlugin):
     def get_output_datatype(self, index: int, input_types: list[DataType]) -> DataType:
         return _output_type(index, input_types)
 
-    def get_output_dimensions(self, output_index: int, inputs: list[DimsExprs], exprBuilder: IExprBuilder) -> DimsExprs:
+    def get_output_dimensions(
+        self, output_index: int, inputs: list[DimsExprs], exprBuilder: IExprBuilder
+    ) -> DimsExprs:
         if len(inputs) != 2 or len(inputs[0]) != 4 or len(inputs[1]) not in (3, 4):
             ranks = [len(i) for i in inputs]
-            raise ShapeError(f"{self.NAME}: expects boxes [B, N, L, 4] and scores [B, N, C(, 1)], got ranks {ranks}")
+            raise ShapeError(
+                f"{self.NAME}: expects boxes [B, N, L, 4] and scores [B, N, C(, 1)], got ranks {ranks}"
+            )
         batch, keep = inputs[0][0], exprBuilder.constant(self.config.keep_top_k)
         dims = [[batch, exprBuilder.constant(1)], [batch, keep, exprBuilder.constant(4)], [batch, keep], [batch, keep]]
         return DimsExprs(dims[output_index])

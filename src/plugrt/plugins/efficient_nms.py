@@ -137,7 +137,9 @@ class EfficientNMSPlugin(DynamicLibraryPlugin):
     def get_output_datatype(self, index: int, input_types: list[DataType]) -> DataType:
         return DataType.INT32 if index in (0, 3) else input_types[0]
 
-    def get_output_dimensions(self, output_index: int, inputs: list[DimsExprs], exprBuilder: IExprBuilder) -> DimsExprs:
+    def get_output_dimensions(
+        self, output_index: int, inputs: list[DimsExprs], exprBuilder: IExprBuilder
+    ) -> DimsExprs:
         ranks = [len(i) for i in inputs]
         if len(inputs) not in (2, 3) or ranks[0] not in (3, 4) or ranks[1] not in (3, 4) or ranks[2:] not in ([], [3]):
             raise ShapeError(

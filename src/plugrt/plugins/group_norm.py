@@ -40,7 +40,9 @@ class GroupNormalizationPlugin(DynamicLibraryPlugin):
         ),
     )
 
-    def get_output_dimensions(self, output_index: int, inputs: list[DimsExprs], exprBuilder: IExprBuilder) -> DimsExprs:
+    def get_output_dimensions(
+        self, output_index: int, inputs: list[DimsExprs], exprBuilder: IExprBuilder
+    ) -> DimsExprs:
         ranks = [len(i) for i in inputs]
         if ranks != [4, 1, 1]:
             raise ShapeError(f"{self.NAME}: expects x [N, C, H, W], scale [C] and bias [C], got ranks {ranks}")

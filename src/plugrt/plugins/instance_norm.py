@@ -71,7 +71,9 @@ class InstanceNormalizationPlugin(DynamicLibraryPlugin):
                 f"got {channels} and {self.weights.host['bias'].size}"
             )
 
-    def get_output_dimensions(self, output_index: int, inputs: list[DimsExprs], exprBuilder: IExprBuilder) -> DimsExprs:
+    def get_output_dimensions(
+        self, output_index: int, inputs: list[DimsExprs], exprBuilder: IExprBuilder
+    ) -> DimsExprs:
         if len(inputs[0]) not in (3, 4, 5):
             raise ShapeError(f"{self.NAME}: expects an input [N, C, ...] of rank 3 to 5, got rank {len(inputs[0])}")
         return DimsExprs(inputs[0])

@@ -68,7 +68,9 @@ class LayerNormPlugin(DynamicLibraryPlugin):
         self.device_beta: DeviceBuffer | None = None
 
     # --- shapes (types and formats: the scaffold's) ------------------------------------
-    def get_output_dimensions(self, output_index: int, inputs: list[DimsExprs], exprBuilder: IExprBuilder) -> DimsExprs:
+    def get_output_dimensions(
+        self, output_index: int, inputs: list[DimsExprs], exprBuilder: IExprBuilder
+    ) -> DimsExprs:
         self._first_axis(len(inputs[0]))
         return DimsExprs(inputs[0])
 

@@ -259,10 +259,14 @@ class ROIAlignPlugin(DynamicLibraryPlugin):
         ),
     )
 
-    def get_output_dimensions(self, output_index: int, inputs: list[DimsExprs], exprBuilder: IExprBuilder) -> DimsExprs:
+    def get_output_dimensions(
+        self, output_index: int, inputs: list[DimsExprs], exprBuilder: IExprBuilder
+    ) -> DimsExprs:
         ranks = [len(i) for i in inputs]
         if ranks != [4, 2, 1]:
-            raise ShapeError(f"{self.NAME}: expects X [N, C, H, W], rois [R, 4], batch_indices [R]; got ranks {ranks}")
+            raise ShapeError(
+                f"{self.NAME}: expects X [N, C, H, W], rois [R, 4], batch_indices [R]; got ranks {ranks}"
+            )
         height, width = (exprBuilder.constant(self.params[k]) for k in ("output_height", "output_width"))
         return DimsExprs([inputs[1][0], inputs[0][1], height, width])
 

@@ -82,7 +82,9 @@ class ScatterNDPlugin(DynamicLibraryPlugin):
     MAGIC, FORMAT = _MAGIC, _FORMAT
     SCHEMA = Schema(NAME, ())
 
-    def get_output_dimensions(self, output_index: int, inputs: list[DimsExprs], exprBuilder: IExprBuilder) -> DimsExprs:
+    def get_output_dimensions(
+        self, output_index: int, inputs: list[DimsExprs], exprBuilder: IExprBuilder
+    ) -> DimsExprs:
         if len(inputs) != 3:
             raise ShapeError(f"{self.NAME}: expects 3 inputs (data, indices, updates), got {len(inputs)}")
         data, indices = len(inputs[0]), len(inputs[1])

@@ -7,19 +7,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = [
-    "FAIL",
-    "INFO",
-    "PASS",
-    "SKIP",
-    "WARN",
-    "CheckFailedError",
-    "CheckInfoError",
-    "CheckReport",
-    "CheckResult",
-    "CheckSkippedError",
-    "CheckWarningError",
-]
+__all__ = ["FAIL", "INFO", "PASS", "SKIP", "WARN", "CheckFailedError", "CheckInfoError", "CheckReport", "CheckResult",
+           "CheckSkippedError", "CheckWarningError"]
 
 PASS = "pass"
 #: Severities of a finding: only FAIL makes a report fail (and ``plugrt check`` exit 1).

@@ -31,12 +31,7 @@ def drop_round_trips(graph: LayerGraph) -> list[str]:
             continue
         wide, narrow = layer.inputs[0], layer.outputs[0]
         widening = graph.producer_layer(wide)
-        if (
-            widening is None
-            or widening.kind not in _WIDENING
-            or len(widening.inputs) != 1
-            or "scale" in widening.params
-        ):
+        if widening is None or widening.kind not in _WIDENING or len(widening.inputs) != 1 or "scale" in widening.params:
             continue
         source = widening.inputs[0]
         same = graph.tensors[source]

@@ -22,6 +22,7 @@ from .graph import Fusion, LayerGraph
 __all__ = ["squeeze_excitation"]
 
 
+
 def _types(graph: LayerGraph) -> tuple[DataType, ...]:
     """The types the block fuses in (see the module's note)."""
     return (DataType.HALF,) if graph.gpu else (DataType.FLOAT, DataType.HALF)

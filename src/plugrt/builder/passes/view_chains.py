@@ -73,9 +73,7 @@ def view_recipe(graph: LayerGraph, source: int, chain: Sequence[LayerPlan]) -> R
     selected: dict[int, int] = {}
     current = source
     for layer in chain:
-        if not layer.inputs or (
-            layer.inputs[0] != current and not (layer.kind == "elementwise" and current in layer.inputs)
-        ):
+        if not layer.inputs or (layer.inputs[0] != current and not (layer.kind == "elementwise" and current in layer.inputs)):
             return None  # (an elementwise layer in the chain: a scale by one element, the caller's to take)
         found = _step(graph, layer, groups, atoms, axis_atoms, selected)
         if found is None:

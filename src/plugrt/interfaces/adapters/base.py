@@ -170,9 +170,7 @@ def require_hooks(caller: PluginCaller, hooks: Sequence[str], interface: type, f
     plugin = caller.plugin
     for hook in hooks:
         declared = [
-            base
-            for base in type(plugin).__mro__
-            if base.__module__.startswith("plugrt.interfaces.") and hook in vars(base)
+            base for base in type(plugin).__mro__ if base.__module__.startswith("plugrt.interfaces.") and hook in vars(base)
         ]
         implementation = getattr(type(plugin), hook, None)
         if implementation is None or any(implementation is vars(base)[hook] for base in declared):
@@ -180,3 +178,4 @@ def require_hooks(caller: PluginCaller, hooks: Sequence[str], interface: type, f
                 missing_hook(plugin, hook, declared[-1].__name__ if declared else interface.__name__)
             except MissingHookError as exc:
                 raise caller.fail(hook, f" ({family}): {exc}", MissingHookError) from None
+

@@ -209,9 +209,8 @@ class PluginAdapter(ABC):
             raise exc
         if self.logger is not None:
             self.logger.emit(
-                Severity.INFO,
-                f"{exc}; the plugin revived from the plan cannot say its output shapes, so they are "
-                "not checked against the plan's",
+                Severity.INFO, f"{exc}; the plugin revived from the plan cannot say its output shapes, so they are "
+                "not checked against the plan's"
             )
 
     def checking_interface(self, root: PluginCaller) -> PluginCaller | None:

@@ -118,3 +118,5 @@ class PluginNode(Node):
         if isinstance(exc, PlugrtError) and not isinstance(exc, ExecutionError):
             return ExecutionError(str(exc))
         return super().failure(exc)
+
+

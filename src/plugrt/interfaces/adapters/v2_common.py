@@ -85,9 +85,7 @@ class V2Common(PluginAdapter):
             raise caller.policy.raised(caller, Phase.SERIALIZE, "get_serialization_size", exc) from exc
         if isinstance(declared, bool) or not isinstance(declared, (int, np.integer)):
             raise caller.fail(
-                "get_serialization_size",
-                f": serialization_size is {declared!r}; expected an int",
-                phase=Phase.SERIALIZE,
+                "get_serialization_size", f": serialization_size is {declared!r}; expected an int", phase=Phase.SERIALIZE
             )
         return int(declared), "get_serialization_size (serialization_size)"
 

@@ -91,9 +91,7 @@ class V2StaticAdapter(V2Common):
             try:
                 out = Dims(result)
             except Exception as exc:
-                raise caller.fail(
-                    "get_output_shape", f" returned {result!r}; expected Dims", TypeMismatchError
-                ) from exc
+                raise caller.fail("get_output_shape", f" returned {result!r}; expected Dims", TypeMismatchError) from exc
             if not out.is_static():
                 raise caller.fail("get_output_shape", f" returned {out}; dims must be known (no -1)", BuildError)
             shapes.append([batch] + [constant(d) for d in out])

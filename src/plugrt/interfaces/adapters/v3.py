@@ -175,7 +175,7 @@ class V3Adapter(PluginAdapter):
                 raise caller.fail(
                     "get_aliased_input",
                     f" returned {index!r} for output {output}; expected -1 "
-                    f"(not aliased) or an input index in [0, {count - 1}]",
+                    f"(not aliased) or an input index in [0, {count - 1}]"
                 )
             if index == -1:
                 continue
@@ -184,7 +184,7 @@ class V3Adapter(PluginAdapter):
                     raise caller.fail(
                         "get_aliased_input",
                         f": outputs {other} and {output} both alias input "
-                        f"{index}; an input can be aliased to one output only",
+                        f"{index}; an input can be aliased to one output only"
                     )
             aliases[output] = int(index)
         return aliases
@@ -229,12 +229,7 @@ class V3Adapter(PluginAdapter):
         return best
 
     def _time_tactics(
-        self,
-        tactics: list[int],
-        inputs: list[Port],
-        outputs: list[Port],
-        workspace: int,
-        backend: Backend | None = None,
+        self, tactics: list[int], inputs: list[Port], outputs: list[Port], workspace: int, backend: Backend | None = None
     ) -> int:
         """Time each tactic with every descriptor at the profile's opt dims, as TensorRT does.
 

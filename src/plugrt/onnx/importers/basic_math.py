@@ -194,9 +194,7 @@ def _matmul(ctx: ImportContext, a: ITensor, b: ITensor) -> ITensor:
     return layer.get_output(0)
 
 
-def matmul_operands(
-    ctx: ImportContext, a: ITensor, b: ITensor
-) -> tuple[ITensor, MatrixOperation, ITensor, MatrixOperation]:
+def matmul_operands(ctx: ImportContext, a: ITensor, b: ITensor) -> tuple[ITensor, MatrixOperation, ITensor, MatrixOperation]:
     """The operands of ``numpy.matmul(a, b)`` as TensorRT's matrix multiply takes them: a 1-D operand
     is a VECTOR, the other gets leading dimensions of 1 until both have equally many batch dims."""
     rank_a, rank_b = ctx.rank_of(a), ctx.rank_of(b)

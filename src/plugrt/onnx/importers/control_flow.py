@@ -49,7 +49,9 @@ def import_loop(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
         )
     op_inputs = [t for t in (trip, cond) if t is not None] + carried + body.outer_tensors
     first_carried = len(op_inputs) - len(carried) - len(body.outer_tensors)
-    formal: list[tuple[DataType | None, Sequence[IDimensionExpr] | None]] = [(DataType.INT64, []), (DataType.BOOL, [])]
+    formal: list[tuple[DataType | None, Sequence[IDimensionExpr] | None]] = [
+        (DataType.INT64, []), (DataType.BOOL, [])
+    ]
     formal += [(ctx.dtype_of(t), ctx.shape_of(t)) for t in carried]
     model = body.model(formal)
     positions: list[int | None] = [None, None, *range(first_carried, len(op_inputs))]
@@ -100,10 +102,8 @@ def import_loop(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
 
 def _input_templates(ctx: ImportContext, tensor: ITensor, position: int) -> list[Template | None]:
     """The shape of operator input ``position`` as templates (constants where known)."""
-    return [
-        ["c", d.get_constant_value()] if d.is_constant() else ["i", position, axis]
-        for axis, d in enumerate(ctx.shape_of(tensor))
-    ]
+    return [["c", d.get_constant_value()] if d.is_constant() else ["i", position, axis]
+            for axis, d in enumerate(ctx.shape_of(tensor))]
 
 
 def _shown(dims: Sequence[Template | None]) -> str:
@@ -143,10 +143,8 @@ def import_if(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
         raise failed["then"]
     for name, error in failed.items():  # only the branch taken runs: this one fails at run time if it is taken
         other = "else" if name == "then" else "then"
-        ctx.warn(
-            f"its {name} branch cannot run at these input shapes ({error}); the node's results are its "
-            f"{other} branch's, and taking the {name} branch is an error at run time"
-        )
+        ctx.warn(f"its {name} branch cannot run at these input shapes ({error}); the node's results are its "
+                 f"{other} branch's, and taking the {name} branch is an error at run time")
         results[name] = results[other]
     then_results, else_results = results["then"], results["else"]
     if len(then_results) != len(else_results):
@@ -160,8 +158,7 @@ def import_if(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
             hint = (
                 f"; {DECIDED_BY_DIMENSIONS}: fix them in the profile (min == max, e.g. "
                 "plugrt.compile(..., shapes=...)) so that the branch is chosen when the network is built"
-                if ctx.values_of(cond)
-                else ""
+                if ctx.values_of(cond) else ""
             )
             ctx.fail(
                 f"result {index} has rank {len(then_dims)} in the then branch and {len(else_dims)} in the other{hint}"
@@ -299,6 +296,6 @@ def import_scan(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     }
     if batched and states_count == 0:
         ctx.fail("an opset-8 Scan needs a state (its batch size comes from the states)")
-    return emit(
-        ctx, "scan", [*inputs, *body.outer_tensors], types, shapes, Sizes(), params, {"body": body.weight(model)}
-    )
+    return emit(ctx, "scan", [*inputs, *body.outer_tensors], types, shapes, Sizes(), params,
+                 {"body": body.weight(model)})
+

@@ -40,7 +40,9 @@ def operator_node(
 def _import_operator(ctx: ImportContext, inputs: list[Any]) -> list[Any]:
     node = ctx.node
     params = _decode_params(json.loads(ctx.attr("params", "{}")))
-    weights = {a.name[len(_WEIGHT) :]: numpy_helper.to_array(a.t) for a in node.attribute if a.name.startswith(_WEIGHT)}
+    weights = {
+        a.name[len(_WEIGHT) :]: numpy_helper.to_array(a.t) for a in node.attribute if a.name.startswith(_WEIGHT)
+    }
     tensors = [t for t in inputs if t is not None]
     return ctx.op(node.op_type, tensors, params, weights, num_outputs=len(node.output))
 

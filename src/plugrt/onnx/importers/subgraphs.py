@@ -37,11 +37,8 @@ def _elem_type(dtype: DataType) -> int:
 
 
 def _value_info(name: str, elem_type: int, shape: Sequence[IDimensionExpr] | None) -> onnx.ValueInfoProto:
-    dims = (
-        None
-        if shape is None
-        else [d.get_constant_value() if d.is_constant() else f"{name}_{k}" for k, d in enumerate(shape)]
-    )
+    dims = None if shape is None else [d.get_constant_value() if d.is_constant() else f"{name}_{k}"
+                                       for k, d in enumerate(shape)]
     return helper.make_tensor_value_info(name, elem_type, dims)
 
 
@@ -93,9 +90,7 @@ class Subgraph:
             graph.node.append(helper.make_node("Identity", [value.name], [name]))
             elem = value.type.tensor_type.elem_type if value.type.HasField("tensor_type") else 0
             # without a declared type the result keeps the type plugrt computes
-            graph.output.append(
-                helper.make_tensor_value_info(name, elem, None) if elem else onnx.ValueInfoProto(name=name)
-            )
+            graph.output.append(helper.make_tensor_value_info(name, elem, None) if elem else onnx.ValueInfoProto(name=name))
         opsets = [helper.make_opsetid("", self.ctx.opset)]
         return helper.make_model(graph, opset_imports=opsets, producer_name="plugrt subgraph")
 
