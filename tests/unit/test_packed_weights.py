@@ -112,6 +112,30 @@ def test_a_packed_weight_runs_with_numpy_once_torch_is_turned_off(monkeypatch) -
     np.testing.assert_allclose(y, with_torch, rtol=0, atol=2e-6 * float(np.abs(with_torch).max()))
 
 
+def test_the_torch_tactic_of_a_product_is_timed_on_the_weight_the_engine_packs(monkeypatch) -> None:
+    """The builder times oneDNN's product on the packed weight where the engine will hold it packed (a plain one
+    is reordered at every call and made NumPy's product look the faster), on the plain one where it will not."""
+    import plugrt.ops.gemm as gemm_module
+    import plugrt.ops.matrix_multiply as matmul_module
+
+    seen: list[tuple[tuple[int, ...], bool]] = []
+
+    def recording(a, weight, transposed, bias, out):  # type: ignore[no-untyped-def]
+        seen.append((tuple(weight.shape), packed_matrix(weight) is not None))
+        return linear(a, weight, transposed, bias, out)
+
+    monkeypatch.setattr(matmul_module, "linear", recording)
+    monkeypatch.setattr(gemm_module, "linear", recording)
+    monkeypatch.setenv("PLUGRT_TORCH", "1")  # timed, not forced
+    plugrt.compile(_model(), shapes={"x": ((1, 7, K), (2, 7, K), (4, 7, K)), "idx": ((2,),) * 3})
+    timed: dict[tuple[int, ...], bool] = {}
+    for shape, packed in seen:  # the first call of each: the timing's (the engine's binds come after)
+        timed.setdefault(shape[-2:], packed)
+    assert timed[(K, N)] is True  # w: read by its MatMul alone
+    assert timed[(N, N)] is True  # g: the Gemm's own weight
+    assert timed[(N, SHARED)] is False  # s: a Gather reads it too, the engine keeps it plain
+
+
 def test_a_packed_weight_takes_an_input_that_is_not_one_strided_matrix() -> None:
     weight = RNG.standard_normal((K, N)).astype(np.float32)
     place = _place(weight)

@@ -41,6 +41,8 @@ from ..engine.plan import LayerPlan
 from ..nodes.base import Binding
 from ..ops.base import Operator, create_operator, registered_operators
 from ..ops.blas_threads import machine_busy
+from ..ops.linear_weights import PackedMatrix, placeholder, timed_packing
+from ..ops.torch_cpu import TORCH_TACTIC
 from .config import BuilderFlag
 from .state import BuildState
 
@@ -151,22 +153,30 @@ def _time_variants(
         for names in (layer.inputs, layer.outputs)
     ]
     ins = len(specs[0])
-    bound: dict[tuple[TensorFormat, ...], tuple[list[Binding], list[Binding]]] = {}
+    bound: dict[tuple[Any, ...], tuple[list[Binding], list[Binding]]] = {}
     stream = 0 if backend.host_memory else backend.current_stream()
+    packing = _packing(state, layer, backend) if any(t == TORCH_TACTIC for t, _ in variants) else None
+    runners = {False: op}
     with backend.stream_scope(stream), backend.math_scope(state.config.get_flag(BuilderFlag.TF32)):
         calls = []
         for tactic, formats in variants:
-            key = tuple(formats) if formats is not None else ()
+            packed = packing is not None and tactic == TORCH_TACTIC
+            key = (tuple(formats) if formats is not None else (), packed)
             if key not in bound:
                 rng = np.random.default_rng(0)  # the same values in every layout
                 bound[key] = (
                     _bindings(specs[0], rng, True, backend, formats and formats[:ins]),
                     _bindings(specs[1], rng, False, backend, formats and formats[ins:]),
                 )
+                if packed:
+                    _pack_timed_input(bound[key][0], packing)
+            if packed not in runners:
+                runners[packed] = _packed_twin(op, layer, state, packing)
+            runner = runners[packed]
             inputs, outputs = bound[key]
-            op.tactic = tactic
-            op.bind(inputs, outputs, 0)
-            call, args = op.prepared_launch(stream)
+            runner.tactic = tactic
+            runner.bind(inputs, outputs, 0)
+            call, args = runner.prepared_launch(stream)
             call(*args)  # warm: buffers, caches, the first run's setup
             calls.append((call, args))
         backend.synchronize(stream)
@@ -183,8 +193,37 @@ def _time_variants(
             decided = len(best) > 1 and done >= _DECISIVE_ROUNDS and ordered[1] > _DECISIVE * ordered[0]
             if decided or time.perf_counter() - start > _BUDGET_S:
                 break
-    op.release()
+    for runner in runners.values():
+        runner.release()
     return best
+
+
+def _packing(state: BuildState, layer: LayerPlan, backend: Backend) -> tuple[int | str, bool] | None:
+    """Where a product's weight is held packed for oneDNN's linear on the CPU when the layer takes the PyTorch
+    tactic (:func:`~plugrt.ops.linear_weights.timed_packing`): that tactic is timed on the packed weight, as the
+    engine runs it."""
+    if not backend.host_memory or backend.gpu:
+        return None
+    outputs = {k for k, t in enumerate(state.tensors) if t.role in ("input", "output")}
+    return timed_packing(state.layers, outputs, layer)
+
+
+def _pack_timed_input(inputs: list[Binding], packing: tuple[int | str, bool]) -> None:
+    """A MatMul's constant input as the packed placeholder the engine would give it (a Gemm's weight: the twin)."""
+    where, transposed = packing
+    if isinstance(where, int) and where < len(inputs) and isinstance(inputs[where].array, np.ndarray):
+        inputs[where].array = placeholder(PackedMatrix(inputs[where].array.copy(), transposed))
+
+
+def _packed_twin(op: Operator, layer: LayerPlan, state: BuildState, packing: Any) -> Operator:
+    """``op`` again, its weight named by ``packing`` (a Gemm's ``b``) packed: the PyTorch tactic's operator."""
+    weights = {n: state.weights[k] for n, k in layer.weights.items()}
+    where, transposed = packing
+    if isinstance(where, str) and isinstance(weights.get(where), np.ndarray):
+        weights[where] = placeholder(PackedMatrix(np.array(weights[where], dtype=np.float32), transposed))
+    twin = create_operator(layer.kind, layer.params, weights)
+    twin.name, twin.xp = op.name, op.xp
+    return twin
 
 
 def pick(times: dict[int, float], tactics: list[int]) -> int:
