@@ -160,7 +160,8 @@ def _time_variants(
     with backend.stream_scope(stream), backend.math_scope(state.config.get_flag(BuilderFlag.TF32)):
         calls = []
         for tactic, formats in variants:
-            packed = packing is not None and tactic == TORCH_TACTIC
+            packs = packing if tactic == TORCH_TACTIC else None
+            packed = packs is not None
             key = (tuple(formats) if formats is not None else (), packed)
             if key not in bound:
                 rng = np.random.default_rng(0)  # the same values in every layout
@@ -168,10 +169,10 @@ def _time_variants(
                     _bindings(specs[0], rng, True, backend, formats and formats[:ins]),
                     _bindings(specs[1], rng, False, backend, formats and formats[ins:]),
                 )
-                if packed:
-                    _pack_timed_input(bound[key][0], packing)
-            if packed not in runners:
-                runners[packed] = _packed_twin(op, layer, state, packing)
+                if packs is not None:
+                    _pack_timed_input(bound[key][0], packs)
+            if packs is not None and packed not in runners:
+                runners[packed] = _packed_twin(op, layer, state, packs)
             runner = runners[packed]
             inputs, outputs = bound[key]
             runner.tactic = tactic
@@ -215,7 +216,7 @@ def _pack_timed_input(inputs: list[Binding], packing: tuple[int | str, bool]) ->
         inputs[where].array = placeholder(PackedMatrix(inputs[where].array.copy(), transposed))
 
 
-def _packed_twin(op: Operator, layer: LayerPlan, state: BuildState, packing: Any) -> Operator:
+def _packed_twin(op: Operator, layer: LayerPlan, state: BuildState, packing: tuple[int | str, bool]) -> Operator:
     """``op`` again, its weight named by ``packing`` (a Gemm's ``b``) packed: the PyTorch tactic's operator."""
     weights = {n: state.weights[k] for n, k in layer.weights.items()}
     where, transposed = packing

@@ -209,6 +209,7 @@ def timed_packing(layers: Sequence[Any], outputs: set[int], layer: Any) -> tuple
     would not pack it. The builder times the PyTorch tactic of such a layer on a packed weight, as it then runs:
     a plain one is reordered at every call (BERT-base's 128x768 by 768x3072 on one thread, a Zen 4 core: 8.1 ms
     plain, 5.9 packed, NumPy's 7.1-7.4, so NumPy's was chosen and ran 1.2x slower than the packed product)."""
+    where: int | str
     if layer.kind == "gemm":
         key, where = layer.weights.get("b"), "b"
     elif layer.kind == "matrix_multiply" and len(layer.inputs) > 1:
