@@ -39,3 +39,23 @@ def test_gelu_tanh_in_place_and_in_half() -> None:
     half = np.empty(x.shape, np.float16)
     kernel(np, x, half, 0.0, 0.0)  # the layer computes HALF inputs in FLOAT and rounds once
     np.testing.assert_allclose(half.astype(np.float64), _reference(x), rtol=1e-3, atol=1e-3)
+
+
+def test_the_torch_tactics_gelu_tanh_within_2e7_in_place_and_at_the_extremes() -> None:
+    """The PyTorch tactic's CPU kernel (``x * sigmoid(2u)``): as accurate as the NumPy kernel, no NaN or overflow
+    at +-3e19 (where ``x^2`` is infinite), the same bits in place as into another tensor."""
+    torch = pytest.importorskip("torch")
+    from plugrt.ops.torch_cpu_kernels import ACTIVATIONS
+
+    x = np.concatenate([np.linspace(-40, 40, 65536 * 3 + 17, dtype=np.float32), np.float32([1e4, -1e4, 3e19, -3e19])])
+    out = np.empty_like(x)
+    ACTIVATIONS["GELU_TANH"](torch, torch.from_numpy(x), torch.from_numpy(out), 0.0, 0.0)
+    reference = _reference(x)
+    with np.errstate(invalid="ignore"):
+        error = np.abs(out - reference) / np.maximum(np.abs(reference), 1.0)
+    assert not np.isnan(out).any()
+    assert error[:-2].max() < 2e-7  # (torch's fused kernel: 1.5e-7)
+    assert out[-4] == x[-4] and out[-2] == x[-2] and abs(out[-3]) < 1e-30 and out[-1] == 0.0
+    same = torch.from_numpy(x.copy())
+    ACTIVATIONS["GELU_TANH"](torch, same, same, 0.0, 0.0)
+    np.testing.assert_array_equal(same.numpy(), out)

