@@ -11,7 +11,7 @@ stays LINEAR, and so does a run's first input: the layer at either end of a run 
 side, and is timed again that way. The choice starts from the layers the kernel is fastest for
 alone and moves one layer in or out at a time while that lowers the time of the layers it touches; the
 same search also starts from every candidate, and a result replaces "every candidate channels-last" only
-where the layers it changes (with their neighbours) take at least :data:`~plugrt.builder.tactics.MARGIN`
+where the layers it changes (with their neighbours) take at least :data:`LAYOUT_MARGIN`
 less time in sum (:func:`_choose`); the others get their fastest other tactic. Layer by layer alone, small layers
 would leave NCHW layers between channels-last ones, each reordering both ways; and one layer at a time,
 the search from the fastest-alone layers stops where a run pays only as a whole, none of its layers alone
@@ -39,9 +39,13 @@ from ..engine.plan import LayerPlan
 from ..ops.base import create_operator
 from ..ops.torch_cpu import CHANNELS_LAST_TACTIC, TorchOperator
 from .state import BuildState
-from .tactics import MARGIN, pick, time_layer
+from .tactics import pick, time_layer
 
-__all__ = ["channels_last_layouts"]
+__all__ = ["LAYOUT_MARGIN", "channels_last_layouts"]
+
+#: a channels-last choice replaces another only where the layers it changes take less than this fraction of the
+#: time: wider than a single layer's tactic margin, times taken alone miss what a run saves (see the note above)
+LAYOUT_MARGIN = 0.9
 
 #: the types a tensor between channels-last kernels may have (HALF: a GPU's, under ``BuilderFlag.FP16`` or typed so)
 _STORED_TYPES = (DataType.FLOAT, DataType.HALF)
@@ -110,12 +114,12 @@ def _choose(
     readers: dict[int, list[tuple[LayerPlan, int]]],
 ) -> set[int]:
     """The layers that take the channels-last kernel: from those it is fastest for alone (by
-    :data:`~plugrt.builder.tactics.MARGIN`), and again from every candidate, a local search that moves one
+    :data:`LAYOUT_MARGIN`), and again from every candidate, a local search that moves one
     layer in or out while that lowers the time of the layers it touches (itself, and the others reading or
     writing its tensors), each timed with the formats it then gets: the channels-last kernel's time as timed
     where every tensor it takes is HWC, timed again where one is LINEAR (a reorder in or out), the fastest
     other tactic's time otherwise. A result replaces every candidate channels-last when the layers whose
-    time differs between the two (those it leaves out and their neighbours) take at least ``MARGIN`` less
+    time differs between the two (those it leaves out and their neighbours) take at least ``LAYOUT_MARGIN`` less
     in sum (the result that saves more, where both do)."""
     by_id = {id(layer): layer for layer in candidates}
     other: dict[int, tuple[int, float]] = {}  # layer id -> its fastest other tactic and that one's time
@@ -184,14 +188,14 @@ def _choose(
         return sum(cost(layer, chosen, stored) for layer in region)
 
     everything = {id(layer) for layer in candidates}
-    fastest = {id(layer) for layer in candidates if nhwc[id(layer)] < MARGIN * other[id(layer)][1]}
+    fastest = {id(layer) for layer in candidates if nhwc[id(layer)] < LAYOUT_MARGIN * other[id(layer)][1]}
     result, saving = everything, 0.0
     for chosen in (search(fastest), search(set(everything))):
         # the layers whose time can differ from every candidate channels-last: those it changes and their neighbours
         region = list({id(n): n for layer in candidates if id(layer) not in chosen for n in touched(layer)}.values())
         for _ in range(2):  # the second pass sees every time the first one took (a layer's fastest run may drop)
             then, now = region_cost(chosen, region), region_cost(everything, region)
-        if then < MARGIN * now and now - then > saving:
+        if then < LAYOUT_MARGIN * now and now - then > saving:
             result, saving = chosen, now - then
     return result
 
