@@ -5,6 +5,8 @@ blocks split rows unevenly; small attention keeps the whole-tensor kernel."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pytest
 
@@ -70,6 +72,15 @@ def test_the_nan_guard_and_a_product_pre_scale_in_blocks(monkeypatch) -> None:
     assert not got[0, :, 5].any() and not got_scores[0, :, 5].any()
     _close(got, out)
     _close(got_scores, scores)
+    if importlib.util.find_spec("torch") is not None:  # PyTorch's tactic, every head at once
+        for whole in (1 << 62, 1):
+            monkeypatch.setattr(attention_blocks, "MIN_BLOCKED_SCORES", whole)
+            torch_out = np.full_like(out, np.nan)
+            kernel = AttentionOperator(params).torch_kernel(inputs, [torch_out, np.empty_like(scores)])
+            assert kernel is not None
+            kernel()
+            assert not torch_out[0, :, 5].any()
+            _close(torch_out, out)
 
 
 def test_rows_per_block_are_whole_vectors_and_cover_the_rows() -> None:
@@ -85,12 +96,14 @@ def test_small_attention_keeps_the_whole_kernel() -> None:
     assert not attention_blocks.blocked((1, 6, 1500, 1500), x.astype(np.float16))
 
 
+@pytest.mark.parametrize("whole", [False, True])
 @pytest.mark.parametrize("scaled", [False, True])
 @pytest.mark.parametrize("mask_rows", [1, 200])
 @pytest.mark.parametrize("transposed", [False, True])
 def test_the_torch_tactic_runs_the_blocks_with_torch_kernels(
-    monkeypatch, mask_rows: int, transposed: bool, scaled: bool
+    monkeypatch, mask_rows: int, transposed: bool, scaled: bool, whole: bool
 ) -> None:
+    """Many scores: the row blocks; fewer than ``MIN_BLOCKED_SCORES``: every head at once (batched products)."""
     pytest.importorskip("torch")
     batch, heads, rows, keys, depth = 2, 3, 200, 300, 16
     q = RNG.standard_normal((batch, heads, rows, depth)).astype(np.float32)
@@ -105,8 +118,10 @@ def test_the_torch_tactic_runs_the_blocks_with_torch_kernels(
     op = AttentionOperator(params)
     got = np.full_like(want, np.nan)
     scores = np.empty((batch, heads, rows, keys), np.float32)
+    monkeypatch.setattr(attention_blocks, "MIN_BLOCKED_SCORES", 1 << 62 if whole else 1)
     kernel = op.torch_kernel(inputs, [got, scores])
-    assert kernel is not None and kernel.__qualname__.startswith("torch_attention_blocks")
+    assert kernel is not None
+    assert kernel.__qualname__.startswith("_torch_whole" if whole else "torch_attention_blocks")
     kernel()
     _close(got, want)
 
@@ -133,8 +148,8 @@ def test_transposed_inputs_their_scales_and_a_transposed_result_in_blocks(monkey
     def run(kernel: str) -> np.ndarray:
         out, scores = np.full(out_shape, np.nan, np.float32), np.empty(scores_shape, np.float32)
         op.prepare([x.shape for x in inputs], [out_shape, scores_shape])
-        monkeypatch.setattr(attention_blocks, "MIN_BLOCKED_SCORES", 1 << 62 if kernel == "whole" else 1)
-        if kernel == "torch":
+        monkeypatch.setattr(attention_blocks, "MIN_BLOCKED_SCORES", 1 << 62 if "whole" in kernel else 1)
+        if kernel.startswith("torch"):
             torch_run = op.torch_kernel(inputs, [out, scores])
             assert torch_run is not None
             torch_run()
@@ -146,3 +161,4 @@ def test_transposed_inputs_their_scales_and_a_transposed_result_in_blocks(monkey
     _close(run("blocks"), want)
     if pytest.importorskip("torch"):
         _close(run("torch"), want)
+        _close(run("torch whole"), want)  # the heads read through their transposes, the result written back

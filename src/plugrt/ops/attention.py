@@ -7,9 +7,9 @@ elementwise operations and the softmax kernel, in the same order: the same resul
 its second output, a tensor of the engine's activation memory like any other, so no layer keeps a
 buffer of its own. With PyTorch installed, ``torch.nn.functional.scaled_dot_product_attention`` is a
 second tactic, timed per layer at build (:mod:`plugrt.ops.torch_cpu`): flash or memory-efficient
-attention on a GPU; on the host the row blocks below with oneDNN's products and torch's softmax (BERT's
-12 x 128 x 128: 0.79 ms of CPU time against 1.02 for the NumPy kernel and 1.91 for torch's fused
-kernel); it does not write the scores. With many scores (long sequences) on the CPU the own kernel runs
+attention on a GPU; on the host every head at once with torch's batched products and softmax where the
+scores fit in the cache (BERT-base's 12 x 128 x 128 on one thread: 0.85 ms against 1.25 for the NumPy kernel),
+the row blocks below with oneDNN's products for more; it does not write the scores. With many scores (long sequences) on the CPU the own kernel runs
 in blocks of query rows that stay in the cache, on two threads (:mod:`plugrt.ops.attention_blocks`;
 equal to rounding).
 
@@ -40,7 +40,7 @@ from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..nodes.base import Binding
 from ..shape import DimensionOperation, constant, operation
-from .attention_blocks import attention_blocks, blocked, torch_attention_blocks
+from .attention_blocks import attention_blocks, blocked, torch_attention_blocks, whole_attention
 from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .elementwise import FLOAT_TYPES, ElementwiseOperator, label
 from .matrix_multiply import MatrixMultiplyOperator, product_operand
@@ -390,7 +390,8 @@ class AttentionOperator(TorchOperator):
         # oneDNN reads a matrix whose rows are strided (the heads of [B, S, H, D] read as [B, H, S, D]) slowly:
         # a transposed input is first copied into an operator-owned array in the order the products read it
         read = [self._read(i, x) for i, x in enumerate(inputs[:3])]
-        moved = [self._perms[i] is not None or self._views[i] is not None for i in range(3)]
+        whole = whole_attention(outputs[1].shape)  # (torch's batched products take strided heads as they are)
+        moved = [not whole and (self._perms[i] is not None or self._views[i] is not None) for i in range(3)]
         staged = [
             self.scratch(("staged", i), tuple(x.shape), np.float32, np) if moved[i] else x for i, x in enumerate(read)
         ]
