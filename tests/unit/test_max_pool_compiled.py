@@ -58,6 +58,11 @@ def test_the_compiled_max_pool_matches_the_numpy_kernel(name: str, handed: bool,
     assert stale.tensor is None
     np.testing.assert_array_equal(out.transpose(0, 3, 1, 2), want)  # NaN where NumPy's has it
     assert np.isnan(want).any()
+    linear = np.full_like(want, 7.0)  # a run's last pool: LINEAR out, pooled channels-last and copied across
+    run = max_pooling(op, x_hwc, linear, [HWC, TensorFormat.LINEAR], True)
+    assert run is not None and "_compiled_max_pool" in run.__qualname__
+    run()
+    np.testing.assert_array_equal(linear, want)
 
 
 def test_a_linear_input_large_pools_and_numba_off_keep_torch(monkeypatch: pytest.MonkeyPatch) -> None:
