@@ -24,6 +24,9 @@ CASES = {
     "2x1/2x1": ({"kernel_shape": [2, 1], "strides": [2, 1]}, (1, 16, 8, 7)),
     "3x3/1 dilated": ({"kernel_shape": [3, 3], "dilations": [2, 2], "pads": [1, 1, 1, 1]}, (1, 3, 7, 6)),
     "3x3/2 ceil": ({"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}, (1, 4, 8, 10)),
+    "2x2/2 odd map": ({"kernel_shape": [2, 2], "strides": [2, 2]}, (2, 40, 9, 11)),  # tiles, the last row/column left
+    "3x3/3 tiles": ({"kernel_shape": [3, 3], "strides": [3, 3]}, (1, 17, 9, 12)),
+    "2x2/2 ceil": ({"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}, (1, 5, 7, 9)),  # a window past the end
 }
 
 

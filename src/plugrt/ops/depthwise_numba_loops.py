@@ -158,6 +158,42 @@ def rows_epilogue(out, bias, residual, act, alpha, beta):  # type: ignore[no-unt
 
 
 @njit(cache=True, nogil=True)
+def _pool_tiles(x, out, kernel_h, kernel_w):  # type: ignore[no-untyped-def]
+    """:func:`max_pool` where the windows tile the input (strides = kernel, no padding or dilation, every window
+    inside): each output pixel starts from its window's first pixel, a 2x2 window's four pixels in one pass over
+    the channels (no per-tap loop), NaN kept as there."""
+    batch, channels = x.shape[0], x.shape[3]
+    out_h, out_w = out.shape[1], out.shape[2]
+    for n in range(batch):
+        for oh in range(out_h):
+            top = oh * kernel_h
+            for ow in range(out_w):
+                left = ow * kernel_w
+                target, first = out[n, oh, ow], x[n, top, left]
+                if kernel_h == 2 and kernel_w == 2:
+                    right, below, corner = x[n, top, left + 1], x[n, top + 1, left], x[n, top + 1, left + 1]
+                    for c in range(channels):
+                        m = first[c]
+                        v = right[c]
+                        m = v if (v > m or v != v) else m
+                        v = below[c]
+                        m = v if (v > m or v != v) else m
+                        v = corner[c]
+                        target[c] = v if (v > m or v != v) else m
+                    continue
+                for c in range(channels):
+                    target[c] = first[c]
+                for i in range(kernel_h):
+                    for j in range(kernel_w):
+                        if i + j == 0:
+                            continue
+                        pixel = x[n, top + i, left + j]
+                        for c in range(channels):
+                            v, t = pixel[c], target[c]
+                            target[c] = v if (v > t or v != v) else t
+
+
+@njit(cache=True, nogil=True)
 def max_pool(x, out, kernel, geometry):  # type: ignore[no-untyped-def]
     """2-D MAX pooling of channels-last ``x`` (``[N, H, W, C]``) into ``out`` (``[N, OH, OW, C]``): each output
     pixel the largest of its window's pixels inside ``x`` (padding is never a candidate; every window holds at
@@ -165,6 +201,10 @@ def max_pool(x, out, kernel, geometry):  # type: ignore[no-untyped-def]
     width; ``geometry``: strides, dilations and begin paddings (H then W), int64 ``[6]``."""
     batch, height, width, channels = x.shape
     out_h, out_w = out.shape[1], out.shape[2]
+    tiled = geometry[0] == kernel[0] and geometry[1] == kernel[1] and geometry[2] == 1 and geometry[3] == 1
+    if tiled and geometry[4] == 0 and geometry[5] == 0 and out_h * kernel[0] <= height and out_w * kernel[1] <= width:
+        _pool_tiles(x, out, kernel[0], kernel[1])  # windows side by side, all inside: 3x faster for 2x2
+        return
     lowest = np.float32(-np.inf)
     for n in range(batch):
         for oh in range(out_h):
