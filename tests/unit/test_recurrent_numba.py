@@ -119,7 +119,7 @@ def test_configurations_the_loop_does_not_compute_keep_the_numpy_loop(
     assert not any(spy)
 
 
-@pytest.mark.parametrize(("batch", "hidden", "compiled"), [(1, 8, True), (3, 8, False), (1, 130, False)])
+@pytest.mark.parametrize(("batch", "hidden", "compiled"), [(1, 8, True), (8, 8, True), (9, 8, False), (1, 130, False)])
 def test_pytorchs_tactic_takes_the_loop_for_small_cells_only(
     batch: int, hidden: int, compiled: bool, spy: list, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -135,7 +135,7 @@ class RecurrentOperator(TorchOperator):
         return super().torch_supports(types, shapes, constant) and torch_recurrent_supports(self, constant)
 
     def torch_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
-        """PyTorch's fused layer; a small LSTM (batch 1, at most 128 units) as the compiled loop where numba is
+        """PyTorch's fused layer; a small LSTM (batch up to 8, at most 128 units) as the compiled loop where numba is
         installed (faster there: :mod:`plugrt.ops.recurrent_numba`, chosen at bind by the shapes run)."""
         small = compiled_lstm(  # (the tactic requires constant W, R and B: torch_supports)
             self,

@@ -10,9 +10,9 @@ of a float64 reference (the NumPy loop: within a few ulp of NumPy's functions).
 
 It is the recurrent operator's own kernel where PyTorch's tactic cannot run (PyTorch absent or turned off): there
 it takes 0.5-0.9x the NumPy loop's time (docs/benchmarks.md). PyTorch's tactic runs it instead of PyTorch's fused
-LSTM for small cells only (batch 1, at most 128 units: :data:`TORCH_MAX_BATCH`, :data:`TORCH_MAX_HIDDEN`), where
-it is faster in the models measured (the CRNN's 128-unit cell, silero-vad's); PyTorch's is faster for larger
-ones (the BiLSTM encoder's 256-unit cells: 1.9 and 3.1 ms a layer against PyTorch's ~2 ms each). The choice is
+LSTM for small cells only (batch up to 8, at most 128 units: :data:`TORCH_MAX_BATCH`, :data:`TORCH_MAX_HIDDEN`),
+where it is faster in the models measured (the CRNN's 128-unit cell, silero-vad's one step at batch 1 to 8); PyTorch's
+is faster for larger ones (the BiLSTM encoder's 256-unit cells: 1.9 and 3.1 ms a layer against PyTorch's ~2 ms each). The choice is
 made at bind by the shapes the engine runs, so the tactic the builder timed at one shape does not decide others.
 It applies to LSTMs with the default activations (sigmoid, tanh, tanh), no clip, no peepholes, no coupled
 input-forget gate, sequence-major, without sequence lengths, in FLOAT.
@@ -35,7 +35,9 @@ __all__ = ["PACKED_PROJECTION_FLOPS", "TORCH_MAX_BATCH", "TORCH_MAX_HIDDEN", "co
 
 #: in PyTorch's tactic, the largest batch and hidden size the compiled loop takes instead of PyTorch's fused LSTM
 #: (measured, docs/benchmarks.md "CPU: the LSTM's compiled loop")
-TORCH_MAX_BATCH = 1
+#: (silero-vad's one step at batch 4 / 8, the whole model: 375 -> 269, 526 -> 431 us; 32 steps of 128 units at batch 8
+#: about equal, 4.3 ms; at batch 16, 64 steps of 256 units PyTorch's 2.2x faster)
+TORCH_MAX_BATCH = 8
 TORCH_MAX_HIDDEN = 128
 
 #: an input projection of at least this many operations a direction runs as oneDNN's linear over the packed weight
