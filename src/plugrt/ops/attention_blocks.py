@@ -141,19 +141,25 @@ def _torch_whole(
 
     def run() -> None:
         use_threads(flops)
-        s = torch.matmul(at, bt)
-        if factor is not None:
-            s.mul_(factor)
-        if mt is not None:
-            s.add_(mt)
-        if post is not None:
-            s.mul_(post)
-        p = torch._softmax(s, -1, False)
-        if nan_to_zero:
-            torch.nan_to_num(p, nan=0.0, posinf=math.inf, neginf=-math.inf, out=p)
+        p = _probabilities(torch, torch.matmul(at, bt), factor, mt, post, nan_to_zero)
         torch.matmul(p, vt, out=target) if target.is_contiguous() else target.copy_(torch.matmul(p, vt))
 
     return run
+
+
+def _probabilities(torch: Any, s: Any, factor: float | None, mask: Any, post: float | None, nan_to_zero: bool) -> Any:
+    """``softmax((s [* factor]) [+ mask] [* post])`` over the last axis, ``s`` scaled in place (the NumPy kernel's
+    operations in its order); NaN probabilities 0 with ``nan_to_zero``."""
+    if factor is not None:
+        s.mul_(factor)
+    if mask is not None:
+        s.add_(mask)
+    if post is not None:
+        s.mul_(post)
+    p = torch._softmax(s, -1, False)
+    if nan_to_zero:
+        torch.nan_to_num(p, nan=0.0, posinf=math.inf, neginf=-math.inf, out=p)
+    return p
 
 
 def whole_attention(scores_shape: tuple[int, ...]) -> bool:
@@ -215,16 +221,7 @@ def torch_attention_blocks(
         if on_helper():
             one_thread_here()
         q, keys, values, block_mask, target = prepared[item]
-        s = function(q, keys, None, "none", [], "")
-        if factor is not None:
-            s.mul_(factor)
-        if block_mask is not None:
-            s.add_(block_mask)
-        if post is not None:
-            s.mul_(post)
-        p = torch._softmax(s, -1, False)
-        if nan_to_zero:
-            torch.nan_to_num(p, nan=0.0, posinf=math.inf, neginf=-math.inf, out=p)
+        p = _probabilities(torch, function(q, keys, None, "none", [], ""), factor, block_mask, post, nan_to_zero)
         target.copy_(function(p, values, None, "none", [], ""))
 
     def run() -> None:
