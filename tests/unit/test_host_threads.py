@@ -36,6 +36,18 @@ def test_work_is_split_in_two_disjoint_parts_only_when_large(split: None, monkey
     assert [p[:3] for p in _parts(5, 10)] == [(0, 0, 5)]  # too little work
 
 
+def test_an_engine_of_one_thread_never_uses_the_helper(split: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``OPENBLAS_NUM_THREADS=1`` (or ``OMP_NUM_THREADS=1``): the halves, and the items pulled by two, all run here."""
+    monkeypatch.setattr(host_threads, "engine_threads", lambda: 1)
+    assert [p[:3] for p in _parts(5, 10)] == [(0, 0, 5)] and _parts(5, 10)[0][3] == threading.current_thread().name
+    names: list[str] = []
+    host_threads.pulled_by_two(6, lambda item: names.append(threading.current_thread().name))
+    assert names == [threading.current_thread().name] * 6
+    monkeypatch.setattr(host_threads, "engine_threads", lambda: 2)
+    (_, second) = _parts(5, 10)
+    assert second[3].startswith("plugrt-kernel")
+
+
 def test_an_error_in_the_helper_reaches_the_caller(split: None) -> None:
     def work(part: int, start: int, stop: int) -> None:
         if part == 1:

@@ -8,7 +8,9 @@ halves only share the cores with the other work, as onnxruntime's threads do
 with spinning off: nothing collapses, unlike a spinning BLAS worker (which
 ``blas_threads.py`` keeps to one thread under load). Measured at load 11 on 2
 cores: GELU over 4 M floats 387 -> 288 ms, a depthwise layer 157 -> 74 ms.
-Work is split only when it is large (``MIN_PARALLEL_ELEMENTS``).
+Work is split only when it is large (``MIN_PARALLEL_ELEMENTS``), and only where the engine may use two threads
+(``OPENBLAS_NUM_THREADS`` / ``OMP_NUM_THREADS`` of 2 or more, or unset on two cores): an engine asked for one thread
+runs everything on the calling thread.
 
 :func:`in_two_parts` halves the work; :func:`pulled_by_two` lets both threads take
 the next of many items as they finish one, so when the other core is taken the
@@ -22,6 +24,8 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+
+from .blas_threads import engine_threads
 
 __all__ = ["MIN_PARALLEL_ELEMENTS", "in_two_parts", "on_helper", "pulled_by_two"]
 
@@ -53,12 +57,7 @@ def in_two_parts(count: int, elements: int, work: Callable[[int, int, int], None
     """Run ``work(part, start, stop)`` over the items ``[0, count)``: as parts 0 and 1 on this thread and
     the helper when the ``elements`` they touch are many and there are two items; else as part 0 alone.
     The parts' items are disjoint; ``work`` must keep per-part scratch apart."""
-    single = (
-        count < 2
-        or elements < MIN_PARALLEL_ELEMENTS
-        or (os.cpu_count() or 1) < 2
-        or getattr(_LOCAL, "helper", False)  # the helper itself never waits on the helper
-    )
+    single = count < 2 or elements < MIN_PARALLEL_ELEMENTS or not _two_threads_allowed()
     if single:
         work(0, 0, count)
         return
@@ -76,7 +75,10 @@ def on_helper() -> bool:
 
 
 def _two_threads_allowed() -> bool:
-    return (os.cpu_count() or 1) >= 2 and not getattr(_LOCAL, "helper", False)
+    """Two cores, an engine allowed two threads or more (``OPENBLAS_NUM_THREADS`` / ``OMP_NUM_THREADS``,
+    :func:`~plugrt.ops.blas_threads.engine_threads`: a caller that asked for one thread gets one), and not on the
+    helper itself (it never waits on the helper)."""
+    return (os.cpu_count() or 1) >= 2 and engine_threads() >= 2 and not getattr(_LOCAL, "helper", False)
 
 
 class _Items:
