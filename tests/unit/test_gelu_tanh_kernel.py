@@ -59,3 +59,20 @@ def test_the_torch_tactics_gelu_tanh_within_2e7_in_place_and_at_the_extremes() -
     same = torch.from_numpy(x.copy())
     ACTIVATIONS["GELU_TANH"](torch, same, same, 0.0, 0.0)
     np.testing.assert_array_equal(same.numpy(), out)
+
+
+def test_the_torch_tactics_in_place_gelu_tanh_keeps_one_scratch_and_the_same_bits() -> None:
+    pytest.importorskip("torch")
+    from plugrt.ops.torch_cpu_kernels import activation
+
+    x = np.random.default_rng(3).normal(0, 3, (64, 300)).astype(np.float32)
+    out = np.empty_like(x)
+    apart = activation("GELU_TANH", 0.0, 0.0, x, out)
+    assert apart is not None
+    apart()
+    same = x.copy()
+    in_place = activation("GELU_TANH", 0.0, 0.0, same, same)
+    assert in_place is not None and in_place.__name__ == "run_in_place"
+    in_place()
+    np.testing.assert_array_equal(same, out)
+    np.testing.assert_allclose(out, _reference(x), rtol=0, atol=2e-6 * float(np.abs(out).max()))

@@ -159,12 +159,11 @@ def _time_variants(
     bound: dict[tuple[Any, ...], tuple[list[Binding], list[Binding]]] = {}
     stream = 0 if backend.host_memory else backend.current_stream()
     packing = _packing(state, layer, backend) if any(t == TORCH_TACTIC for t, _ in variants) else None
-    runners = {False: op}
+    twin = op if packing is None else _packed_twin(op, layer, state, packing)  # the PyTorch tactic's operator
     with backend.stream_scope(stream), backend.math_scope(state.config.get_flag(BuilderFlag.TF32)):
         calls = []
         for tactic, formats in variants:
-            packs = packing if tactic == TORCH_TACTIC else None
-            packed = packs is not None
+            packed = packing is not None and tactic == TORCH_TACTIC
             key = (tuple(formats) if formats is not None else (), packed)
             if key not in bound:
                 rng = np.random.default_rng(0)  # the same values in every layout
@@ -172,11 +171,9 @@ def _time_variants(
                     _bindings(specs[0], rng, True, backend, formats and formats[:ins]),
                     _bindings(specs[1], rng, False, backend, formats and formats[ins:]),
                 )
-                if packs is not None:
-                    _pack_timed_input(bound[key][0], packs)
-            if packs is not None and packed not in runners:
-                runners[packed] = _packed_twin(op, layer, state, packs)
-            runner = runners[packed]
+                if packed and packing is not None:
+                    _pack_timed_input(bound[key][0], packing)
+            runner = twin if packed else op
             inputs, outputs = bound[key]
             runner.tactic = tactic
             runner.bind(inputs, outputs, 0)
@@ -197,8 +194,9 @@ def _time_variants(
             decided = len(best) > 1 and done >= _DECISIVE_ROUNDS and ordered[1] > _DECISIVE * ordered[0]
             if decided or time.perf_counter() - start > _BUDGET_S:
                 break
-    for runner in runners.values():
-        runner.release()
+    op.release()
+    if twin is not op:
+        twin.release()
     return best
 
 
@@ -208,7 +206,7 @@ def _packing(state: BuildState, layer: LayerPlan, backend: Backend) -> tuple[int
     engine runs it."""
     if not backend.host_memory or backend.gpu:
         return None
-    outputs = {k for k, t in enumerate(state.tensors) if t.role in ("input", "output")}
+    outputs = {k for k, t in enumerate(state.tensors) if t.role == "output"}
     return timed_packing(state.layers, outputs, layer)
 
 
@@ -220,11 +218,13 @@ def _pack_timed_input(inputs: list[Binding], packing: tuple[int | str, bool]) ->
 
 
 def _packed_twin(op: Operator, layer: LayerPlan, state: BuildState, packing: tuple[int | str, bool]) -> Operator:
-    """``op`` again, its weight named by ``packing`` (a Gemm's ``b``) packed: the PyTorch tactic's operator."""
+    """``op`` again, its weight named by ``packing`` (a Gemm's ``b``) packed: the PyTorch tactic's operator; ``op``
+    itself where the packed weight is an input (a MatMul's: :func:`_pack_timed_input`)."""
     weights = {n: state.weights[k] for n, k in layer.weights.items()}
     where, transposed = packing
-    if isinstance(where, str) and isinstance(weights.get(where), np.ndarray):
-        weights[where] = placeholder(PackedMatrix(np.array(weights[where], dtype=np.float32), transposed))
+    if not isinstance(where, str) or not isinstance(weights.get(where), np.ndarray):
+        return op
+    weights[where] = placeholder(PackedMatrix(np.array(weights[where], dtype=np.float32), transposed))
     twin = create_operator(layer.kind, layer.params, weights)
     twin.name, twin.xp = op.name, op.xp
     return twin

@@ -170,9 +170,7 @@ def whole_attention(scores_shape: tuple[int, ...]) -> bool:
 
 def blocked(scores_shape: tuple[int, ...], *arrays: Any) -> bool:
     """Whether attention with scores of ``scores_shape`` runs in blocks: NumPy FLOAT arrays, many scores."""
-    return int(np.prod(scores_shape, dtype=np.int64)) >= MIN_BLOCKED_SCORES and all(
-        isinstance(x, np.ndarray) and x.dtype == np.float32 for x in arrays
-    )
+    return not whole_attention(scores_shape) and all(isinstance(x, np.ndarray) and x.dtype == np.float32 for x in arrays)
 
 
 def torch_attention_blocks(
