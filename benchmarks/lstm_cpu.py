@@ -1,13 +1,15 @@
 """One ONNX LSTM layer on the CPU: plugrt's NumPy step loop, plugrt's PyTorch tactic (PyTorch's fused LSTM), the
 compiled loop the numba extra gives the own kernel where PyTorch's tactic is off, the default with both (PyTorch's
-tactic running the compiled loop, its input projection oneDNN's, for small cells), and onnxruntime, interleaved in
-one process on one thread (onnxruntime's spinning off).
+tactic running the compiled loop where it is the faster: ``ops/recurrent_numba.loop_is_faster``), the compiled loop
+forced into PyTorch's tactic at every shape (to check that choice), and onnxruntime, interleaved in one process
+(onnxruntime's spinning off), on ``--threads`` threads (default one).
 
 The recurrent models of the real-model table (the CRNN's bidirectional 512 -> 128 cell over 32 steps, the BiLSTM
 encoder's 256-unit cells) spend most of their time in this layer; this isolates it. Each engine's best of five
 blocks of ``--runs`` calls, ms a call; and each one's largest difference from onnxruntime's ``Y``.
 
 Usage: python benchmarks/lstm_cpu.py [--steps 32] [--inputs 512] [--hidden 128] [--batch 1] [--forward-only]
+       [--threads 1]
 """
 
 from __future__ import annotations
@@ -17,7 +19,25 @@ import os
 import time
 from typing import Any
 
-import numpy as np
+
+def _parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=32)
+    parser.add_argument("--inputs", type=int, default=512)
+    parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--forward-only", action="store_true", help="one direction (default: bidirectional)")
+    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--threads", type=int, default=1, help="threads of every engine")
+    return parser.parse_args()
+
+
+ARGS = _parse() if __name__ == "__main__" else None
+if ARGS is not None:  # (read when NumPy's BLAS and torch load)
+    for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[_variable] = str(ARGS.threads)
+
+import numpy as np  # noqa: E402
 
 
 def _model(steps: int, inputs: int, hidden: int, batch: int, dirs: int) -> Any:
@@ -43,15 +63,7 @@ def _model(steps: int, inputs: int, hidden: int, batch: int, dirs: int) -> Any:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=32)
-    parser.add_argument("--inputs", type=int, default=512)
-    parser.add_argument("--hidden", type=int, default=128)
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--forward-only", action="store_true", help="one direction (default: bidirectional)")
-    parser.add_argument("--runs", type=int, default=100)
-    args = parser.parse_args()
-
+    args = ARGS if ARGS is not None else _parse()
     import onnxruntime as ort
 
     import plugrt
@@ -60,7 +72,7 @@ def main() -> None:
     model = _model(args.steps, args.inputs, args.hidden, args.batch, 1 if args.forward_only else 2)
     x = np.random.default_rng(1).standard_normal((args.steps, args.batch, args.inputs)).astype(np.float32)
     options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
+    options.intra_op_num_threads = args.threads
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = ort.InferenceSession(model.SerializeToString(), options)
     calls = {"onnxruntime": lambda: session.run(None, {"x": x})[0]}
@@ -77,6 +89,18 @@ def main() -> None:
         engine = plugrt.compile(model)
         calls[name] = lambda engine=engine: engine(x=x)["Y"]
         environments[name] = switch
+    if "plugrt default" in calls:  # the compiled loop inside PyTorch's tactic whatever the shapes
+        from plugrt.ops import recurrent_numba
+
+        os.environ.update(switches["plugrt default"])
+        engine, chosen = plugrt.compile(model), recurrent_numba.loop_is_faster
+        recurrent_numba.loop_is_faster = lambda *shape: True
+        try:
+            engine(x=x)  # (bound now, kept for the calls at this shape)
+        finally:
+            recurrent_numba.loop_is_faster = chosen
+        calls["plugrt loop"] = lambda engine=engine: engine(x=x)["Y"]
+        environments["plugrt loop"] = switches["plugrt default"]
     want = calls["onnxruntime"]()
     best = dict.fromkeys(calls, float("inf"))
     for _ in range(5):
@@ -88,7 +112,8 @@ def main() -> None:
                 call()
             best[name] = min(best[name], (time.perf_counter() - start) / args.runs)
     print(f"LSTM T={args.steps} input={args.inputs} hidden={args.hidden} batch={args.batch} "
-          f"{'forward' if args.forward_only else 'bidirectional'}, one thread, load {os.getloadavg()[0]:.2f}")  # fmt: skip
+          f"{'forward' if args.forward_only else 'bidirectional'}, threads {args.threads}, "
+          f"load {os.getloadavg()[0]:.2f}")  # fmt: skip
     for name, call in calls.items():
         os.environ.update(environments[name])
         print(f"  {name:12s} {best[name] * 1e3:8.3f} ms  max |diff| vs onnxruntime {np.abs(call() - want).max():.1e}")

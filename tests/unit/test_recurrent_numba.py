@@ -119,14 +119,17 @@ def test_configurations_the_loop_does_not_compute_keep_the_numpy_loop(
     assert not any(spy)
 
 
-@pytest.mark.parametrize(("batch", "hidden", "compiled"), [(1, 8, True), (8, 8, True), (9, 8, False), (1, 130, False)])
-def test_pytorchs_tactic_takes_the_loop_for_small_cells_only(
-    batch: int, hidden: int, compiled: bool, spy: list, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("steps", "batch", "hidden", "compiled"),
+    [(4, 1, 8, True), (4, 8, 8, True), (4, 9, 8, False), (9, 4, 8, False), (4, 2, 130, False), (9, 1, 300, True)],
+)
+def test_pytorchs_tactic_takes_the_loop_at_batch_1_and_for_short_small_cells(
+    steps: int, batch: int, hidden: int, compiled: bool, spy: list, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("torch")
     monkeypatch.setenv("PLUGRT_TORCH", "always")  # (the suite turns it off by default)
     model, weights = _model("bidirectional", hidden, 5)
-    x = np.random.default_rng(4).normal(0, 1, (4, batch, 5)).astype(np.float32)
+    x = np.random.default_rng(4).normal(0, 1, (steps, batch, 5)).astype(np.float32)
     got = plugrt.compile(model)({"x": x})
     assert spy and all((made is not None) is compiled for made in spy)
     want = _reference(x.astype(np.float64), weights, "bidirectional")
@@ -257,3 +260,54 @@ def test_small_projections_stay_with_numpy(monkeypatch: pytest.MonkeyPatch) -> N
     got = plugrt.compile(model)({"x": x})
     assert made and all(kernels is None for kernels in made)
     np.testing.assert_allclose(got["Y"], _reference(x.astype(np.float64), weights, "forward")[0], rtol=0, atol=5e-6)
+
+
+def test_the_loop_is_chosen_by_batch_length_and_size() -> None:
+    from plugrt.ops.recurrent_numba import LOOP_MAX_HIDDEN_ALONE, LOOP_MAX_ROWS, loop_is_faster
+
+    assert loop_is_faster(1000, 1, LOOP_MAX_HIDDEN_ALONE) and not loop_is_faster(1, 1, LOOP_MAX_HIDDEN_ALONE + 1)
+    assert loop_is_faster(1, 8, 128) and loop_is_faster(LOOP_MAX_ROWS // 8, 8, 128)
+    assert not loop_is_faster(LOOP_MAX_ROWS // 8 + 1, 8, 128)  # a long sequence at batch 8: PyTorch's
+    assert not loop_is_faster(1, 9, 128) and not loop_is_faster(1, 2, 129)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_two_directions_run_on_two_threads_where_the_engine_has_two(
+    threads: int, spy: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long bidirectional loop (``SPLIT_MACS``) gives its reverse direction to the helper thread where the engine
+    may use two threads, each direction with its own scratch: the results are the same as on one thread."""
+    import threading
+
+    from plugrt.ops import host_threads, recurrent_numba
+
+    monkeypatch.setenv("PLUGRT_TORCH", "0")
+    monkeypatch.setattr(recurrent_numba, "SPLIT_MACS", 0)
+    monkeypatch.setattr(host_threads, "engine_threads", lambda: threads)
+    ran: list[tuple[int, str]] = []
+    pulled = host_threads.pulled_by_two
+    both = threading.Barrier(2, timeout=10.0)
+
+    def recording(count, work):  # type: ignore[no-untyped-def]
+        def traced(item: int) -> None:
+            ran.append((item, threading.current_thread().name))
+            if threads == 2:  # each direction waits until the other has started: both run at once
+                both.wait()
+            work(item)
+
+        pulled(count, traced)
+
+    monkeypatch.setattr(recurrent_numba, "pulled_by_two", recording)
+    model, weights = _model("bidirectional", 16, 6, initial=True)
+    rng = np.random.default_rng(7)
+    feeds = {"x": rng.normal(0, 1, (11, 3, 6)).astype(np.float32)}
+    feeds.update({k: rng.normal(0, 0.5, (2, 3, 16)).astype(np.float32) for k in ("h0", "c0")})
+    got = plugrt.compile(model)(feeds)
+    assert spy and all(made is not None for made in spy)
+    assert sorted(item for item, _ in ran) == [0, 1]
+    here = threading.current_thread().name
+    names = sorted(name for _, name in ran)
+    assert names == [here, here] if threads == 1 else names[0] == here and names[1].startswith("plugrt-kernel")
+    want = _reference(feeds["x"].astype(np.float64), weights, "bidirectional", feeds["h0"], feeds["c0"])
+    for name, value in zip(("Y", "Y_h", "Y_c"), want):
+        np.testing.assert_allclose(got[name], value, rtol=0, atol=2e-6)

@@ -27,7 +27,8 @@ from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .blas_threads import blas_threads_for
 from .elementwise import FLOAT_TYPES, label
 from .params import param
-from .recurrent_numba import TORCH_MAX_BATCH, TORCH_MAX_HIDDEN, compiled_lstm
+from .products import rows_first
+from .recurrent_numba import compiled_lstm
 from .recurrent_steps import GATES, CellSpec, bound_cells, run_cells
 from .rnn_activations import activation_functions
 from .torch_cpu import Kernel, TorchOperator, runs_on
@@ -135,14 +136,14 @@ class RecurrentOperator(TorchOperator):
         return super().torch_supports(types, shapes, constant) and torch_recurrent_supports(self, constant)
 
     def torch_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
-        """PyTorch's fused layer; a small LSTM (batch up to 8, at most 128 units) as the compiled loop where numba is
-        installed (faster there: :mod:`plugrt.ops.recurrent_numba`, chosen at bind by the shapes run)."""
+        """PyTorch's fused layer; an LSTM at batch 1 or a short, small one as the compiled loop where numba is
+        installed (faster there: :func:`~plugrt.ops.recurrent_numba.loop_is_faster`, decided at bind by the shapes
+        run)."""
         small = compiled_lstm(  # (the tactic requires constant W, R and B: torch_supports)
             self,
             inputs,
             outputs,
-            max_batch=TORCH_MAX_BATCH,
-            max_hidden=TORCH_MAX_HIDDEN,
+            faster_only=True,
             constant_weights=True,
             packed_projection=True,
         )
@@ -197,8 +198,7 @@ class RecurrentOperator(TorchOperator):
         if xp is not np or self.layout or "sequence_lens" in given:
             return None
         if not runs_on(np):  # without PyTorch's tactic, an LSTM is the compiled loop where numba is installed
-            constant = self.bound_constant[self.inputs.index("R")] if self.bound_constant else False
-            compiled = compiled_lstm(self, inputs, outputs, constant_weights=constant)
+            compiled = compiled_lstm(self, inputs, outputs, constant_weights=self._constant_weights())
             if compiled is not None:
                 return compiled, ()
         arrays = [*inputs, *outputs]
@@ -211,9 +211,11 @@ class RecurrentOperator(TorchOperator):
             given[name] if name in given else np.zeros((self.num_directions, batch, hidden), dtype)
             for name in self._state_names
         ]
-        run = bound_cells(
-            self._spec, x, given["W"], r, given.get("B"), states, given.get("P"), outputs[0], outputs[1:], xp
-        )
+        w = given["W"]
+        if self._constant_weights():  # both as their products take them, made once (see rows_first)
+            w = self.derived_weight("rows_first_w", (w.ctypes.data, w.shape, w.dtype), lambda: rows_first(given["W"]))
+            r = self.derived_weight("rows_first_r", (r.ctypes.data, r.shape, r.dtype), lambda: rows_first(given["R"]))
+        run = bound_cells(self._spec, x, w, r, given.get("B"), states, given.get("P"), outputs[0], outputs[1:], xp)
         flops = 2.0 * batch * r[0].size
 
         def launch() -> None:
@@ -221,6 +223,12 @@ class RecurrentOperator(TorchOperator):
                 run()
 
         return launch, ()
+
+    def _constant_weights(self) -> bool:
+        """Whether this binding's ``W`` and ``R`` are engine constants (their derived forms may be kept)."""
+        if not self.bound_constant:
+            return False
+        return all(self.bound_constant[self.inputs.index(name)] for name in ("W", "R"))
 
     @property
     def _state_names(self) -> tuple[str, ...]:

@@ -10,10 +10,12 @@ of a float64 reference (the NumPy loop: within a few ulp of NumPy's functions).
 
 It is the recurrent operator's own kernel where PyTorch's tactic cannot run (PyTorch absent or turned off): there
 it takes 0.5-0.9x the NumPy loop's time (docs/benchmarks.md). PyTorch's tactic runs it instead of PyTorch's fused
-LSTM for small cells only (batch up to 8, at most 128 units: :data:`TORCH_MAX_BATCH`, :data:`TORCH_MAX_HIDDEN`),
-where it is faster in the models measured (the CRNN's 128-unit cell, silero-vad's one step at batch 1 to 8); PyTorch's
-is faster for larger ones (the BiLSTM encoder's 256-unit cells: 1.9 and 3.1 ms a layer against PyTorch's ~2 ms each). The choice is
-made at bind by the shapes the engine runs, so the tactic the builder timed at one shape does not decide others.
+LSTM where it is the faster (:func:`loop_is_faster`): at batch 1 (its steps stream the recurrent weight once each,
+where PyTorch's add a dozen kernel calls: the BiLSTM encoder's 256-unit cells 0.8x PyTorch's time), and for short
+sequences of small cells at larger batches (silero-vad's one step at batch 1 to 8); PyTorch's one BLAS product a
+step is faster over long sequences at batch 2 and up. The choice is made at bind by the shapes the engine runs, so
+the tactic the builder timed at one shape does not decide others. A bidirectional loop long enough
+(:data:`SPLIT_MACS`) runs its two directions on two threads where the engine may use two.
 It applies to LSTMs with the default activations (sigmoid, tanh, tanh), no clip, no peepholes, no coupled
 input-forget gate, sequence-major, without sequence lengths, in FLOAT.
 """
@@ -27,24 +29,46 @@ import numpy as np
 
 from .blas_threads import blas_threads_for
 from .depthwise_numba import compiled_module
+from .host_threads import pulled_by_two
+from .products import rows_first
 
 if TYPE_CHECKING:
     from .recurrent import RecurrentOperator
 
-__all__ = ["PACKED_PROJECTION_FLOPS", "TORCH_MAX_BATCH", "TORCH_MAX_HIDDEN", "compiled_lstm"]
+__all__ = [
+    "LOOP_MAX_BATCH",
+    "LOOP_MAX_HIDDEN",
+    "LOOP_MAX_HIDDEN_ALONE",
+    "LOOP_MAX_ROWS",
+    "PACKED_PROJECTION_FLOPS",
+    "SPLIT_MACS",
+    "compiled_lstm",
+    "loop_is_faster",
+]
 
-#: in PyTorch's tactic, the largest batch and hidden size the compiled loop takes instead of PyTorch's fused LSTM
-#: (measured, docs/benchmarks.md "CPU: the LSTM's compiled loop")
-#: (silero-vad's one step at batch 4 / 8, the whole model: 375 -> 269, 526 -> 431 us; 32 steps of 128 units at batch 8
-#: about equal, 4.3 ms; at batch 16, 64 steps of 256 units PyTorch's 2.2x faster)
-TORCH_MAX_BATCH = 8
-TORCH_MAX_HIDDEN = 128
+#: in PyTorch's tactic, where the compiled loop runs instead of PyTorch's fused LSTM (:func:`loop_is_faster`; measured
+#: with ``benchmarks/lstm_cpu.py``, docs/benchmarks.md "CPU: the LSTM's loop by batch and length"): at batch 1 cells of
+#: up to this many units (64 steps, one thread: 0.88x PyTorch's time at 128 units, 0.80x at 256, 0.74x at 512) ...
+LOOP_MAX_HIDDEN_ALONE = 512
+#: ... and at larger batches cells of up to this many units over at most :data:`LOOP_MAX_ROWS` steps times batch
+#: entries, batches of at most :data:`LOOP_MAX_BATCH` (128 units: one step at batch 8 0.60x, 4 steps at batch 8
+#: 0.92x, 16 steps at batch 4 1.13x, 64 steps at batch 8 1.43x: PyTorch's step is one BLAS product, the loop's
+#: rows are not blocked over the batch)
+LOOP_MAX_HIDDEN = 128
+LOOP_MAX_ROWS = 32
+LOOP_MAX_BATCH = 8
 
 #: an input projection of at least this many operations a direction runs as oneDNN's linear over the packed weight
 #: (PyTorch's tactic); smaller ones as NumPy's product: oneDNN's call costs ~12 us whatever its size (one thread:
 #: 1 x 128 by 128 x 512 3.7 against 12.4 us, 4 rows 11.5 against 12.6, 16 rows 23.1 against 18.8, the CRNN's
 #: 32 x 512 by 512 x 1024 320 against 142 us)
 PACKED_PROJECTION_FLOPS = 1e6
+
+#: a bidirectional loop whose recurrent products take at least this many multiply-adds a direction runs its two
+#: directions on two threads where the engine may use two (``ops/host_threads.py``: each takes the next direction
+#: as it is free, so a busy machine's other core costs nothing): each core then keeps one direction's recurrent
+#: weight in its cache
+SPLIT_MACS = 8_000_000
 
 _DEFAULTS = ("sigmoid", "tanh", "tanh")
 
@@ -53,17 +77,18 @@ def compiled_lstm(
     op: RecurrentOperator,
     inputs: Sequence[Any],
     outputs: Sequence[Any],
-    max_batch: int | None = None,
-    max_hidden: int | None = None,
+    faster_only: bool = False,
     constant_weights: bool = False,
     packed_projection: bool = False,
 ) -> Callable[[], None] | None:
     """The compiled LSTM over these bound arrays as a call without arguments (writing ``Y``, ``Y_h`` and ``Y_c``),
     or None where it does not apply (numba unavailable or turned off, another cell or configuration, not FLOAT,
-    arrays not contiguous, empty, a batch above ``max_batch`` or a hidden size above ``max_hidden``).
-    ``constant_weights``: ``R`` is an engine constant (the binding says so; PyTorch's tactic requires it), so its
-    transpose is made once and kept across binds; otherwise it is transposed at each call, as ``W`` and ``B`` are
-    always read then (a 256 KB transpose costs silero-vad's call ~40 us). ``packed_projection``: ``W`` and ``B``
+    arrays not contiguous, empty; with ``faster_only``, shapes where PyTorch's fused LSTM is faster:
+    :func:`loop_is_faster`).
+    ``constant_weights``: ``W`` and ``R`` are engine constants (the binding says so; PyTorch's tactic requires it),
+    so both are laid out as their products take them once (:func:`~plugrt.ops.products.rows_first`) and kept
+    across binds; otherwise ``R`` is transposed at each call and ``W`` read as given (a 256 KB transpose costs
+    silero-vad's call ~40 us). ``packed_projection``: ``W`` and ``B``
     are engine constants too and PyTorch's kernels may run (its tactic): the input projection is then oneDNN's
     linear over ``W`` packed once, the two biases folded into it (:func:`_packed_projections`)."""
     given = dict(zip(op.inputs, inputs))
@@ -82,7 +107,7 @@ def compiled_lstm(
     dirs, hidden = r.shape[0], r.shape[2]
     if batch == 0 or steps == 0 or hidden == 0:
         return None
-    if (max_batch is not None and batch > max_batch) or (max_hidden is not None and hidden > max_hidden):
+    if faster_only and not loop_is_faster(steps, batch, hidden):
         return None
     module = compiled_module("recurrent_numba_loops")
     if module is None:
@@ -93,7 +118,8 @@ def compiled_lstm(
     bias = given.get("B")
     folded = None if bias is None else np.empty((dirs, 1, size), np.float32)
     if constant_weights:  # transposed once, kept across binds (a context whose outputs move binds again per call)
-        recurrent_t = op.derived_weight("compiled_r", (r.ctypes.data, r.shape), lambda: _transposed(r))
+        recurrent_t = op.derived_weight("rows_first_r", (r.ctypes.data, r.shape, r.dtype), lambda: rows_first(r))
+        recurrent_t = recurrent_t.transpose(0, 2, 1)  # (C-contiguous [D, H, 4H])
         transpose = None
     else:
         recurrent_t = np.empty((dirs, hidden, size), np.float32)
@@ -103,13 +129,24 @@ def compiled_lstm(
     h0 = given.get("initial_h", zeros)
     c0 = given.get("initial_c", zeros)
     y, y_h, y_c = outputs
-    gates, work, bits = np.empty((batch, size), np.float32), np.empty(size, np.float32), np.empty(size, np.int32)
+    # scratch per direction: two directions may run at once, on the caller's thread and the helper
+    gates = np.empty((dirs, batch, size), np.float32)
+    work, bits = np.empty((dirs, size), np.float32), np.empty((dirs, size), np.int32)
     loop = module.lstm_steps
     steps_view = projected.reshape(dirs, steps, batch, size)
     last = [steps - 1 - (steps - 1) * int(back) for back in op.spec.reverse]  # each direction's last step
     flops = 2.0 * rows.shape[0] * size * rows.shape[1]
+    apart = dirs == 2 and steps * batch * hidden * size >= SPLIT_MACS
+
+    def direction(d: int) -> None:
+        loop(steps_view, recurrent_t, reverse, h0, y_c, y, gates[d], work[d], bits[d], d, d + 1)
 
     projections = _packed_projections(op, rows, w, bias, projected) if packed_projection else None
+    # NumPy's projection by a constant W takes it as [K, 4H] rows, made once (products.rows_first)
+    input_t = None
+    if projections is None and constant_weights:
+        input_t = op.derived_weight("rows_first_w", (w.ctypes.data, w.shape, w.dtype), lambda: rows_first(w))
+        input_t = input_t.transpose(0, 2, 1)
 
     def run() -> None:
         if projections is not None:
@@ -118,18 +155,29 @@ def compiled_lstm(
         else:
             with blas_threads_for(flops):
                 for d in range(dirs):
-                    np.matmul(rows, w[d].T, out=projected[d])
+                    np.matmul(rows, w[d].T if input_t is None else input_t[d], out=projected[d])
             if bias is not None and folded is not None:  # the recurrent bias joins the input bias
                 np.add(bias[:, None, :size], bias[:, None, size:], out=folded)
                 np.add(projected, folded, out=projected)
         if transpose is not None:
             np.copyto(recurrent_t, transpose)
         np.copyto(y_c, c0)
-        loop(steps_view, recurrent_t, reverse, h0, y_c, y, gates, work, bits)
+        if apart:
+            pulled_by_two(dirs, direction)
+        else:
+            loop(steps_view, recurrent_t, reverse, h0, y_c, y, gates[0], work[0], bits[0], 0, dirs)
         for d, t in enumerate(last):
             y_h[d] = y[t, d]
 
     return run
+
+
+def loop_is_faster(steps: int, batch: int, hidden: int) -> bool:
+    """Whether the compiled loop runs an LSTM of ``steps`` steps, ``batch`` entries and ``hidden`` units faster
+    than PyTorch's fused layer (measured: :data:`LOOP_MAX_HIDDEN_ALONE`, :data:`LOOP_MAX_HIDDEN`)."""
+    if batch == 1:
+        return hidden <= LOOP_MAX_HIDDEN_ALONE
+    return hidden <= LOOP_MAX_HIDDEN and batch <= LOOP_MAX_BATCH and steps * batch <= LOOP_MAX_ROWS
 
 
 def _packed_projections(
@@ -156,7 +204,3 @@ def _packed_projections(
     weights, sums = op.derived_weight("compiled_w", key, pack)
     kernels = [linear(rows, weights[d], True, sums[d], projected[d]) for d in range(w.shape[0])]
     return None if any(k is None for k in kernels) else [k for k in kernels if k is not None]
-
-
-def _transposed(r: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(r.transpose(0, 2, 1))

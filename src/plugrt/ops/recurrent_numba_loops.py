@@ -29,7 +29,7 @@ _LOW, _HIGH = np.float32(-87.3), np.float32(88.0)
 _ONE, _TWO, _HALF = np.float32(1.0), np.float32(2.0), np.float32(0.5)
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=False, nogil=True)
 def _exp_scaled(values: np.ndarray, factor: np.float32, out: np.ndarray, bits: np.ndarray) -> None:
     """``out = exp(factor * values)`` (float32, vectorised); ``bits`` an int32 scratch of the same length."""
     n = values.shape[0]
@@ -50,7 +50,7 @@ def _exp_scaled(values: np.ndarray, factor: np.float32, out: np.ndarray, bits: n
         out[j] *= scale[j]
 
 
-@njit(cache=True, fastmath=False)
+@njit(cache=True, fastmath=False, nogil=True)
 def lstm_steps(
     projected: np.ndarray,
     recurrent_t: np.ndarray,
@@ -61,16 +61,20 @@ def lstm_steps(
     gates: np.ndarray,
     work: np.ndarray,
     bits: np.ndarray,
+    first: int,
+    stop: int,
 ) -> None:
-    """The LSTM's steps: ``projected`` ``[D, T, B, 4H]`` (each direction's input projection of step ``t`` in the
-    input's time order, ONNX gate order i o f c), ``recurrent_t`` ``[D, H, 4H]``, ``reverse`` ``[D]`` (1 for
-    a direction that runs backwards in time), ``h0`` ``[D, B, H]`` the initial hidden state, ``c`` ``[D, B, H]``
-    the cell state (initial in, final out), ``y`` ``[T, D, B, H]`` the hidden states out (in the input's time
-    order); float32 scratch ``gates`` ``[B, 4H]`` and ``work`` ``[4H]``, int32 ``bits`` ``[4H]``."""
+    """The LSTM's steps of the directions ``[first, stop)``: ``projected`` ``[D, T, B, 4H]`` (each direction's
+    input projection of step ``t`` in the input's time order, ONNX gate order i o f c), ``recurrent_t``
+    ``[D, H, 4H]``, ``reverse`` ``[D]`` (1 for a direction that runs backwards in time), ``h0`` ``[D, B, H]`` the
+    initial hidden state, ``c`` ``[D, B, H]`` the cell state (initial in, final out), ``y`` ``[T, D, B, H]`` the
+    hidden states out (in the input's time order); float32 scratch ``gates`` ``[B, 4H]`` and ``work`` ``[4H]``,
+    int32 ``bits`` ``[4H]`` (calls for other directions at the same time need their own). The GIL is released:
+    two directions may run on two threads."""
     steps, batch = projected.shape[1], projected.shape[2]
-    dirs, hidden = recurrent_t.shape[0], recurrent_t.shape[1]
+    hidden = recurrent_t.shape[1]
     size = 4 * hidden
-    for d in range(dirs):  # one direction's steps, then the other's: its recurrent weight stays in the cache
+    for d in range(first, stop):  # one direction's steps, then the other's: its recurrent weight stays in the cache
         for step in range(steps):
             back = reverse[d] != 0
             t = steps - 1 - step if back else step
