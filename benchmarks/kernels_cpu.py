@@ -4,8 +4,9 @@ Products ``[M, K] @ [K, N]`` (NumPy's BLAS, torch's ``mm``, oneDNN's linear on t
 reorders at every call, and on the weight packed once, as an engine holds it, and onnxruntime's MatMul);
 attention over ``heads x seq x seq`` scores (the operator's NumPy kernel, and PyTorch's tactic: every head at once,
 and the blocks of query rows); the tanh form of GELU (the NumPy kernel, torch's fused kernel, and the tactic's
-``x * sigmoid(2u)``). Fastest of ``--runs`` wall-clock runs, one thread (set before NumPy is imported). Needs torch
-and onnxruntime.
+``x * sigmoid(2u)``); NumPy's product by a weight taken transposed (``x @ w.T``, a Gemm's ``transB``) against the
+same weight laid out rows first, as an engine holds it (``ops/products.rows_first``), by rows. Fastest of ``--runs``
+wall-clock runs, one thread (set before NumPy is imported). Needs torch and onnxruntime.
 
 Usage: python benchmarks/kernels_cpu.py [--runs 30] [--threads 1]
 """
@@ -39,6 +40,9 @@ PRODUCTS = [(128, 768, 768), (128, 768, 3072), (128, 3072, 768), (128, 512, 512)
 #: (heads, seq, depth): BERT-base / GPT-2 at 128, ViT-B/16 at 197
 ATTENTION = [(12, 128, 64), (12, 197, 64)]
 GELU_SHAPE = (128, 3072)
+#: (K, N) of products by a weight taken transposed, and the rows (M) they are timed at
+TRANSPOSED = [(128, 512), (512, 1024), (768, 768), (768, 3072)]
+TRANSPOSED_ROWS = [1, 2, 4, 8, 16, 32, 64, 128, 512]
 
 
 def _fastest(run: Callable[[], Any], runs: int) -> float:
@@ -144,6 +148,23 @@ def gelu(torch: Any, runs: int) -> None:
     print("| | " + " | ".join(f"{t:.0f}" for t in times) + " | |")
 
 
+def transposed_weights(runs: int) -> None:
+    from plugrt.ops.products import rows_first
+
+    print("| K x N | " + " | ".join(f"M={m}" for m in TRANSPOSED_ROWS) + " | (x @ w.T / x @ rows-first w) |")
+    print("|---|" + "---|" * (len(TRANSPOSED_ROWS) + 1))
+    rng = np.random.default_rng(0)
+    for k, n in TRANSPOSED:
+        w = rng.standard_normal((n, k)).astype(np.float32)
+        laid = rows_first(w)
+        ratios = []
+        for m in TRANSPOSED_ROWS:
+            a, out = rng.standard_normal((m, k)).astype(np.float32), np.empty((m, n), np.float32)
+            plain = _fastest(lambda a=a, out=out: np.matmul(a, w.T, out=out), runs)
+            ratios.append(plain / _fastest(lambda a=a, out=out: np.matmul(a, laid.T, out=out), runs))
+        print(f"| {k} x {n} | " + " | ".join(f"{r:.2f}" for r in ratios) + " | |")
+
+
 def main() -> None:
     assert ARGS is not None
     from plugrt.ops.torch_cpu import torch_module
@@ -158,6 +179,7 @@ def main() -> None:
     products(torch, ARGS.runs)
     attention(ARGS.runs)
     gelu(torch, ARGS.runs)
+    transposed_weights(ARGS.runs)
     print(f"# load at the end {os.getloadavg()[0]:.2f}")
 
 

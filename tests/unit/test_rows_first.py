@@ -9,7 +9,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import plugrt
 from plugrt.ops import depthwise_numba, recurrent, recurrent_steps
-from plugrt.ops.products import rows_first
+from plugrt.ops.products import is_rows_first, rows_first
 
 
 def test_rows_first_keeps_shape_and_values_and_makes_each_transpose_contiguous() -> None:
@@ -75,3 +75,116 @@ def test_the_numpy_loop_reads_constant_weights_rows_first(
     want = plugrt.compile(other)({"x": x, **({} if weights_as_inputs else weights)})["Y"]
     assert got.shape == (4, 2, 2, 5)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+
+
+def _products() -> object:
+    """Gemms by ``g``, ``w`` (its alpha folded into it) and ``s``, each taken transposed (transB)."""
+    rng = np.random.default_rng(5)
+    inits = {
+        "g": rng.normal(size=(24, 16)).astype(np.float32),
+        "w": rng.normal(size=(12, 24)).astype(np.float32),
+        "s": rng.normal(size=(12, 12)).astype(np.float32),
+    }
+    nodes = [
+        helper.make_node("Gemm", ["x", "g"], ["h"], transB=1),
+        helper.make_node("Gemm", ["h", "w"], ["m"], transB=1, alpha=0.5),
+        helper.make_node("Gemm", ["m", "s"], ["y"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "products",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), inits
+
+
+def test_numpys_products_hold_weights_they_take_transposed_rows_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the CPU an engine lays out rows first each constant matrix that only NumPy's products read, all as
+    ``[N, K]`` (OpenBLAS's product by a transposed operand is up to 7x slower at a few rows): the same values,
+    held once (read in place, not copied into the arena), and a plan written with the original bytes."""
+    monkeypatch.setenv("PLUGRT_TORCH", "0")
+    model, inits = _products()
+    compiled = plugrt.compile(model, shapes={"x": ((1, 16), (4, 16), (8, 16))})
+    x = np.random.default_rng(6).normal(size=(4, 16)).astype(np.float32)
+    want = ((x @ inits["g"].T) @ inits["w"].T * 0.5) @ inits["s"].T
+    np.testing.assert_allclose(compiled(x=x)["y"], want, rtol=1e-5, atol=1e-5)
+    weights = compiled.engine.plan.weights
+    ordered = {k for k, v in weights.items() if is_rows_first(v) and not v.flags.c_contiguous}
+    assert compiled.engine.packed_weights == len(ordered) == 3
+    scales = {"w": np.float32(0.5)}  # the builder folds the Gemm's alpha into its weight
+    laid = {
+        name
+        for name, value in inits.items()
+        if any(np.array_equal(weights[k], value * scales.get(name, np.float32(1))) for k in ordered)
+    }
+    assert laid == {"g", "w", "s"}
+    data = compiled.serialize()
+    loaded = plugrt.Runtime(plugrt.Logger()).deserialize_cuda_engine(data)
+    assert loaded.plan.to_bytes() == bytes(data)
+    stored = plugrt.engine.plan.EnginePlan.from_bytes(data).weights
+    assert all(stored[k].flags.c_contiguous and np.array_equal(stored[k], weights[k]) for k in ordered)
+
+
+@pytest.mark.parametrize("also_read", [False, True])
+def test_a_constant_taken_transposed_is_read_in_place_unless_another_layer_reads_it(
+    also_read: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A MatMul's constant taken transposed (``op1`` TRANSPOSE) is held rows first and read in place (not copied
+    into the arena); where an elementwise layer reads the same constant it stays as it is."""
+    monkeypatch.setenv("PLUGRT_TORCH", "0")
+    none, transpose = plugrt.MatrixOperation.NONE, plugrt.MatrixOperation.TRANSPOSE
+    value = np.random.default_rng(8).normal(size=(1, 12, 10)).astype(np.float32)
+    builder = plugrt.Builder(plugrt.Logger())
+    network = builder.create_network(0)
+    x = network.add_input("x", plugrt.float32, (1, -1, 10))
+    w = network.add_constant((1, 12, 10), value).get_output(0)
+    y = network.add_matrix_multiply(x, none, w, transpose).get_output(0)
+    y.name = "y"
+    network.mark_output(y)
+    if also_read:
+        v = network.add_input("v", plugrt.float32, (1, 12, 10))
+        z = network.add_elementwise(w, v, plugrt.ElementWiseOperation.SUM).get_output(0)
+        z.name = "z"
+        network.mark_output(z)
+    profile = builder.create_optimization_profile()
+    profile.set_shape("x", (1, 1, 10), (1, 4, 10), (1, 12, 10))
+    config = builder.create_builder_config()
+    config.add_optimization_profile(profile)
+    engine = plugrt.Runtime(plugrt.Logger()).deserialize_cuda_engine(builder.build_serialized_network(network, config))
+    assert engine.packed_weights == (0 if also_read else 1)
+    context = engine.create_execution_context()
+    xs = np.random.default_rng(9).normal(size=(1, 12, 10)).astype(np.float32)
+    context.set_input_shape("x", xs.shape)
+    outputs = {"y": np.empty((1, 12, 12), np.float32), "z": np.empty((1, 12, 10), np.float32)}
+    vs = np.ones((1, 12, 10), np.float32)
+    for name, array in [("x", xs), ("y", outputs["y"])] + [("v", vs), ("z", outputs["z"])] * also_read:
+        context.set_tensor_address(name, array.ctypes.data)
+    assert context.execute_async_v3(0)
+    np.testing.assert_allclose(outputs["y"], xs @ value.transpose(0, 2, 1), rtol=1e-5, atol=1e-5)
+    if also_read:
+        np.testing.assert_array_equal(outputs["z"], value + vs)
+    executor = context._executor
+    assert executor.weight_views and not any(np.shares_memory(v, executor.arena) for v in executor.weight_views.values())
+    assert any(is_rows_first(v) and not v.flags.c_contiguous for v in executor.weight_views.values()) is not also_read
+
+
+def test_numpys_product_is_timed_on_the_weight_laid_out_as_the_engine_holds_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With PyTorch's tactic timed against NumPy's, NumPy's product is timed on the rows-first weight where the
+    engine would hold it so."""
+    pytest.importorskip("torch")
+    import plugrt.builder.tactics as tactics
+
+    made: list[tuple[int, ...]] = []
+    original = tactics.rows_first
+
+    def recording(weight: np.ndarray) -> np.ndarray:
+        made.append(tuple(weight.shape))
+        return original(weight)
+
+    monkeypatch.setattr(tactics, "rows_first", recording)
+    monkeypatch.setenv("PLUGRT_TORCH", "1")  # timed, not forced
+    model, inits = _products()
+    plugrt.compile(model, shapes={"x": ((1, 16), (4, 16), (8, 16))})
+    assert set(made) >= {inits["g"].shape, inits["w"].shape, inits["s"].shape}

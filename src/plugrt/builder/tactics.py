@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -41,7 +42,8 @@ from ..engine.plan import LayerPlan
 from ..nodes.base import Binding
 from ..ops.base import Operator, create_operator, registered_operators
 from ..ops.blas_threads import machine_busy
-from ..ops.linear_weights import PackedMatrix, placeholder, timed_packing
+from ..ops.linear_weights import PackedMatrix, placeholder, rows_first_taken, timed_packing
+from ..ops.products import rows_first
 from ..ops.torch_cpu import TORCH_TACTIC
 from .config import BuilderFlag
 from .state import BuildState
@@ -158,22 +160,23 @@ def _time_variants(
     ins = len(specs[0])
     bound: dict[tuple[Any, ...], tuple[list[Binding], list[Binding]]] = {}
     stream = 0 if backend.host_memory else backend.current_stream()
-    packing = _packing(state, layer, backend) if any(t == TORCH_TACTIC for t, _ in variants) else None
-    twin = op if packing is None else _packed_twin(op, layer, state, packing)  # the PyTorch tactic's operator
+    # the product's weight as the engine would hold it for each tactic: packed for oneDNN, rows first for NumPy
+    laid = _weight_layouts(state, layer, backend, variants)
+    twins = {tactic: _twin(op, layer, state, where, make) for tactic, (where, make) in laid.items()}
     with backend.stream_scope(stream), backend.math_scope(state.config.get_flag(BuilderFlag.TF32)):
         calls = []
         for tactic, formats in variants:
-            packed = packing is not None and tactic == TORCH_TACTIC
-            key = (tuple(formats) if formats is not None else (), packed)
+            layout = laid.get(tactic)
+            key = (tuple(formats) if formats is not None else (), tactic if layout is not None else None)
             if key not in bound:
                 rng = np.random.default_rng(0)  # the same values in every layout
                 bound[key] = (
                     _bindings(specs[0], rng, True, backend, formats and formats[:ins]),
                     _bindings(specs[1], rng, False, backend, formats and formats[ins:]),
                 )
-                if packed and packing is not None:
-                    _pack_timed_input(bound[key][0], packing)
-            runner = twin if packed else op
+                if layout is not None:
+                    _timed_input(bound[key][0], *layout)
+            runner = twins.get(tactic, op)
             inputs, outputs = bound[key]
             runner.tactic = tactic
             runner.bind(inputs, outputs, 0)
@@ -195,36 +198,56 @@ def _time_variants(
             if decided or time.perf_counter() - start > _BUDGET_S:
                 break
     op.release()
-    if twin is not op:
-        twin.release()
+    for twin in twins.values():
+        if twin is not op:
+            twin.release()
     return best
 
 
-def _packing(state: BuildState, layer: LayerPlan, backend: Backend) -> tuple[int | str, bool] | None:
-    """Where a product's weight is held packed for oneDNN's linear on the CPU when the layer takes the PyTorch
-    tactic (:func:`~plugrt.ops.linear_weights.timed_packing`): that tactic is timed on the packed weight, as the
+def _weight_layouts(
+    state: BuildState, layer: LayerPlan, backend: Backend, variants: list[tuple[int, list[TensorFormat] | None]]
+) -> dict[int, tuple[int | str, Callable[[np.ndarray], Any]]]:
+    """Per tactic, where a product's weight is laid out anew on the CPU when the layer takes that tactic
+    (``ops/linear_weights.pack_product_weights``) and how: packed for oneDNN's linear under the PyTorch tactic
+    (:func:`~plugrt.ops.linear_weights.timed_packing`), rows first for NumPy's product where it is taken as
+    ``[N, K]`` (:func:`~plugrt.ops.linear_weights.rows_first_taken`). Each tactic is timed on its layout, as the
     engine runs it."""
     if not backend.host_memory or backend.gpu:
-        return None
+        return {}
     outputs = {k for k, t in enumerate(state.tensors) if t.role == "output"}
-    return timed_packing(state.layers, outputs, layer)
+    layouts: dict[int, tuple[int | str, Callable[[np.ndarray], Any]]] = {}
+    for tactic in {t for t, _ in variants}:
+        if tactic == TORCH_TACTIC:
+            packing = timed_packing(state.layers, outputs, layer)
+            if packing is not None:
+                where, transposed = packing
+                layouts[tactic] = (where, partial(_packed, transposed=transposed))
+        else:
+            ordered = rows_first_taken(state.layers, outputs, layer)
+            if ordered is not None:
+                layouts[tactic] = (ordered, rows_first)
+    return layouts
 
 
-def _pack_timed_input(inputs: list[Binding], packing: tuple[int | str, bool]) -> None:
-    """A MatMul's constant input as the packed placeholder the engine would give it (a Gemm's weight: the twin)."""
-    where, transposed = packing
+def _packed(weight: np.ndarray, transposed: bool) -> Any:
+    return placeholder(PackedMatrix(weight, transposed))
+
+
+def _timed_input(inputs: list[Binding], where: int | str, make: Callable[[np.ndarray], Any]) -> None:
+    """A MatMul's constant input laid out as the engine would give it (a Gemm's weight: the :func:`_twin`)."""
     if isinstance(where, int) and where < len(inputs) and isinstance(inputs[where].array, np.ndarray):
-        inputs[where].array = placeholder(PackedMatrix(inputs[where].array.copy(), transposed))
+        inputs[where].array = make(np.array(inputs[where].array, dtype=np.float32))
 
 
-def _packed_twin(op: Operator, layer: LayerPlan, state: BuildState, packing: tuple[int | str, bool]) -> Operator:
-    """``op`` again, its weight named by ``packing`` (a Gemm's ``b``) packed: the PyTorch tactic's operator; ``op``
-    itself where the packed weight is an input (a MatMul's: :func:`_pack_timed_input`)."""
+def _twin(
+    op: Operator, layer: LayerPlan, state: BuildState, where: int | str, make: Callable[[np.ndarray], Any]
+) -> Operator:
+    """``op`` again, its weight named ``where`` (a Gemm's ``b``) laid out by ``make``; ``op`` itself where the
+    weight is an input (a MatMul's: :func:`_timed_input`)."""
     weights = {n: state.weights[k] for n, k in layer.weights.items()}
-    where, transposed = packing
     if not isinstance(where, str) or not isinstance(weights.get(where), np.ndarray):
         return op
-    weights[where] = placeholder(PackedMatrix(np.array(weights[where], dtype=np.float32), transposed))
+    weights[where] = make(np.array(weights[where], dtype=np.float32))
     twin = create_operator(layer.kind, layer.params, weights)
     twin.name, twin.xp = op.name, op.xp
     return twin

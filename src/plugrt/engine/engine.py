@@ -58,7 +58,8 @@ class ICudaEngine(DeprecatedContextManager):
         #: context at shape change
         self.shape_checks: list[ShapeCheck] = list(validate_plan(plan))
         check_tactics(plan.layers, logger, backend.xp)
-        #: how many constant matrices the products hold packed in oneDNN's layout (on the CPU, torch tactic)
+        #: how many constant matrices the products hold in a layout of their own (on the CPU: packed for oneDNN
+        #: under the torch tactic, rows first for NumPy's products that take them transposed)
         self.packed_weights = pack_product_weights(plan) if backend.host_memory and not backend.gpu else 0
         try:
             for index, layer in enumerate(plan.layers):

@@ -23,6 +23,7 @@ from ..interfaces.v3 import IPluginResourceContext
 from ..nodes.base import Binding, Node
 from ..ops.hand_over import HandOver, hand_over
 from ..ops.linear_weights import packed_matrix
+from ..ops.products import is_rows_first
 from .graph_runs import GraphRuns
 from .plan import EnginePlan, LayerPlan, host_computed
 
@@ -109,7 +110,7 @@ class Executor:
             packed = packed_matrix(value) is not None  # held by the products that read it (ops/torch_cpu_linear.py)
             if index in plugin_inputs or tensor.format != TensorFormat.LINEAR:
                 continue
-            if not (value.flags.c_contiguous or packed):
+            if not (value.flags.c_contiguous or packed or is_rows_first(value)):
                 continue
             if value.dtype != np.dtype(tensor.dtype.nptype()):
                 continue

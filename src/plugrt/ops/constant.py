@@ -13,6 +13,7 @@ from ..shape import constant
 from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import expect_inputs, label
 from .linear_weights import packed_matrix
+from .products import is_rows_first
 
 __all__ = ["ConstantOperator"]
 
@@ -40,6 +41,8 @@ class ConstantOperator(Operator):
             raise ShapeError(f"{label(self)}: shape {list(self.shape)} does not match {value.size} weight values")
         if packed_matrix(value) is not None:  # a weight products hold packed: its place, not its values
             return value.reshape(self.shape)
+        if value.shape == self.shape and is_rows_first(value):  # as the products reading it take it: kept so
+            return value
         return np.ascontiguousarray(value).reshape(self.shape)
 
     def value(self) -> np.ndarray:

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from .products import rows_first
 from .torch_cpu import TORCH_TACTIC, available, torch_module, view
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "packable_weights",
     "packed_matrix",
     "placeholder",
+    "rows_first_taken",
     "stored_weights",
     "timed_packing",
     "unpacked",
@@ -185,21 +187,46 @@ def packable_weights(layers: Sequence[Any], outputs: set[int], takes_linear: Cal
 
 
 def pack_product_weights(plan: Any) -> int:
-    """Pack, in ``plan`` (an engine's own, on the CPU), every FLOAT constant matrix that is read only by products
-    which chose the PyTorch tactic and run oneDNN's linear on it, all taking it the same way round: the plan's
-    weight becomes a :class:`PackedWeight` (see the module's note). Nothing is packed where torch is absent or
-    turned off. Returns how many weights were packed."""
+    """Lay out, in ``plan`` (an engine's own, on the CPU), the constant matrices that only products read as those
+    products take them, all taking them the same way round: each read only by products that chose the PyTorch
+    tactic and run oneDNN's linear on it is packed, the plan's weight becoming a :class:`PackedWeight` (see the
+    module's note; nothing is packed where torch is absent or turned off); each read only by NumPy's products, as
+    ``[N, K]`` (a Gemm's ``transB``, a MatMul's transposed constant), is laid out rows first
+    (:func:`~plugrt.ops.products.rows_first`: the same values, each product then by a contiguous ``[K, N]``;
+    :func:`rows_first_taken` tells the builder's timing so). Returns how many weights were laid out anew."""
     from .torch_cpu_linear import linear_available
 
-    if not available() or not linear_available():
-        return 0
     count = 0
-    for key, transposed in packable_weights(plan.layers, set(plan.io), lambda c: c.tactic == TORCH_TACTIC).items():
+    if available() and linear_available():
+        for key, transposed in packable_weights(plan.layers, set(plan.io), _takes_linear).items():
+            weight = plan.weights.get(key)
+            if _packable(weight):
+                plan.weights[key] = placeholder(PackedMatrix(weight, transposed))
+                count += 1
+    for key, transposed in packable_weights(plan.layers, set(plan.io), _takes_numpy).items():
         weight = plan.weights.get(key)
-        if _packable(weight):
-            plan.weights[key] = placeholder(PackedMatrix(weight, transposed))
+        if transposed and _packable(weight) and weight.flags.c_contiguous and min(weight.shape[-2:]) > 1:
+            plan.weights[key] = rows_first(weight)
             count += 1
     return count
+
+
+def rows_first_taken(layers: Sequence[Any], outputs: set[int], layer: Any) -> int | str | None:
+    """Where the engine would hold the weight of product ``layer`` (a build layer) rows first if it chose NumPy's
+    product, every other product reading that weight choosing it too (:func:`pack_product_weights`): the input
+    position (a MatMul's constant ``b``, 1) or the weight's name (a Gemm's ``b``); None where it would not. The
+    builder times NumPy's product on it so, as it then runs (OpenBLAS's product by a transposed ``[N, K]`` is up
+    to 7x slower at a few rows: :func:`~plugrt.ops.products.rows_first`)."""
+    taken = timed_packing(layers, outputs, layer)
+    return None if taken is None or not taken[1] else taken[0]
+
+
+def _takes_linear(layer: Any) -> bool:
+    return bool(layer.tactic == TORCH_TACTIC)
+
+
+def _takes_numpy(layer: Any) -> bool:
+    return bool(layer.tactic != TORCH_TACTIC)
 
 
 def timed_packing(layers: Sequence[Any], outputs: set[int], layer: Any) -> tuple[int | str, bool] | None:

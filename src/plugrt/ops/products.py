@@ -12,7 +12,7 @@ import numpy as np
 
 from ..backends.registry import backend_for
 
-__all__ = ["matmul_into", "rows_first"]
+__all__ = ["is_rows_first", "matmul_into", "rows_first"]
 
 
 def matmul_into(xp: Any, a: Any, b: Any, out: Any, bias: Any = None) -> None:
@@ -30,3 +30,8 @@ def rows_first(weights: np.ndarray) -> np.ndarray:
     ordered = np.ascontiguousarray(np.swapaxes(weights, -1, -2))
     ordered.flags.writeable = False
     return np.swapaxes(ordered, -1, -2)
+
+
+def is_rows_first(array: Any) -> bool:
+    """Whether ``array`` is laid out as :func:`rows_first` makes it (its last two axes swapped, C-contiguous)."""
+    return isinstance(array, np.ndarray) and array.ndim >= 2 and np.swapaxes(array, -1, -2).flags.c_contiguous
