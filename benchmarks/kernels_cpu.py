@@ -160,8 +160,8 @@ def transposed_weights(runs: int) -> None:
         ratios = []
         for m in TRANSPOSED_ROWS:
             a, out = rng.standard_normal((m, k)).astype(np.float32), np.empty((m, n), np.float32)
-            plain = _fastest(lambda a=a, out=out: np.matmul(a, w.T, out=out), runs)
-            ratios.append(plain / _fastest(lambda a=a, out=out: np.matmul(a, laid.T, out=out), runs))
+            plain = _fastest(lambda a=a, out=out, w=w: np.matmul(a, w.T, out=out), runs)
+            ratios.append(plain / _fastest(lambda a=a, out=out, laid=laid: np.matmul(a, laid.T, out=out), runs))
         print(f"| {k} x {n} | " + " | ".join(f"{r:.2f}" for r in ratios) + " | |")
 
 

@@ -491,3 +491,92 @@ def test_a_linear_input_with_uneven_padding_is_staged_bordered(pads: list[int], 
         handed = hand_over(buffer).tensor
         assert handed is not None, "the result was cropped and copied, not handed over"
         np.testing.assert_allclose(handed.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def _fire_model(linear_branch: bool = False):  # type: ignore[no-untyped-def]
+    """A SqueezeNet fire module: a 1x1 squeeze (ReLU), a 1x1 and a 3x3 expand (ReLU) joined along the channels,
+    then a 1x1 convolution; with ``linear_branch`` a third input of the join is an Add of the squeeze and an input
+    (an elementwise layer: LINEAR)."""
+    rng = np.random.default_rng(9)
+    shapes = {"ws": (6, 5, 1, 1), "we1": (8, 6, 1, 1), "we3": (7, 6, 3, 3), "wy": (4, 15 + 6 * linear_branch, 1, 1)}
+    inits = [numpy_helper.from_array((rng.standard_normal(s) * 0.4).astype(np.float32), n) for n, s in shapes.items()]
+    nodes = [
+        helper.make_node("Conv", ["x", "ws"], ["s"], kernel_shape=[1, 1]),
+        helper.make_node("Relu", ["s"], ["rs"]),
+        helper.make_node("Conv", ["rs", "we1"], ["e1"], kernel_shape=[1, 1]),
+        helper.make_node("Relu", ["e1"], ["r1"]),
+        helper.make_node("Conv", ["rs", "we3"], ["e3"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["e3"], ["r3"]),
+        helper.make_node("Concat", ["r1", "r3", *(["moved"] if linear_branch else [])], ["joined"], axis=1),
+        helper.make_node("Conv", ["joined", "wy"], ["y"], kernel_shape=[1, 1]),
+    ]
+    if linear_branch:
+        nodes.insert(2, helper.make_node("Add", ["rs", "z"], ["moved"]))
+    graph = helper.make_graph(
+        nodes,
+        "fire",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 5, 9, 11])]
+        + [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 6, 9, 11])] * linear_branch,
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@needs_torch
+@pytest.mark.parametrize("linear_branch", [False, True])
+def test_a_concatenation_of_channels_keeps_the_run_channels_last(monkeypatch, linear_branch):
+    """The join of a fire module takes its channels-last inputs as they are and writes its output HWC for the next
+    convolution; an input stored LINEAR (an elementwise layer's) is read in its layout; results as NumPy's."""
+    model = _fire_model(linear_branch)
+    shapes = {"x": ((1, 5, 9, 11), (2, 5, 9, 11), (3, 5, 9, 11))}
+    if linear_branch:
+        shapes["z"] = ((1, 6, 9, 11),) * 3
+    want_engine = _compile(monkeypatch, "0", model, shapes=shapes)
+    engine = _compile(monkeypatch, "nhwc", model, shapes=shapes)
+    plan = engine.engine.plan
+    joins = [layer for layer in plan.layers if layer.kind == "concatenation"]
+    assert len(joins) == 1 and joins[0].tactic == torch_cpu.CHANNELS_LAST_TACTIC
+    formats = [plan.tensors[i].format for i in (*joins[0].inputs, *joins[0].outputs)]
+    assert formats == [TensorFormat.HWC] * 2 + [TensorFormat.LINEAR] * linear_branch + [TensorFormat.HWC]
+    rng = np.random.default_rng(10)
+    for batch in (2, 3, 2):
+        feeds = {"x": rng.standard_normal((batch, 5, 9, 11)).astype(np.float32)}
+        if linear_branch:
+            feeds["z"] = rng.standard_normal((1, 6, 9, 11)).astype(np.float32)
+        np.testing.assert_allclose(engine(**feeds)["y"], want_engine(**feeds)["y"], rtol=1e-5, atol=1e-5)
+
+
+@needs_torch
+def test_a_concatenation_never_takes_the_linear_pytorch_tactic(monkeypatch):
+    """On linear tensors NumPy's concatenate copies as fast as torch's: only the own kernel and the channels-last
+    one are offered (none but the own kernel where PyTorch is forced: ``PLUGRT_TORCH=always``)."""
+    from plugrt.core.types import DataType
+    from plugrt.ops.concatenation import ConcatenationOperator
+
+    op = ConcatenationOperator({"axis": 1})
+    types, shapes = [DataType.FLOAT] * 2, [(1, 4, 5, 6), (1, 3, 5, 6)]
+    monkeypatch.setenv("PLUGRT_TORCH", "1")
+    assert op.tactics(types, shapes, [False, False]) == [torch_cpu.NUMPY_TACTIC, torch_cpu.CHANNELS_LAST_TACTIC]
+    assert ConcatenationOperator({"axis": 2}).tactics(types, shapes, [False, False]) == [torch_cpu.NUMPY_TACTIC]
+    assert op.tactics(types, [(4, 5), (3, 5)], [False, False]) == [torch_cpu.NUMPY_TACTIC]
+    monkeypatch.setenv("PLUGRT_TORCH", "always")
+    assert op.tactics(types, shapes, [False, False]) == [torch_cpu.NUMPY_TACTIC]
+
+
+@needs_torch
+def test_a_channels_last_concatenation_runs_with_numpy_where_torch_is_off(monkeypatch):
+    shapes = {"x": ((2, 5, 9, 11),) * 3}
+    blob = _compile(monkeypatch, "nhwc", _fire_model(), shapes=shapes).serialize()
+    x = np.random.default_rng(11).standard_normal((2, 5, 9, 11)).astype(np.float32)
+    want = _compile(monkeypatch, "0", _fire_model(), shapes=shapes)(x=x)["y"]
+    monkeypatch.setenv("PLUGRT_TORCH", "0")  # every layer the NumPy kernel, through linear copies of HWC tensors
+    engine = plugrt.Runtime(plugrt.Logger(plugrt.Logger.ERROR)).deserialize_cuda_engine(blob)
+    assert any(layer.kind == "concatenation" and layer.tactic == 2 for layer in engine.plan.layers)
+    context = engine.create_execution_context()
+    y = np.empty((2, 4, 9, 11), np.float32)
+    context.set_input_shape("x", x.shape)
+    context.set_tensor_address("x", x.ctypes.data)
+    context.set_tensor_address("y", y.ctypes.data)
+    assert context.execute_async_v3(0)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)

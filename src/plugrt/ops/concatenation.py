@@ -2,6 +2,11 @@
 
 The axis is in ``[0, rank)`` (TensorRT takes no negative axis); unset, it is
 TensorRT's default, ``max(0, rank - 3)`` (C for NCHW).
+
+On the CPU with PyTorch installed, a concatenation of 4-D FLOAT tensors along their channels has a channels-last
+kernel (tactic ``torch-nhwc``, ``builder/layouts.py``): ``torch.cat`` of the inputs' ``[N, C, H, W]`` views,
+channels-last where they are stored ``HWC``, into the output's buffer. It lets a channels-last run pass through
+the concatenations of SqueezeNet's fire modules, Inception's and DenseNet's blocks instead of ending at each one.
 """
 
 from __future__ import annotations
@@ -14,9 +19,11 @@ import numpy as np
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..shape import DimensionOperation, operation
-from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
+from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .elementwise import label, merge_dim
 from .params import param
+from .torch_channels_last import concatenation_channels_last
+from .torch_cpu import CHANNELS_LAST_TACTIC, NUMPY_TACTIC, TORCH_TACTIC, Kernel, TorchOperator
 
 __all__ = ["ConcatenationOperator", "default_axis"]
 
@@ -27,10 +34,11 @@ def default_axis(rank: int) -> int:
 
 
 @register_operator
-class ConcatenationOperator(Operator):
+class ConcatenationOperator(TorchOperator):
     """``out = concatenate(inputs, axis)``; params: ``axis`` (int; absent: the default)."""
 
     kind = "concatenation"
+    channels_last = True
     axis: int | None = param(int, default=None)
 
     def _resolve_axis(self, rank: int) -> int:
@@ -86,3 +94,28 @@ class ConcatenationOperator(Operator):
             return None
         out = outputs[0]
         return np.concatenate, (tuple(inputs), default_axis(out.ndim) if self.axis is None else self.axis, out)
+
+    # --- kernel -------------------------------------------------------------------------
+    def tactics(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> list[int]:
+        """The own kernel, and the channels-last one where it applies; no PyTorch kernel on linear tensors (NumPy's
+        concatenate copies as fast)."""
+        return [t for t in super().tactics(types, shapes, constant) if t != TORCH_TACTIC] or [NUMPY_TACTIC]
+
+    def channels_last_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """4-D tensors joined along their channels, on the CPU."""
+        if self.xp is not np or not shapes or any(len(shape) != 4 for shape in shapes):
+            return False
+        return self._resolve_axis(4) == 1
+
+    def channels_last_positions(self, inputs: int, outputs: int) -> list[int]:
+        """Every input and the output."""
+        return [*range(inputs), inputs]
+
+    def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
+        if self.tactic != CHANNELS_LAST_TACTIC:
+            return None
+        return concatenation_channels_last(inputs, outputs[0], self.formats)
