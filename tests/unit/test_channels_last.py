@@ -580,3 +580,48 @@ def test_a_channels_last_concatenation_runs_with_numpy_where_torch_is_off(monkey
     context.set_tensor_address("y", y.ctypes.data)
     assert context.execute_async_v3(0)
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+
+
+@needs_torch
+@pytest.mark.parametrize("count_include_pad", [0, 1])
+def test_average_pooling_between_channels_last_convolutions_stays_channels_last(monkeypatch, count_include_pad):
+    """An Inception branch's 3x3 average pooling (stride 1, padded) between channels-last convolutions pools the
+    HWC tensor as it is, counting the padding or not as ONNX says; results as NumPy's."""
+    rng = np.random.default_rng(12)
+    inits = [
+        numpy_helper.from_array((rng.standard_normal((8, 3, 3, 3)) * 0.3).astype(np.float32), "w1"),
+        numpy_helper.from_array((rng.standard_normal((4, 8, 1, 1)) * 0.3).astype(np.float32), "w2"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node(
+            "AveragePool",
+            ["r1"],
+            ["p"],
+            kernel_shape=[3, 3],
+            strides=[1, 1],
+            pads=[1, 1, 1, 1],
+            count_include_pad=count_include_pad,
+        ),
+        helper.make_node("Conv", ["p", "w2"], ["y"], kernel_shape=[1, 1]),
+    ]
+    model = _graph_model(nodes, inits, [2, 3, 12, 11])
+    want_engine = _compile(monkeypatch, "0", model)
+    engine = _compile(monkeypatch, "nhwc", model)
+    plan = engine.engine.plan
+    assert [layer.tactic for layer in plan.layers if layer.kind in ("convolution", "pooling")] == [2, 2, 2]
+    assert sum(t.format == TensorFormat.HWC for t in plan.tensors) == 2  # the conv's output, the pooling's
+    x = np.random.default_rng(13).standard_normal((2, 3, 12, 11)).astype(np.float32)
+    np.testing.assert_allclose(engine(x=x)["y"], want_engine(x=x)["y"], rtol=1e-5, atol=1e-5)
+
+
+@needs_torch
+def test_average_pooling_in_ceil_mode_keeps_its_own_kernel() -> None:
+    from plugrt.core.types import DataType
+    from plugrt.ops.pooling import PoolingOperator
+
+    params = {"mode": "AVERAGE", "kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": True}
+    op = PoolingOperator(params)
+    assert not op.channels_last_supports([DataType.FLOAT], [(1, 4, 9, 9)], [False])
+    assert PoolingOperator({**params, "ceil_mode": False}).channels_last_supports([DataType.FLOAT], [(1, 4, 9, 9)], [False])

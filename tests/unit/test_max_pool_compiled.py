@@ -15,7 +15,7 @@ from plugrt.ops.pooling import PoolingOperator
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(depthwise_numba.loops() is None, reason="numba is not installed")
 
-from plugrt.ops.torch_channels_last import max_pooling  # noqa: E402
+from plugrt.ops.torch_channels_last import window_pooling  # noqa: E402
 
 HWC = TensorFormat.HWC
 CASES = {
@@ -55,14 +55,14 @@ def test_the_compiled_max_pool_matches_the_numpy_kernel(name: str, handed: bool,
     if handed:  # the input as a handed-over tensor, the buffer stale
         slot.tensor = torch.from_numpy(x.copy()).contiguous(memory_format=torch.channels_last)
         x_hwc[...] = -1.0
-    run = max_pooling(op, x_hwc, out, [HWC, HWC], True)
+    run = window_pooling(op, x_hwc, out, [HWC, HWC], True)
     assert run is not None and "_compiled_max_pool" in run.__qualname__
     run()
     assert stale.tensor is None
     np.testing.assert_array_equal(out.transpose(0, 3, 1, 2), want)  # NaN where NumPy's has it
     assert np.isnan(want).any()
     linear = np.full_like(want, 7.0)  # a run's last pool: LINEAR out, pooled channels-last and copied across
-    run = max_pooling(op, x_hwc, linear, [HWC, TensorFormat.LINEAR], True)
+    run = window_pooling(op, x_hwc, linear, [HWC, TensorFormat.LINEAR], True)
     assert run is not None and "_compiled_max_pool" in run.__qualname__
     run()
     np.testing.assert_array_equal(linear, want)
@@ -76,7 +76,7 @@ def test_a_linear_input_large_pools_and_numba_off_keep_torch(monkeypatch: pytest
     x_hwc, out = np.ascontiguousarray(x.transpose(0, 2, 3, 1)), np.empty((1, 3, 3, 8), np.float32)
 
     def kernel(formats: list[TensorFormat]) -> str:
-        run = max_pooling(op, x if formats[0] != HWC else x_hwc, out if formats[-1] == HWC else out.reshape(1, 8, 3, 3),
+        run = window_pooling(op, x if formats[0] != HWC else x_hwc, out if formats[-1] == HWC else out.reshape(1, 8, 3, 3),
                           formats, True)  # fmt: skip
         assert run is not None
         run()

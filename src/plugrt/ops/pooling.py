@@ -33,7 +33,7 @@ from ..shape import constant
 from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import FLOAT_TYPES, expect_inputs, label
 from .spatial import Window, kernel_taps, tap_slices
-from .torch_channels_last import global_pooling_channels_last, max_pooling
+from .torch_channels_last import global_pooling_channels_last, window_pooling
 from .torch_cpu import CHANNELS_LAST_TACTIC, Kernel, TorchOperator, torch_module, view
 
 __all__ = ["GlobalPoolingOperator", "PoolingOperator"]
@@ -114,8 +114,11 @@ class PoolingOperator(TorchOperator):
     def channels_last_supports(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> bool:
-        """2-D MAX pooling of ``[N, C, H, W]`` whose padding torch takes (see :func:`_torch_pads`)."""
-        if self.mode != "MAX" or self.window.rank != 2 or len(shapes[0]) != 4:
+        """2-D MAX pooling, and AVERAGE pooling without dilation or ceil mode, of ``[N, C, H, W]`` whose padding
+        torch takes (see :func:`_torch_pads`)."""
+        if self.mode not in ("MAX", "AVERAGE") or self.window.rank != 2 or len(shapes[0]) != 4:
+            return False
+        if self.mode == "AVERAGE" and (self.window.ceil_mode or any(d != 1 for d in self.window.dilations)):
             return False
         _, begins, ends = self.window.resolve(shapes[0][2:])
         return _torch_pads(self.window, begins, ends)
@@ -245,7 +248,7 @@ class PoolingOperator(TorchOperator):
     def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
         if self.tactic == CHANNELS_LAST_TACTIC:  # on a device (untimed there) staged channels-last only in a run
             staged = self.xp is np or TensorFormat.HWC in self.formats
-            return max_pooling(self, inputs[0], outputs[0], self.formats, staged)
+            return window_pooling(self, inputs[0], outputs[0], self.formats, staged)
         if self.window.ceil_mode or any(f != TensorFormat.LINEAR for f in self.formats):
             return None
         torch, w = torch_module(), self.window

@@ -1,7 +1,7 @@
 """The PyTorch kernels of channels-last runs on the CPU (tactic ``torch-nhwc``, see :mod:`.torch_cpu` and
 ``builder/layouts.py``): the 2-D convolution as oneDNN's on channels-last tensors with its kernel reordered once
 (a small 1x1 one as NumPy's product of the rows with torch's epilogue, :data:`SMALL_PRODUCT_FLOPS`),
-max pooling and squeeze-and-excitation on channels-last tensors; tensors between such layers are handed over as
+MAX and AVERAGE pooling, concatenation along the channels and squeeze-and-excitation on channels-last tensors; tensors between such layers are handed over as
 torch's results (:func:`~plugrt.ops.hand_over.hand_over`) instead of being copied into the engine's buffers.
 """
 
@@ -39,8 +39,8 @@ __all__ = [
     "concatenation_channels_last",
     "convolution_channels_last",
     "global_pooling_channels_last",
-    "max_pooling",
     "squeeze_excitation",
+    "window_pooling",
 ]
 
 #: a 1x1 convolution between two channels-last tensors with fewer operations than this runs as NumPy's product of
@@ -438,12 +438,13 @@ def _symmetric_pads(w: Any, begins: Sequence[int], ends: Sequence[int]) -> tuple
     return pads, skip
 
 
-def max_pooling(
+def window_pooling(
     op: PoolingOperator, x: np.ndarray, out: np.ndarray, formats: Sequence[TensorFormat], channels_last: bool
 ) -> Kernel | None:
-    """2-D MAX pooling with ``torch.max_pool2d``: on channels-last tensors (``channels_last``; a LINEAR input
-    copied into a channels-last buffer first), else on NCHW ones. None where torch pads otherwise than the
-    window (see ``PoolingOperator.torch_supports``) or for empty tensors."""
+    """2-D MAX pooling with ``torch.max_pool2d``, AVERAGE pooling with ``torch.avg_pool2d`` (ONNX's
+    ``count_include_pad``; no ceil mode: ``PoolingOperator.channels_last_supports``): on channels-last tensors
+    (``channels_last``; a LINEAR input copied into a channels-last buffer first), else on NCHW ones. None where
+    torch pads otherwise than the window (see ``PoolingOperator.torch_supports``) or for empty tensors."""
     torch = torch_module()
     w = op.window
     xt, ot = logical_view(x, formats[0]), logical_view(out, formats[-1])
@@ -452,6 +453,9 @@ def max_pooling(
     shape = tuple(xt.shape)
     sizes, begins, ends = w.resolve(shape[2:])
     if list(begins) != list(ends) or any(2 * b > k for b, k in zip(begins, w.kernel)):
+        return None
+    average = op.mode == "AVERAGE"
+    if average and (w.ceil_mode or any(d != 1 for d in w.dilations)):
         return None
     if tuple(
         torch.nn.functional.max_pool2d(
@@ -464,7 +468,7 @@ def max_pooling(
         ).shape[2:]
     ) != tuple(sizes):
         return None  # ceil mode's last window: torch drops one that starts in the end padding
-    compiled = _compiled_max_pool(op, x, out, formats, begins) if channels_last else None
+    compiled = _compiled_max_pool(op, x, out, formats, begins) if channels_last and not average else None
     if compiled is not None:
         return compiled
     source = xt
@@ -472,17 +476,21 @@ def max_pooling(
         source = torch.empty(shape, dtype=xt.dtype, device=xt.device).contiguous(memory_format=torch.channels_last)
     staged = source is not xt
     kernel, strides, pads, dilations = list(w.kernel), list(w.strides), list(begins), list(w.dilations)
-    ceil = w.ceil_mode
+    ceil, include = w.ceil_mode, bool(op.count_include_pad)
     flops = float(ot.numel() * math.prod(w.kernel))
     given = hand_over(x) if formats[0] == TensorFormat.HWC else None
     handed = hand_over(out) if formats[-1] == TensorFormat.HWC else None
+    max_pool, avg_pool = torch.max_pool2d, torch.nn.functional.avg_pool2d
 
     def run() -> None:
         use_threads(flops)
         pooled = taken(given, source)
         if staged and pooled is source:
             source.copy_(xt)
-        result = torch.max_pool2d(pooled, kernel, strides, pads, dilations, ceil)
+        if average:
+            result = avg_pool(pooled, kernel, strides, pads, False, include)
+        else:
+            result = max_pool(pooled, kernel, strides, pads, dilations, ceil)
         if handed is not None:
             handed.tensor = result
         else:
