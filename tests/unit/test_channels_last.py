@@ -249,18 +249,18 @@ def test_the_choice_takes_a_slower_layer_between_faster_ones_and_leaves_a_lone_o
         assert {k for k, layer in enumerate(layers) if id(layer) in chosen} == expected
 
 
-def _pool_model(ceil_mode: int):  # type: ignore[no-untyped-def]
+def _pool_model(ceil_mode: int = 0, pool: str = "MaxPool", **attrs: object):  # type: ignore[no-untyped-def]
+    """A 3x3 convolution (ReLU), a padded 3x3 ``pool`` (stride 2 unless ``attrs`` say otherwise), a 1x1 convolution."""
     rng = np.random.default_rng(5)
     inits = [
         numpy_helper.from_array((rng.standard_normal((8, 3, 3, 3)) * 0.3).astype(np.float32), "w1"),
         numpy_helper.from_array((rng.standard_normal((4, 8, 1, 1)) * 0.3).astype(np.float32), "w2"),
     ]
+    window = {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": ceil_mode, **attrs}
     nodes = [
         helper.make_node("Conv", ["x", "w1"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c1"], ["r1"]),
-        helper.make_node(
-            "MaxPool", ["r1"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=ceil_mode
-        ),
+        helper.make_node(pool, ["r1"], ["p"], **window),
         helper.make_node("Conv", ["p", "w2"], ["y"], kernel_shape=[1, 1]),
     ]
     return _graph_model(nodes, inits, [2, 3, 12, 11])
@@ -587,26 +587,7 @@ def test_a_channels_last_concatenation_runs_with_numpy_where_torch_is_off(monkey
 def test_average_pooling_between_channels_last_convolutions_stays_channels_last(monkeypatch, count_include_pad):
     """An Inception branch's 3x3 average pooling (stride 1, padded) between channels-last convolutions pools the
     HWC tensor as it is, counting the padding or not as ONNX says; results as NumPy's."""
-    rng = np.random.default_rng(12)
-    inits = [
-        numpy_helper.from_array((rng.standard_normal((8, 3, 3, 3)) * 0.3).astype(np.float32), "w1"),
-        numpy_helper.from_array((rng.standard_normal((4, 8, 1, 1)) * 0.3).astype(np.float32), "w2"),
-    ]
-    nodes = [
-        helper.make_node("Conv", ["x", "w1"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["c1"], ["r1"]),
-        helper.make_node(
-            "AveragePool",
-            ["r1"],
-            ["p"],
-            kernel_shape=[3, 3],
-            strides=[1, 1],
-            pads=[1, 1, 1, 1],
-            count_include_pad=count_include_pad,
-        ),
-        helper.make_node("Conv", ["p", "w2"], ["y"], kernel_shape=[1, 1]),
-    ]
-    model = _graph_model(nodes, inits, [2, 3, 12, 11])
+    model = _pool_model(pool="AveragePool", strides=[1, 1], count_include_pad=count_include_pad)
     want_engine = _compile(monkeypatch, "0", model)
     engine = _compile(monkeypatch, "nhwc", model)
     plan = engine.engine.plan
