@@ -105,7 +105,15 @@ def _cases():  # type: ignore[no-untyped-def]
 
 CASES = _cases()
 #: the cases whose HALF layer takes its channels-last kernel on a GPU (ops/torch_cpu.py TorchOperator.tactics)
-NHWC_WHEN_HALF = {"conv_relu", "conv_add_relu", "conv_stride2_asymmetric", "depthwise", "max_pool", "global_average_pool"}
+NHWC_WHEN_HALF = {
+    "conv_relu",
+    "conv_add_relu",
+    "conv_stride2_asymmetric",
+    "depthwise",
+    "max_pool",
+    "average_pool",
+    "global_average_pool",
+}
 
 
 @pytest.mark.parametrize("graph", [False, True])
