@@ -14,6 +14,8 @@ from plugrt.core.types import TensorFormat
 from plugrt.engine.plan import EnginePlan, LayerPlan
 from plugrt.ops import torch_cpu
 
+from testing_plugins import run
+
 try:
     import torch
 except ImportError:  # the tests that need it skip
@@ -573,13 +575,7 @@ def test_a_channels_last_concatenation_runs_with_numpy_where_torch_is_off(monkey
     monkeypatch.setenv("PLUGRT_TORCH", "0")  # every layer the NumPy kernel, through linear copies of HWC tensors
     engine = plugrt.Runtime(plugrt.Logger(plugrt.Logger.ERROR)).deserialize_cuda_engine(blob)
     assert any(layer.kind == "concatenation" and layer.tactic == 2 for layer in engine.plan.layers)
-    context = engine.create_execution_context()
-    y = np.empty((2, 4, 9, 11), np.float32)
-    context.set_input_shape("x", x.shape)
-    context.set_tensor_address("x", x.ctypes.data)
-    context.set_tensor_address("y", y.ctypes.data)
-    assert context.execute_async_v3(0)
-    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(run(engine.create_execution_context(), {"x": x})["y"], want, rtol=1e-5, atol=1e-5)
 
 
 @needs_torch

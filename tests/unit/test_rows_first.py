@@ -11,6 +11,8 @@ import plugrt
 from plugrt.ops import depthwise_numba, recurrent, recurrent_steps
 from plugrt.ops.products import is_rows_first, rows_first
 
+from testing_plugins import run
+
 
 def test_rows_first_keeps_shape_and_values_and_makes_each_transpose_contiguous() -> None:
     w = np.arange(2 * 6 * 4, dtype=np.float32).reshape(2, 6, 4)
@@ -156,12 +158,8 @@ def test_a_constant_taken_transposed_is_read_in_place_unless_another_layer_reads
     assert engine.packed_weights == (0 if also_read else 1)
     context = engine.create_execution_context()
     xs = np.random.default_rng(9).normal(size=(1, 12, 10)).astype(np.float32)
-    context.set_input_shape("x", xs.shape)
-    outputs = {"y": np.empty((1, 12, 12), np.float32), "z": np.empty((1, 12, 10), np.float32)}
     vs = np.ones((1, 12, 10), np.float32)
-    for name, array in [("x", xs), ("y", outputs["y"])] + [("v", vs), ("z", outputs["z"])] * also_read:
-        context.set_tensor_address(name, array.ctypes.data)
-    assert context.execute_async_v3(0)
+    outputs = run(context, {"x": xs, **({"v": vs} if also_read else {})})
     np.testing.assert_allclose(outputs["y"], xs @ value.transpose(0, 2, 1), rtol=1e-5, atol=1e-5)
     if also_read:
         np.testing.assert_array_equal(outputs["z"], value + vs)

@@ -42,7 +42,7 @@ from ..engine.plan import LayerPlan
 from ..nodes.base import Binding
 from ..ops.base import Operator, create_operator, registered_operators
 from ..ops.blas_threads import machine_busy
-from ..ops.linear_weights import PackedMatrix, placeholder, rows_first_taken, timed_packing
+from ..ops.linear_weights import PackedMatrix, placeholder, timed_packing
 from ..ops.products import rows_first
 from ..ops.torch_cpu import TORCH_TACTIC
 from .config import BuilderFlag
@@ -208,24 +208,22 @@ def _weight_layouts(
     state: BuildState, layer: LayerPlan, backend: Backend, variants: list[tuple[int, list[TensorFormat] | None]]
 ) -> dict[int, tuple[int | str, Callable[[np.ndarray], Any]]]:
     """Per tactic, where a product's weight is laid out anew on the CPU when the layer takes that tactic
-    (``ops/linear_weights.pack_product_weights``) and how: packed for oneDNN's linear under the PyTorch tactic
-    (:func:`~plugrt.ops.linear_weights.timed_packing`), rows first for NumPy's product where it is taken as
-    ``[N, K]`` (:func:`~plugrt.ops.linear_weights.rows_first_taken`). Each tactic is timed on its layout, as the
-    engine runs it."""
+    (``ops/linear_weights.pack_product_weights``; where: :func:`~plugrt.ops.linear_weights.timed_packing`) and how:
+    packed for oneDNN's linear under the PyTorch tactic, rows first for NumPy's product where it takes the weight
+    as ``[N, K]``. Each tactic is timed on its layout, as the engine runs it."""
     if not backend.host_memory or backend.gpu:
         return {}
     outputs = {k for k, t in enumerate(state.tensors) if t.role == "output"}
+    taken = timed_packing(state.layers, outputs, layer)
+    if taken is None:
+        return {}
+    where, transposed = taken
     layouts: dict[int, tuple[int | str, Callable[[np.ndarray], Any]]] = {}
     for tactic in {t for t, _ in variants}:
         if tactic == TORCH_TACTIC:
-            packing = timed_packing(state.layers, outputs, layer)
-            if packing is not None:
-                where, transposed = packing
-                layouts[tactic] = (where, partial(_packed, transposed=transposed))
-        else:
-            ordered = rows_first_taken(state.layers, outputs, layer)
-            if ordered is not None:
-                layouts[tactic] = (ordered, rows_first)
+            layouts[tactic] = (where, partial(_packed, transposed=transposed))
+        elif transposed:
+            layouts[tactic] = (where, rows_first)
     return layouts
 
 

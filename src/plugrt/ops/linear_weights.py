@@ -35,7 +35,6 @@ __all__ = [
     "packable_weights",
     "packed_matrix",
     "placeholder",
-    "rows_first_taken",
     "stored_weights",
     "timed_packing",
     "unpacked",
@@ -192,8 +191,9 @@ def pack_product_weights(plan: Any) -> int:
     tactic and run oneDNN's linear on it is packed, the plan's weight becoming a :class:`PackedWeight` (see the
     module's note; nothing is packed where torch is absent or turned off); each read only by NumPy's products, as
     ``[N, K]`` (a Gemm's ``transB``, a MatMul's transposed constant), is laid out rows first
-    (:func:`~plugrt.ops.products.rows_first`: the same values, each product then by a contiguous ``[K, N]``;
-    :func:`rows_first_taken` tells the builder's timing so). Returns how many weights were laid out anew."""
+    (:func:`~plugrt.ops.products.rows_first`: the same values, each product then by a contiguous ``[K, N]``; the
+    builder times NumPy's product so where :func:`timed_packing` finds the weight taken as ``[N, K]``). Returns how
+    many weights were laid out anew."""
     from .torch_cpu_linear import linear_available
 
     count = 0
@@ -209,16 +209,6 @@ def pack_product_weights(plan: Any) -> int:
             plan.weights[key] = rows_first(weight)
             count += 1
     return count
-
-
-def rows_first_taken(layers: Sequence[Any], outputs: set[int], layer: Any) -> int | str | None:
-    """Where the engine would hold the weight of product ``layer`` (a build layer) rows first if it chose NumPy's
-    product, every other product reading that weight choosing it too (:func:`pack_product_weights`): the input
-    position (a MatMul's constant ``b``, 1) or the weight's name (a Gemm's ``b``); None where it would not. The
-    builder times NumPy's product on it so, as it then runs (OpenBLAS's product by a transposed ``[N, K]`` is up
-    to 7x slower at a few rows: :func:`~plugrt.ops.products.rows_first`)."""
-    taken = timed_packing(layers, outputs, layer)
-    return None if taken is None or not taken[1] else taken[0]
 
 
 def _takes_linear(layer: Any) -> bool:

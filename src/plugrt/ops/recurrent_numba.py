@@ -48,12 +48,13 @@ __all__ = [
 
 #: in PyTorch's tactic, where the compiled loop runs instead of PyTorch's fused LSTM (:func:`loop_is_faster`; measured
 #: with ``benchmarks/lstm_cpu.py``, docs/benchmarks.md "CPU: the LSTM's loop by batch and length"): at batch 1 cells of
-#: up to this many units (64 steps, one thread: 0.88x PyTorch's time at 128 units, 0.80x at 256, 0.74x at 512) ...
+#: up to this many units (64 steps, the loop's time over PyTorch's, one / two threads: 0.93 / 0.77 at 128 units,
+#: 0.88 / 0.79 at 256, 0.76 / 0.66 at 512) ...
 LOOP_MAX_HIDDEN_ALONE = 512
 #: ... and at larger batches cells of up to this many units over at most :data:`LOOP_MAX_ROWS` steps times batch
-#: entries, batches of at most :data:`LOOP_MAX_BATCH` (128 units: one step at batch 8 0.60x, 4 steps at batch 8
-#: 0.92x, 16 steps at batch 4 1.13x, 64 steps at batch 8 1.43x: PyTorch's step is one BLAS product, the loop's
-#: rows are not blocked over the batch)
+#: entries, batches of at most :data:`LOOP_MAX_BATCH` (128 units: 4 steps at batch 8 0.82 / 0.86, 16 steps at batch 4
+#: 1.11 / 1.33, 64 steps at batch 8 1.04 / 1.17; 256 units at batch 2 1.11 / 1.01: PyTorch's step is one BLAS
+#: product, the loop's rows are not blocked over the batch)
 LOOP_MAX_HIDDEN = 128
 LOOP_MAX_ROWS = 32
 LOOP_MAX_BATCH = 8
