@@ -369,6 +369,7 @@ def test_handed_over_tensors_meet_layers_that_run_numpy(monkeypatch, numpy_layer
 
     monkeypatch.setattr(conv, "convolution_channels_last", some_decline)
     monkeypatch.setenv("PLUGRT_NUMBA", "0")  # the depthwise layer too reaches oneDNN's kernel (ops/depthwise_numba.py)
+    monkeypatch.setenv("PLUGRT_ONEDNN", "0")  # through PyTorch's call (ops/onednn_conv.py comes first otherwise)
     reference = _compile(monkeypatch, "0")
     engine = _compile(monkeypatch, "nhwc")  # runs with the switch it was built with
     for seed in range(4):

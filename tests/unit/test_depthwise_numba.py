@@ -29,6 +29,7 @@ HWC = [TensorFormat.HWC, TensorFormat.HWC]
 @pytest.fixture(autouse=True)
 def _numba_on(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(depthwise_numba.ENV_SWITCH, raising=False)
+    monkeypatch.setenv("PLUGRT_ONEDNN", "0")  # oneDNN's direct kernel comes first where it is installed
 
 
 def _operator(c: int, kernel: tuple[int, int], multiplier: int = 1, bias: bool = True, seed: int = 0, **params):

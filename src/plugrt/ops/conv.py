@@ -56,6 +56,7 @@ from .conv_columns import WINDOW_COPY_MAX_BYTES, bound_convolution, vector_produ
 from .conv_taps import DepthwiseTaps
 from .depthwise_numba import depthwise_channels_last
 from .elementwise import label
+from .onednn_conv import convolution_onednn
 from .product_parts import matmul_parts_into
 from .shared_rules import expect_float_inputs
 from .spatial import Window, kernel_taps
@@ -208,12 +209,19 @@ class ConvolutionOperator(TorchOperator):
             formats = [self.formats[p] for p in positions]
             if self.xp is not np:  # cuDNN takes channels-last tensors as they are: NHWC kernels, no reorders
                 return torch_convolution(self, inputs[0], None, None, outputs[0], residual, formats)
+            direct = convolution_onednn(self, inputs[0], outputs[0], residual, formats)
+            if direct is not None:  # oneDNN's primitive called directly (ops/onednn_conv.py)
+                return direct
             loop = depthwise_channels_last(self, inputs[0], outputs[0], residual, formats)
             if loop is not None:  # a small depthwise layer: Numba's compiled loop (ops/depthwise_numba.py)
                 return loop
             return convolution_channels_last(self, inputs[0], outputs[0], residual, formats)
         if any(f != TensorFormat.LINEAR for f in self.formats):
             return None
+        if self.xp is np:  # oneDNN's primitive called directly, through channels-last copies (ops/onednn_conv.py)
+            direct = convolution_onednn(self, inputs[0], outputs[0], residual, self.formats)
+            if direct is not None:
+                return direct
         kernel = None if "kernel" in self.weights else inputs[1]
         bias = None if self.bias_input is None else inputs[self.bias_input]
         return torch_convolution(self, inputs[0], kernel, bias, outputs[0], residual)

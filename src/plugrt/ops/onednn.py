@@ -1,0 +1,417 @@
+"""oneDNN's primitives called directly through its C API (the optional extra ``plugrt[onednn]``).
+
+PyTorch reaches oneDNN's convolutions too, but through a call that redoes its setup every time: ~20-27 us above
+the kernel whatever its size, more than the whole kernel of most of a small CNN's layers (docs/benchmarks.md).
+Here a primitive is created once, when a layer is bound, with the buffers' addresses in its arguments; a run is one
+``dnnl_primitive_execute`` (1-2 us above the kernel). The kernels are oneDNN's own (the same JIT-generated code
+PyTorch's build runs), so results match PyTorch's path bit for bit where both choose the same implementation.
+
+The library is oneDNN 3.x built with GNU OpenMP (``libdnnl.so.3``, the ``onednn-cpu-gomp`` wheel puts it in
+``<prefix>/lib``); ``PLUGRT_ONEDNN_LIBRARY`` names another file. It is loaded at the first layer that could use
+it, never at ``import plugrt``; where it is absent, fails to load, is not a 3.x build on OpenMP or a sequential
+runtime, or ``PLUGRT_ONEDNN`` turns it off (``0``, ``off``, ``false``, ``no``), :func:`library` is None and the
+layers run their other kernels.
+
+Threads: oneDNN's OpenMP (the system's ``libgomp``, not PyTorch's copy) is told the thread count before a
+primitive is created (its work is split then) and before each run (:func:`use_threads`). It is loaded with the
+spin count PyTorch's OpenMP gets (``torch_cpu.openmp_spin``), so neither runtime's workers hold a core for
+milliseconds after their region. Runs on the CPU are synchronous (no wait on the stream).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "ARG_BIAS",
+    "ARG_DST",
+    "ARG_SCRATCHPAD",
+    "ARG_SRC",
+    "ARG_WEIGHTS",
+    "CONVOLUTION_DIRECT",
+    "ENV_SWITCH",
+    "FORWARD_INFERENCE",
+    "LIBRARY_VARIABLE",
+    "Desc",
+    "Memory",
+    "OneDnnError",
+    "PostOps",
+    "Primitive",
+    "available",
+    "library",
+    "post_op_input",
+    "use_threads",
+]
+
+#: the environment variable that turns the direct oneDNN kernels off ("0", "off", "false", "no")
+ENV_SWITCH = "PLUGRT_ONEDNN"
+#: the environment variable naming the library file to load instead of the wheel's
+LIBRARY_VARIABLE = "PLUGRT_ONEDNN_LIBRARY"
+_OFF = ("0", "off", "false", "no")
+
+# The C API's constants (oneDNN 3.x, dnnl_types.h and dnnl_config.h)
+_F32 = 3
+#: ``dnnl_forward_inference`` and ``dnnl_convolution_direct``
+FORWARD_INFERENCE = 96
+CONVOLUTION_DIRECT = 1
+_FORMAT_ANY = 1
+_CPU_ENGINE = 1
+_IN_ORDER = 1
+_SCRATCHPAD_USER = 1
+_QUERY_IMPL_INFO = 8
+_QUERY_WEIGHTS_MD = 131
+_QUERY_SCRATCHPAD_MD = 136
+_RUNTIME_SEQ = 1
+_RUNTIME_OMP = 2
+_BINARY_ADD = 0x1FFF0
+#: eltwise algorithms by name (``dnnl_eltwise_*``)
+ELTWISE = {
+    "relu": 0x20,
+    "tanh": 0x21,
+    "linear": 0x26,
+    "hardsigmoid": 0x28,
+    "logistic": 0x29,
+    "clip": 0x2E,
+    "hardswish": 0x34,
+}
+ARG_SRC = 1
+ARG_SRC_1 = 2
+ARG_DST = 17
+ARG_WEIGHTS = 33
+ARG_BIAS = 41
+ARG_SCRATCHPAD = 80
+_POST_OP_BASE = 32768
+_MAX_DIMS = 12
+
+_Dims = ctypes.c_int64 * _MAX_DIMS
+_P = ctypes.c_void_p
+
+
+class OneDnnError(RuntimeError):
+    """A call into oneDNN failed (the layer then runs another kernel)."""
+
+
+class _Arg(ctypes.Structure):
+    _fields_ = [("arg", ctypes.c_int), ("memory", _P)]
+
+
+class _Version(ctypes.Structure):
+    _fields_ = [
+        ("major", ctypes.c_int),
+        ("minor", ctypes.c_int),
+        ("patch", ctypes.c_int),
+        ("hash", ctypes.c_char_p),
+        ("cpu_runtime", ctypes.c_uint),
+        ("gpu_runtime", ctypes.c_uint),
+    ]
+
+
+_STATE: dict[str, Any] = {"library": None, "tried": False}
+_LOCAL = threading.local()
+
+
+class _Library:
+    """The loaded library, its CPU engine and its OpenMP's thread control."""
+
+    def __init__(self, dll: ctypes.CDLL, openmp: Any) -> None:
+        self.dll = dll
+        self.openmp = openmp
+        dll.dnnl_primitive_desc_query_md.restype = _P
+        dll.dnnl_primitive_desc_query_md.argtypes = [_P, ctypes.c_int, ctypes.c_int]
+        dll.dnnl_memory_desc_get_size.restype = ctypes.c_size_t
+        dll.dnnl_memory_desc_get_size.argtypes = [_P]
+        dll.dnnl_memory_desc_equal.restype = ctypes.c_int
+        dll.dnnl_memory_desc_equal.argtypes = [_P, _P]
+        dll.dnnl_post_ops_append_binary.argtypes = [_P, ctypes.c_int, _P]
+        dll.dnnl_primitive_execute.restype = ctypes.c_int
+        dll.dnnl_primitive_execute.argtypes = [_P, _P, ctypes.c_int, _P]
+        dll.dnnl_memory_set_data_handle.restype = ctypes.c_int
+        dll.dnnl_memory_set_data_handle.argtypes = [_P, _P]
+        for name in ("dnnl_memory_desc_destroy", "dnnl_memory_destroy", "dnnl_primitive_destroy"):
+            getattr(dll, name).argtypes = [_P]
+        dll.dnnl_primitive_desc_destroy.argtypes = [_P]
+        dll.dnnl_primitive_attr_destroy.argtypes = [_P]
+        dll.dnnl_post_ops_destroy.argtypes = [_P]
+        self.engine = _P()
+        check(dll.dnnl_engine_create(ctypes.byref(self.engine), _CPU_ENGINE, ctypes.c_size_t(0)), "engine_create")
+        self.execute = dll.dnnl_primitive_execute
+        self.set_handle = dll.dnnl_memory_set_data_handle
+
+    def stream(self) -> _P:
+        """This thread's stream (oneDNN's streams are not shared between threads)."""
+        stream = getattr(_LOCAL, "stream", None)
+        if stream is None:
+            stream = _P()
+            check(self.dll.dnnl_stream_create(ctypes.byref(stream), self.engine, ctypes.c_uint(_IN_ORDER)), "stream")
+            _LOCAL.stream = stream
+        return stream
+
+
+def check(status: int, what: str) -> None:
+    """Raise :class:`OneDnnError` naming the call ``what`` for a status other than success."""
+    if status != 0:
+        names = {1: "out of memory", 2: "invalid arguments", 3: "unimplemented", 5: "runtime error"}
+        raise OneDnnError(f"oneDNN {what} failed: {names.get(status, f'status {status}')}")
+
+
+def available() -> bool:
+    """True when the direct oneDNN kernels can run: the library loads and ``PLUGRT_ONEDNN`` does not turn it off."""
+    return library() is not None
+
+
+def library() -> _Library | None:
+    """The loaded library (see the module's note), loaded on first use; None where it cannot run here."""
+    if os.environ.get(ENV_SWITCH, "1").strip().lower() in _OFF:
+        return None
+    if not _STATE["tried"]:
+        _STATE["tried"] = True
+        _STATE["library"] = _load()
+    result: _Library | None = _STATE["library"]
+    return result
+
+
+def _candidates() -> list[str]:
+    named = os.environ.get(LIBRARY_VARIABLE, "").strip()
+    if named:
+        return [named]
+    places = {sys.prefix, sys.base_prefix, os.path.join(os.path.expanduser("~"), ".local")}
+    return [os.path.join(place, "lib", "libdnnl.so.3") for place in sorted(places)]
+
+
+def _load() -> _Library | None:
+    from .torch_cpu import openmp_spin
+
+    for path in _candidates():
+        if not os.path.exists(path):
+            continue
+        try:
+            with openmp_spin(False):  # the spin count PyTorch's OpenMP gets, for the libgomp loaded with it
+                dll = ctypes.CDLL(path)
+            dll.dnnl_version.restype = ctypes.POINTER(_Version)
+            version = dll.dnnl_version().contents
+            if version.major != 3 or version.cpu_runtime not in (_RUNTIME_SEQ, _RUNTIME_OMP):
+                continue
+            openmp = ctypes.CDLL("libgomp.so.1") if version.cpu_runtime == _RUNTIME_OMP else None
+            return _Library(dll, openmp)
+        except (OSError, AttributeError, OneDnnError):
+            continue
+    return None
+
+
+def use_threads(count: int) -> None:
+    """Make oneDNN's next primitive creation or run on this thread use ``count`` threads."""
+    lib = library()
+    if lib is None or lib.openmp is None or getattr(_LOCAL, "threads", 0) == count:
+        return
+    lib.openmp.omp_set_num_threads(count)
+    _LOCAL.threads = count
+
+
+class _Owned:
+    """A handle oneDNN made, destroyed with this object."""
+
+    __slots__ = ("destroy", "handle")
+
+    def __init__(self, destroy: Callable[[Any], Any]) -> None:
+        self.handle = _P()
+        self.destroy = destroy
+
+    def __del__(self) -> None:
+        if self.handle:
+            self.destroy(self.handle)
+            self.handle = _P()
+
+
+def _ptr(value: Any) -> _P:
+    """A pointer argument: an owned handle's, a pointer's, or an address (None: null); never a bare int, which
+    ctypes would pass as a 32-bit C int."""
+    if isinstance(value, _Owned):
+        return value.handle
+    return value if isinstance(value, _P) else _P(value)
+
+
+def _dims(values: Sequence[int]) -> Any:
+    dims = _Dims()
+    for i, v in enumerate(values):
+        dims[i] = int(v)
+    return dims
+
+
+class Desc(_Owned):
+    """A FLOAT memory descriptor: ``shape`` with element ``strides``, or any layout oneDNN picks (``strides`` None)."""
+
+    __slots__ = ("shape",)
+
+    def __init__(self, lib: _Library, shape: Sequence[int], strides: Sequence[int] | None) -> None:
+        super().__init__(lib.dll.dnnl_memory_desc_destroy)
+        self.shape = tuple(int(d) for d in shape)
+        if strides is None:
+            status = lib.dll.dnnl_memory_desc_create_with_tag(
+                ctypes.byref(self.handle), len(shape), _dims(shape), _F32, _FORMAT_ANY
+            )
+        else:
+            status = lib.dll.dnnl_memory_desc_create_with_strides(
+                ctypes.byref(self.handle), len(shape), _dims(shape), _F32, _dims(strides)
+            )
+        check(status, f"memory descriptor {list(shape)}")
+
+    @staticmethod
+    def of(
+        lib: _Library, array: np.ndarray, shape: Sequence[int] | None = None, axes: Sequence[int] | None = None
+    ) -> Desc:
+        """The descriptor of FLOAT ``array`` seen with logical ``shape``, its axes taken in order ``axes`` of the
+        array's (a channels-last ``[N, H, W, C]`` buffer as ``[N, C, H, W]``: ``axes=(0, 3, 1, 2)``)."""
+        order = list(axes) if axes is not None else list(range(array.ndim))
+        strides = [array.strides[a] // array.itemsize for a in order]
+        return Desc(lib, shape if shape is not None else [array.shape[a] for a in order], strides)
+
+
+class Memory(_Owned):
+    """A memory object over ``address`` described by ``desc`` (a :class:`Desc`, or a descriptor a primitive owns);
+    ``hold``: the array at that address, kept alive with it."""
+
+    __slots__ = ("address", "desc", "desc_shape", "hold", "owner")
+
+    def __init__(self, lib: _Library, desc: Any, address: int, hold: Any = None) -> None:
+        super().__init__(lib.dll.dnnl_memory_destroy)
+        self.desc = _ptr(desc)
+        self.owner = desc  # the descriptor lives as long as the memory
+        self.desc_shape = list(desc.shape) if isinstance(desc, Desc) else []
+        self.hold = hold
+        check(
+            lib.dll.dnnl_memory_create(ctypes.byref(self.handle), self.desc, lib.engine, _P(address)), "memory_create"
+        )
+        self.address = address
+
+    def point(self, lib: _Library, address: int) -> None:
+        """Make the memory read or write at ``address`` (set only when it moved)."""
+        if address != self.address:
+            check(lib.set_handle(self.handle, _P(address)), "memory_set_data_handle")
+            self.address = address
+
+
+class PostOps(_Owned):
+    """A primitive's post-ops, appended in order: eltwise algorithms and binary adds of another tensor."""
+
+    __slots__ = ("count", "lib")
+
+    def __init__(self, lib: _Library) -> None:
+        super().__init__(lib.dll.dnnl_post_ops_destroy)
+        check(lib.dll.dnnl_post_ops_create(ctypes.byref(self.handle)), "post_ops_create")
+        self.lib = lib
+        self.count = 0
+
+    def eltwise(self, name: str, alpha: float = 0.0, beta: float = 0.0) -> None:
+        """Append eltwise algorithm ``name`` (a key of :data:`ELTWISE`) with its two scalars."""
+        status = self.lib.dll.dnnl_post_ops_append_eltwise(
+            self.handle, ELTWISE[name], ctypes.c_float(alpha), ctypes.c_float(beta)
+        )
+        check(status, f"post-op {name}")
+        self.count += 1
+
+    def add(self, desc: Desc) -> int:
+        """Append the addition of a tensor described by ``desc``; returns its argument index
+        (:func:`post_op_input`)."""
+        check(self.lib.dll.dnnl_post_ops_append_binary(self.handle, _BINARY_ADD, desc.handle), "post-op add")
+        self.count += 1
+        return post_op_input(self.count - 1)
+
+
+def post_op_input(index: int) -> int:
+    """The execution argument of the tensor read by post-op ``index`` (``DNNL_ARG_ATTR_MULTIPLE_POST_OP | SRC_1``)."""
+    return _POST_OP_BASE * (index + 1) | ARG_SRC_1
+
+
+class Primitive:
+    """A primitive created from the descriptor ``make(pd_pointer, attr)`` returns the status of, on ``threads``
+    threads, with a scratchpad of its own; its arguments are set once (:meth:`bind`) and each :meth:`run` is one
+    execution."""
+
+    def __init__(self, lib: _Library, make: Callable[[Any, Any], int], post_ops: PostOps | None, threads: int) -> None:
+        self.lib = lib
+        self.threads = threads
+        attr = _Owned(lib.dll.dnnl_primitive_attr_destroy)
+        check(lib.dll.dnnl_primitive_attr_create(ctypes.byref(attr.handle)), "primitive_attr_create")
+        check(lib.dll.dnnl_primitive_attr_set_scratchpad_mode(attr.handle, _SCRATCHPAD_USER), "scratchpad mode")
+        if post_ops is not None and post_ops.count:
+            check(lib.dll.dnnl_primitive_attr_set_post_ops(attr.handle, post_ops.handle), "set_post_ops")
+        self._pd = _Owned(lib.dll.dnnl_primitive_desc_destroy)
+        use_threads(threads)  # oneDNN splits the work for the threads it has when the primitive is made
+        check(make(ctypes.byref(self._pd.handle), attr.handle), "primitive descriptor")
+        info = ctypes.c_char_p()
+        check(lib.dll.dnnl_primitive_desc_query(self._pd.handle, _QUERY_IMPL_INFO, 0, ctypes.byref(info)), "query")
+        #: the implementation oneDNN chose (e.g. ``brgconv:avx512_core``; ``ref`` ones are its slow references)
+        self.implementation = (info.value or b"").decode()
+        self._primitive = _Owned(lib.dll.dnnl_primitive_destroy)
+        check(lib.dll.dnnl_primitive_create(ctypes.byref(self._primitive.handle), self._pd.handle), "primitive_create")
+        scratch_md = lib.dll.dnnl_primitive_desc_query_md(self._pd.handle, _QUERY_SCRATCHPAD_MD, 0)
+        size = int(lib.dll.dnnl_memory_desc_get_size(scratch_md)) if scratch_md else 0
+        self._scratch = np.empty(max(size, 64) // 4 + 16, np.float32) if size else None
+        self._scratch_memory = (
+            None if self._scratch is None else Memory(lib, scratch_md, self._scratch.ctypes.data, hold=self._scratch)
+        )
+        self._args: Any = None
+        self._nargs = 0
+        #: the floating-point operations of a run (set by the kernel that made it), and its memories by name
+        self.flops = 0.0
+        self.memories: dict[str, Memory] = {}
+        self._keep: list[Any] = []
+
+    def weights_desc(self) -> Any:
+        """The weights' descriptor in the layout the primitive chose (owned by the primitive)."""
+        return self.lib.dll.dnnl_primitive_desc_query_md(self._pd.handle, _QUERY_WEIGHTS_MD, 0)
+
+    def bind(self, args: Sequence[tuple[int, Memory]]) -> None:
+        """The execution arguments (argument index, memory), the scratchpad's added."""
+        pairs = list(args)
+        if self._scratch_memory is not None:
+            pairs.append((ARG_SCRATCHPAD, self._scratch_memory))
+        self._keep = [m for _, m in pairs]
+        self._args = (_Arg * len(pairs))(*(_Arg(index, memory.handle) for index, memory in pairs))
+        self._nargs = len(pairs)
+
+    def run(self) -> None:
+        """Execute once on this thread's stream, on the threads it was made for."""
+        use_threads(self.threads)
+        check(self.lib.execute(self._primitive.handle, self.lib.stream(), self._nargs, self._args), "execute")
+
+
+def reordering(lib: _Library, source: Any, target: Any) -> Primitive:
+    """A reorder primitive from the layout described by ``source`` into ``target``'s (descriptors), one thread."""
+
+    def make(pd: Any, attr: Any) -> int:
+        status: int = lib.dll.dnnl_reorder_primitive_desc_create(
+            pd, _ptr(source), lib.engine, _ptr(target), lib.engine, attr
+        )
+        return status
+
+    return Primitive(lib, make, None, 1)
+
+
+def reorder(lib: _Library, source: np.ndarray, source_desc: Desc, target_desc: Any) -> np.ndarray:
+    """``source`` (described by ``source_desc``) reordered into a new buffer laid out as ``target_desc``."""
+    target = np.zeros(max(int(lib.dll.dnnl_memory_desc_get_size(_ptr(target_desc))), 4) // 4, np.float32)
+    source = np.ascontiguousarray(source, np.float32)
+    primitive = reordering(lib, source_desc, target_desc)
+    src = Memory(lib, source_desc, source.ctypes.data, hold=source)
+    dst = Memory(lib, target_desc, target.ctypes.data, hold=target)
+    primitive.bind([(ARG_SRC, src), (ARG_DST, dst)])
+    primitive.run()
+    return target
+
+
+def same_desc(lib: _Library, a: Any, b: Any) -> bool:
+    """Whether two descriptors describe the same layout."""
+    return bool(lib.dll.dnnl_memory_desc_equal(_ptr(a), _ptr(b)))
+
+
+def dims(values: Sequence[int]) -> Any:
+    """A ``dnnl_dims_t`` of ``values``."""
+    return _dims(values)

@@ -1,0 +1,250 @@
+"""The 2-D convolution of channels-last runs as oneDNN's primitive called directly (:mod:`.onednn`).
+
+In a channels-last run (tactic ``torch-nhwc``) a convolution takes this kernel first where the library is there:
+the primitive is made at bind for the layer's shapes, on the buffers' addresses, its kernel reordered once into the
+layout oneDNN chose for it, the bias, a residual (a binary add), the activation and the scalar affine map after it
+as oneDNN's post-ops; a run is one execution writing the output's buffer. Compared with oneDNN through PyTorch's
+call (``torch_channels_last.convolution_channels_last``) it saves ~20-27 us a layer, and it beats the compiled
+depthwise loops and NumPy's small products too (``python benchmarks/onednn_conv_cpu.py``, docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..core.types import TensorFormat
+from . import onednn
+from .blas_threads import engine_threads, threads_for
+from .depthwise_numba import source_pixels
+from .hand_over import hand_over
+from .torch_cpu import MIN_OPENMP_FLOPS, Kernel
+
+if TYPE_CHECKING:
+    from .conv import ConvolutionOperator
+
+__all__ = ["convolution_onednn", "post_ops_of"]
+
+#: the activations oneDNN applies as post-ops: type -> (alpha, beta) -> (eltwise algorithm, alpha, beta)
+_ELTWISE = {
+    "RELU": lambda a, b: ("relu", 0.0, 0.0),
+    "LEAKY_RELU": lambda a, b: ("relu", a, 0.0),
+    "CLIP": lambda a, b: ("clip", a, b),
+    "HARD_SWISH": lambda a, b: ("hardswish", 1.0 / 6.0, 0.5),
+    "HARD_SIGMOID": lambda a, b: ("hardsigmoid", a, b),
+    "SIGMOID": lambda a, b: ("logistic", 0.0, 0.0),
+    "TANH": lambda a, b: ("tanh", 0.0, 0.0),
+}
+
+#: the axes of a stored tensor in the logical [N, C, H, W] order, by its format
+_AXES = {TensorFormat.HWC: (0, 3, 1, 2), TensorFormat.LINEAR: (0, 1, 2, 3)}
+
+
+def post_ops_of(op: ConvolutionOperator) -> list[tuple[str, float, float]] | None:
+    """The layer's epilogue after the bias and residual as eltwise post-ops in order (activation, then the scalar
+    affine map as ``linear``); None where oneDNN has no post-op for its activation."""
+    steps: list[tuple[str, float, float]] = []
+    if op.activation:
+        make = _ELTWISE.get(op.activation)
+        if make is None:
+            return None
+        steps.append(make(*op.activation_range))
+    scale, shift = op.post_affine
+    if scale != 1.0 or shift != 0.0:
+        steps.append(("linear", scale, shift))
+    return steps
+
+
+def convolution_onednn(
+    op: ConvolutionOperator,
+    x: np.ndarray,
+    out: np.ndarray,
+    residual: np.ndarray | None,
+    formats: Sequence[TensorFormat],
+) -> Kernel | None:
+    """The convolution (bias and epilogue included) as oneDNN's primitive on these buffers, ``formats`` the input's,
+    the residual's (when there is one) and the output's, each HWC or LINEAR; an HWC input or residual is read from
+    its hand-over slot when a PyTorch kernel left a tensor there, the output's slot is emptied. oneDNN's fast
+    kernels read and write channels-last tensors: a LINEAR input or output of more than one channel goes through a
+    channels-last buffer of the kernel's and a reorder primitive. None where it does not apply: the library absent,
+    not a 2-D FLOAT convolution of weights, a uniform kernel (its maps are made bit-identical by the other
+    kernels), empty tensors, an activation oneDNN lacks, or oneDNN offering only its reference implementation."""
+    lib = onednn.library()
+    w = op.window
+    if lib is None or w.rank != 2 or "kernel" not in op.weights or op.bias_input is not None or op.uniform:
+        return None
+    arrays = [x, out, *([] if residual is None else [residual])]
+    if any(not isinstance(a, np.ndarray) or a.dtype != np.float32 or a.ndim != 4 or a.size == 0 for a in arrays):
+        return None
+    steps = post_ops_of(op)
+    if steps is None or any(f not in _AXES for f in formats):
+        return None
+    x_shape = [x.shape[a] for a in _AXES[formats[0]]]
+    out_shape = [out.shape[a] for a in _AXES[formats[-1]]]
+    sizes, begins, ends = w.resolve(x_shape[2:])
+    if list(sizes) != out_shape[2:] or out_shape[1] != op.maps or x_shape[1] % op.group:
+        return None
+    kernel = np.asarray(op.weights["kernel"], np.float32)
+    if kernel.size != op.maps * x_shape[1] // op.group * math.prod(w.kernel):
+        return None
+    try:
+        source, before = _staged(lib, x, formats[0], x_shape, into=True)
+        target, after = _staged(lib, out, formats[-1], out_shape, into=False)
+        primitives = _primitives(lib, op, source, target, residual, formats, x_shape, begins, ends, steps, kernel)
+    except onednn.OneDnnError:
+        return None
+    if primitives is None:
+        return None
+    single = primitives[0] if len(primitives) == 1 else None
+    by_count = {p.threads: p for p in primitives}
+    flops = primitives[0].flops
+    x_memory, residual_memory = primitives[0].memories["x"], primitives[0].memories.get("residual")
+    given = hand_over(x) if formats[0] == TensorFormat.HWC else None
+    given_residual = hand_over(residual) if residual is not None and formats[1] == TensorFormat.HWC else None
+    handed = hand_over(out) if formats[-1] == TensorFormat.HWC else None
+
+    def run() -> None:
+        primitive = single or by_count.get(threads_for(flops, MIN_OPENMP_FLOPS), primitives[0])
+        pixels = added = None
+        if given is not None:  # a PyTorch kernel's tensor where one is in the slot, else the buffer
+            pixels = source_pixels(given.tensor, x)
+            x_memory.point(lib, pixels.ctypes.data)
+        if given_residual is not None and residual_memory is not None:
+            added = source_pixels(given_residual.tensor, residual)  # type: ignore[arg-type]
+            residual_memory.point(lib, added.ctypes.data)
+        if before is not None:
+            before.run()
+        primitive.run()
+        if after is not None:
+            after.run()
+        if handed is not None:
+            handed.tensor = None  # the buffer holds the result
+        del pixels, added  # (held until oneDNN has read them)
+
+    return run
+
+
+def _staged(
+    lib: Any, array: np.ndarray, fmt: TensorFormat, shape: list[int], into: bool
+) -> tuple[onednn.Memory, onednn.Primitive | None]:
+    """The memory the convolution reads (``into``) or writes for the buffer ``array`` stored as ``fmt`` with logical
+    ``shape``: the buffer itself, or for a LINEAR tensor of more than one channel a channels-last buffer made here
+    with the reorder primitive between the two (run before the convolution for its input, after it for its output)."""
+    if fmt == TensorFormat.HWC or shape[1] == 1:  # (one channel: both layouts are the same bytes)
+        axes = _AXES[fmt] if fmt == TensorFormat.HWC else (0, 3, 1, 2)
+        if fmt != TensorFormat.HWC:  # [N, 1, H, W] read as [N, H, W, 1]
+            array = array.reshape(shape[0], shape[2], shape[3], 1)
+        desc = onednn.Desc.of(lib, array, shape, axes)
+        return onednn.Memory(lib, desc, array.ctypes.data, hold=array), None
+    stage = np.empty((shape[0], shape[2], shape[3], shape[1]), np.float32)
+    stage_desc = onednn.Desc.of(lib, stage, shape, _AXES[TensorFormat.HWC])
+    buffer_desc = onednn.Desc.of(lib, array, shape, _AXES[fmt])
+    staged = onednn.Memory(lib, stage_desc, stage.ctypes.data, hold=stage)
+    buffer = onednn.Memory(lib, buffer_desc, array.ctypes.data, hold=array)
+    move = onednn.reordering(lib, buffer_desc, stage_desc) if into else onednn.reordering(lib, stage_desc, buffer_desc)
+    move.bind(
+        [(onednn.ARG_SRC, buffer), (onednn.ARG_DST, staged)]
+        if into
+        else [(onednn.ARG_SRC, staged), (onednn.ARG_DST, buffer)]
+    )
+    return staged, move
+
+
+def _primitives(
+    lib: Any,
+    op: ConvolutionOperator,
+    source: onednn.Memory,
+    target: onednn.Memory,
+    residual: np.ndarray | None,
+    formats: Sequence[TensorFormat],
+    x_shape: list[int],
+    begins: Sequence[int],
+    ends: Sequence[int],
+    steps: list[tuple[str, float, float]],
+    kernel: np.ndarray,
+) -> list[onednn.Primitive] | None:
+    """The convolution's primitives, one per thread count a run may choose (one, and the engine's where its work
+    reaches :data:`~.torch_cpu.MIN_OPENMP_FLOPS`), bound to ``source`` and ``target`` with the bias, the residual
+    and the kernel reordered for each (shared where their layouts agree); None where oneDNN chose its reference
+    implementation. Each primitive's ``memories`` names the input's (``x``) and the residual's."""
+    w = op.window
+    group, maps, channels = op.group, op.maps, x_shape[1] // op.group
+    out_dims = target.desc_shape
+    weight_shape = [maps, channels, *w.kernel] if group == 1 else [group, maps // group, channels, *w.kernel]
+    flops = 2.0 * math.prod(out_dims) * channels * math.prod(w.kernel)
+    most = engine_threads()
+    counts = [1] if most <= 1 or flops < MIN_OPENMP_FLOPS else [1, most]  # as threads_for decides at each run
+    bias_array = _bias(op)
+    bias = None if bias_array is None else onednn.Desc(lib, [maps], [1])
+    post = onednn.PostOps(lib)
+    memories: dict[str, onednn.Memory] = {"x": source}
+    args = [(onednn.ARG_SRC, source), (onednn.ARG_DST, target)]
+    if residual is not None:
+        added = onednn.Desc.of(lib, residual, out_dims, _AXES[formats[1]])
+        memories["residual"] = onednn.Memory(lib, added, residual.ctypes.data, hold=residual)
+        args.append((post.add(added), memories["residual"]))
+    for name, alpha, beta in steps:
+        post.eltwise(name, alpha, beta)
+    if bias is not None:
+        assert bias_array is not None
+        args.append((onednn.ARG_BIAS, onednn.Memory(lib, bias, bias_array.ctypes.data, hold=bias_array)))
+    any_weights = onednn.Desc(lib, weight_shape, None)
+    strides, dilations = onednn.dims(w.strides), onednn.dims([d - 1 for d in w.dilations])
+    left, right = onednn.dims(begins), onednn.dims(ends)
+
+    def make(pd: Any, attr: Any) -> int:
+        status: int = lib.dll.dnnl_convolution_forward_primitive_desc_create(
+            pd,
+            lib.engine,
+            onednn.FORWARD_INFERENCE,
+            onednn.CONVOLUTION_DIRECT,
+            source.desc,
+            any_weights.handle,
+            None if bias is None else bias.handle,
+            target.desc,
+            strides,
+            dilations,
+            left,
+            right,
+            attr,
+        )
+        return status
+
+    primitives = [onednn.Primitive(lib, make, post, count) for count in counts]
+    if any(p.implementation.startswith("ref") for p in primitives):
+        return None
+    plain = onednn.Desc(lib, weight_shape, _dense_strides(weight_shape))
+    packed: list[tuple[Any, np.ndarray]] = []
+    for primitive in primitives:
+        layout = primitive.weights_desc()
+        reordered = next((array for desc, array in packed if onednn.same_desc(lib, desc, layout)), None)
+        if reordered is None:
+            key = ("onednn", tuple(x_shape), tuple(formats), primitive.threads)
+            make_packed = functools.partial(onednn.reorder, lib, kernel, plain, layout)
+            reordered = op.derived_weight(f"onednn-{primitive.threads}", key, make_packed)
+            packed.append((layout, reordered))
+        weights = onednn.Memory(lib, layout, reordered.ctypes.data, hold=reordered)
+        primitive.bind([*args, (onednn.ARG_WEIGHTS, weights)])
+        primitive.flops = flops
+        primitive.memories = memories
+    return primitives
+
+
+def _bias(op: ConvolutionOperator) -> np.ndarray | None:
+    """The bias weight as a contiguous FLOAT vector, or None without one."""
+    if "bias" not in op.weights:
+        return None
+    return np.ascontiguousarray(np.asarray(op.weights["bias"], np.float32).reshape(-1))
+
+
+def _dense_strides(shape: Sequence[int]) -> list[int]:
+    """The element strides of a C-ordered array of ``shape``."""
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= int(d)
+    return strides[::-1]
