@@ -120,9 +120,11 @@ _LOCAL = threading.local()
 class _Library:
     """The loaded library, its CPU engine and its OpenMP's thread control."""
 
-    def __init__(self, dll: ctypes.CDLL, openmp: Any) -> None:
+    def __init__(self, dll: ctypes.CDLL, openmp: Any, version: str) -> None:
         self.dll = dll
         self.openmp = openmp
+        #: the library's version, ``major.minor.patch``
+        self.version = version
         dll.dnnl_primitive_desc_query_md.restype = _P
         dll.dnnl_primitive_desc_query_md.argtypes = [_P, ctypes.c_int, ctypes.c_int]
         dll.dnnl_memory_desc_get_size.restype = ctypes.c_size_t
@@ -199,7 +201,7 @@ def _load() -> _Library | None:
             if version.major != 3 or version.cpu_runtime not in (_RUNTIME_SEQ, _RUNTIME_OMP):
                 continue
             openmp = ctypes.CDLL("libgomp.so.1") if version.cpu_runtime == _RUNTIME_OMP else None
-            return _Library(dll, openmp)
+            return _Library(dll, openmp, f"{version.major}.{version.minor}.{version.patch}")
         except (OSError, AttributeError, OneDnnError):
             continue
     return None
