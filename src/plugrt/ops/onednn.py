@@ -361,9 +361,8 @@ class Primitive:
         )
         self._args: Any = None
         self._nargs = 0
-        #: the floating-point operations of a run (set by the kernel that made it), and its memories by name
+        #: the floating-point operations of a run (set by the kernel that made it)
         self.flops = 0.0
-        self.memories: dict[str, Memory] = {}
         self._keep: list[Any] = []
 
     def weights_desc(self) -> Any:

@@ -130,7 +130,8 @@ def convolution_onednn(
     try:
         source, before = _staged(lib, x, formats[0], geometry, into=True)
         target, after = _staged(lib, out, formats[-1], geometry, into=False)
-        primitives = _primitives(lib, op, source, target, residual, formats, geometry, x_shape, steps, kernel)
+        added, before_added = (None, None) if residual is None else _staged(lib, residual, formats[1], geometry, True)
+        primitives = _primitives(lib, op, source, target, added, geometry, x_shape, steps, kernel)
     except onednn.OneDnnError:
         return None
     if primitives is None:
@@ -138,28 +139,28 @@ def convolution_onednn(
     single = primitives[0] if len(primitives) == 1 else None
     by_count = {p.threads: p for p in primitives}
     flops = primitives[0].flops
-    x_memory, residual_memory = primitives[0].memories["x"], primitives[0].memories.get("residual")
+    moves = [move for move in (before, before_added) if move is not None]
     given = hand_over(x) if formats[0] == TensorFormat.HWC else None
     given_residual = hand_over(residual) if residual is not None and formats[1] == TensorFormat.HWC else None
     handed = hand_over(out) if formats[-1] == TensorFormat.HWC else None
 
     def run() -> None:
         primitive = single or by_count.get(threads_for(flops, MIN_OPENMP_FLOPS), primitives[0])
-        pixels = added = None
+        pixels = summand = None
         if given is not None:  # a PyTorch kernel's tensor where one is in the slot, else the buffer
             pixels = source_pixels(given.tensor, x)
-            x_memory.point(lib, pixels.ctypes.data)
-        if given_residual is not None and residual_memory is not None:
-            added = source_pixels(given_residual.tensor, residual)  # type: ignore[arg-type]
-            residual_memory.point(lib, added.ctypes.data)
-        if before is not None:
-            before.run()
+            source.point(lib, pixels.ctypes.data)
+        if given_residual is not None and added is not None:
+            summand = source_pixels(given_residual.tensor, residual)  # type: ignore[arg-type]
+            added.point(lib, summand.ctypes.data)
+        for move in moves:  # LINEAR tensors into the channels-last buffers the convolution reads
+            move.run()
         primitive.run()
         if after is not None:
             after.run()
         if handed is not None:
             handed.tensor = None  # the buffer holds the result
-        del pixels, added  # (held until oneDNN has read them)
+        del pixels, summand  # (held until oneDNN has read them)
 
     return run
 
@@ -193,17 +194,16 @@ def _primitives(
     op: ConvolutionOperator,
     source: onednn.Memory,
     target: onednn.Memory,
-    residual: np.ndarray | None,
-    formats: Sequence[TensorFormat],
+    added: onednn.Memory | None,
     geometry: _Geometry,
     x_shape: list[int],
     steps: list[tuple[str, float, float]],
     kernel: np.ndarray,
 ) -> list[onednn.Primitive] | None:
     """The convolution's primitives, one per thread count a run may choose (one, and the engine's where its work
-    reaches :data:`~.torch_cpu.MIN_OPENMP_FLOPS`), bound to ``source`` and ``target`` with the bias, the residual
+    reaches :data:`~.torch_cpu.MIN_OPENMP_FLOPS`), bound to ``source`` and ``target`` with the bias, the residual (``added``)
     and the kernel reordered for each (shared where their layouts agree); None where oneDNN chose its reference
-    implementation. Each primitive's ``memories`` names the input's (``x``) and the residual's."""
+    implementation."""
     group, maps, channels, window = op.group, op.maps, x_shape[1] // op.group, geometry.kernel
     out_dims = target.desc_shape
     weight_shape = [maps, channels, *window] if group == 1 else [group, maps // group, channels, *window]
@@ -213,12 +213,9 @@ def _primitives(
     bias_array = _bias(op)
     bias = None if bias_array is None else onednn.Desc(lib, [maps], [1])
     post = onednn.PostOps(lib)
-    memories: dict[str, onednn.Memory] = {"x": source}
     args = [(onednn.ARG_SRC, source), (onednn.ARG_DST, target)]
-    if residual is not None:
-        added = _described(lib, out_dims, formats[1])
-        memories["residual"] = onednn.Memory(lib, added, residual.ctypes.data, hold=residual)
-        args.append((post.add(added), memories["residual"]))
+    if added is not None:
+        args.append((post.add(added.owner), added))
     for name, alpha, beta in steps:
         post.eltwise(name, alpha, beta)
     if bias is not None:
@@ -255,14 +252,13 @@ def _primitives(
         layout = primitive.weights_desc()
         reordered = next((array for desc, array in packed if onednn.same_desc(lib, desc, layout)), None)
         if reordered is None:
-            key = ("onednn", tuple(x_shape), tuple(formats), primitive.threads)
+            key = ("onednn", tuple(x_shape), geometry.swapped, primitive.threads)
             make_packed = functools.partial(onednn.reorder, lib, kernel, plain, layout)
             reordered = op.derived_weight(f"onednn-{primitive.threads}", key, make_packed)
             packed.append((layout, reordered))
         weights = onednn.Memory(lib, layout, reordered.ctypes.data, hold=reordered)
         primitive.bind([*args, (onednn.ARG_WEIGHTS, weights)])
         primitive.flops = flops
-        primitive.memories = memories
     return primitives
 
 
