@@ -674,14 +674,31 @@ def _small() -> tuple[ConvolutionOperator, np.ndarray, np.ndarray]:
     return op, np.zeros((1, 5, 5, 8), np.float32), np.zeros((1, 5, 5, 8), np.float32)
 
 
-def test_declines_a_uniform_kernel() -> None:
-    """A uniform kernel (its maps made bit-identical by the other kernels) is left to them."""
-    op, x, out = _small()
-    assert onednn_conv.convolution_onednn(op, x, out, None, [HWC, HWC]) is not None
+@pytest.mark.parametrize(("group", "fmt"), [(1, HWC), (2, LINEAR)])
+def test_a_uniform_kernel_runs_with_its_maps_bit_identical(group: int, fmt: TensorFormat) -> None:
+    """A uniform kernel: the convolution, then every map of a group made bit-identical and the epilogue after it."""
+    kernel = pack_conv_kernel(np.full((8, 8 // group, 3, 3), 0.25, np.float32), group)
+    params = {"num_output_maps": 8, "kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "group": group}
+    params |= {"uniform_kernel": True, "activation": "CLIP", "activation_alpha": 0.0, "activation_beta": 1.5}
+    op = ConvolutionOperator(params, {"kernel": kernel})
+    x = _random((2, 8, 7, 9), 31)
+    out = _empty((2, 8, 7, 9), fmt)
+    run = onednn_conv.convolution_onednn(op, _stored(x, fmt), out, None, [fmt, fmt])
+    assert run is not None
+    run()
+    got = _logical(out, fmt)
+    _assert_close(got, _reference(op, x))
+    maps = got.reshape(2, group, 8 // group, 7, 9)
+    assert np.array_equal(maps, np.broadcast_to(maps[:, :, :1], maps.shape))
+
+
+def test_declines_a_uniform_kernel_with_a_residual() -> None:
+    """A uniform kernel with a residual is left to the other kernels."""
     kernel = pack_conv_kernel(np.full((8, 8, 3, 3), 0.25, np.float32), 1)
     params = {"num_output_maps": 8, "kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "uniform_kernel": True}
-    uniform = ConvolutionOperator(params, {"kernel": kernel})
-    assert onednn_conv.convolution_onednn(uniform, x, out, None, [HWC, HWC]) is None
+    uniform = ConvolutionOperator({**params, "residual": True}, {"kernel": kernel})
+    x, out = np.zeros((1, 5, 5, 8), np.float32), np.zeros((1, 5, 5, 8), np.float32)
+    assert onednn_conv.convolution_onednn(uniform, x, out, out.copy(), [HWC, HWC, HWC]) is None
 
 
 @pytest.mark.parametrize(

@@ -146,6 +146,13 @@ class _Library:
         self.execute = dll.dnnl_primitive_execute
         self.set_handle = dll.dnnl_memory_set_data_handle
 
+    def use_threads(self, count: int) -> None:
+        """Make the next primitive creation or run on this thread use ``count`` threads (OpenMP's count is the
+        calling thread's; a sequential build has one)."""
+        if self.openmp is not None and getattr(_LOCAL, "threads", 0) != count:
+            self.openmp.omp_set_num_threads(count)
+            _LOCAL.threads = count
+
     def stream(self) -> _P:
         """This thread's stream (oneDNN's streams are not shared between threads)."""
         stream = getattr(_LOCAL, "stream", None)
@@ -210,10 +217,8 @@ def _load() -> _Library | None:
 def use_threads(count: int) -> None:
     """Make oneDNN's next primitive creation or run on this thread use ``count`` threads."""
     lib = library()
-    if lib is None or lib.openmp is None or getattr(_LOCAL, "threads", 0) == count:
-        return
-    lib.openmp.omp_set_num_threads(count)
-    _LOCAL.threads = count
+    if lib is not None:
+        lib.use_threads(count)
 
 
 class _Owned:
@@ -345,7 +350,7 @@ class Primitive:
         if post_ops is not None and post_ops.count:
             check(lib.dll.dnnl_primitive_attr_set_post_ops(attr.handle, post_ops.handle), "set_post_ops")
         self._pd = _Owned(lib.dll.dnnl_primitive_desc_destroy)
-        use_threads(threads)  # oneDNN splits the work for the threads it has when the primitive is made
+        lib.use_threads(threads)  # oneDNN splits the work for the threads it has when the primitive is made
         check(make(ctypes.byref(self._pd.handle), attr.handle), "primitive descriptor")
         info = ctypes.c_char_p()
         check(lib.dll.dnnl_primitive_desc_query(self._pd.handle, _QUERY_IMPL_INFO, 0, ctypes.byref(info)), "query")
@@ -380,7 +385,7 @@ class Primitive:
 
     def run(self) -> None:
         """Execute once on this thread's stream, on the threads it was made for."""
-        use_threads(self.threads)
+        self.lib.use_threads(self.threads)
         check(self.lib.execute(self._primitive.handle, self.lib.stream(), self._nargs, self._args), "execute")
 
 

@@ -22,7 +22,8 @@ from . import onednn
 from .blas_threads import engine_threads, threads_for
 from .depthwise_numba import source_pixels
 from .hand_over import hand_over
-from .torch_cpu import MIN_OPENMP_FLOPS, Kernel
+from .torch_cpu import MIN_OPENMP_FLOPS, Kernel, torch_module
+from .torch_cpu_kernels import ACTIVATIONS, bias_tensor, logical_view, post_affine, same_maps
 
 if TYPE_CHECKING:
     from .conv import ConvolutionOperator
@@ -104,18 +105,21 @@ def convolution_onednn(
     its hand-over slot when a PyTorch kernel left a tensor there, the output's slot is emptied. oneDNN's fast
     kernels read and write channels-last tensors: a LINEAR input or output of more than one channel goes through a
     channels-last buffer of the kernel's and a reorder primitive. None where it does not apply: the library absent,
-    not a 2-D FLOAT convolution of weights, a uniform kernel (its maps are made bit-identical by the other
-    kernels), empty tensors, an activation oneDNN lacks, or oneDNN offering only its reference implementation."""
+    not a 2-D FLOAT convolution of weights, a uniform kernel with a residual (without one, its maps are made
+    bit-identical after the convolution as the other kernels do, then its epilogue runs), empty tensors, an
+    activation oneDNN lacks, or oneDNN offering only its reference implementation."""
     lib = onednn.library()
     w = op.window
-    if lib is None or w.rank != 2 or "kernel" not in op.weights or op.bias_input is not None or op.uniform:
+    if lib is None or w.rank != 2 or "kernel" not in op.weights or op.bias_input is not None:
+        return None
+    if op.uniform and residual is not None:
         return None
     arrays = [x, out, *([] if residual is None else [residual])]
     if any(not isinstance(a, np.ndarray) or a.dtype != np.float32 or a.ndim != 4 or a.size == 0 for a in arrays):
         return None
     if not all(a.flags.c_contiguous for a in arrays):
         return None
-    steps = post_ops_of(op)
+    steps = [] if op.uniform else post_ops_of(op)  # (a uniform kernel's epilogue runs after its maps are made equal)
     if steps is None or any(f not in _AXES for f in formats):
         return None
     logical = [x.shape[a] for a in _AXES[formats[0]]]
@@ -136,6 +140,7 @@ def convolution_onednn(
         return None
     if primitives is None:
         return None
+    finish = _uniform_maps(op, out, formats[-1]) if op.uniform else None
     single = primitives[0] if len(primitives) == 1 else None
     by_count = {p.threads: p for p in primitives}
     flops = primitives[0].flops
@@ -158,6 +163,8 @@ def convolution_onednn(
         primitive.run()
         if after is not None:
             after.run()
+        if finish is not None:
+            finish()
         if handed is not None:
             handed.tensor = None  # the buffer holds the result
         del pixels, summand  # (held until oneDNN has read them)
@@ -210,7 +217,7 @@ def _primitives(
     flops = 2.0 * math.prod(out_dims) * channels * math.prod(window)
     most = engine_threads()
     counts = [1] if most <= 1 or flops < MIN_OPENMP_FLOPS else [1, most]  # as threads_for decides at each run
-    bias_array = _bias(op)
+    bias_array = None if op.uniform else _bias(op)
     bias = None if bias_array is None else onednn.Desc(lib, [maps], [1])
     post = onednn.PostOps(lib)
     args = [(onednn.ARG_SRC, source), (onednn.ARG_DST, target)]
@@ -260,6 +267,28 @@ def _primitives(
         primitive.bind([*args, (onednn.ARG_WEIGHTS, weights)])
         primitive.flops = flops
     return primitives
+
+
+def _uniform_maps(op: ConvolutionOperator, out: np.ndarray, fmt: TensorFormat) -> Kernel:
+    """A uniform kernel's epilogue after oneDNN's convolution (made without the bias and post-ops): every map of a
+    group made bit-identical to the group's first, then the bias, the activation and the scalar map, with PyTorch's
+    kernels on the output's logical view (as the channels-last kernel through PyTorch's call finishes it)."""
+    torch = torch_module()
+    result = logical_view(out, fmt)
+    bias = bias_tensor(op, None, result)
+    bias = None if bias is None else bias.reshape(-1, 1, 1)
+    act = ACTIVATIONS[op.activation] if op.activation else None
+    low, high = op.activation_range
+    affine = post_affine(torch, op)
+
+    def finish() -> None:
+        same_maps(result, op.group, bias)
+        if act is not None:
+            act(torch, result, result, low, high)
+        if affine is not None:
+            affine(result, result)
+
+    return finish
 
 
 def _bias(op: ConvolutionOperator) -> np.ndarray | None:
