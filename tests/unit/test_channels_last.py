@@ -595,10 +595,11 @@ def test_average_pooling_between_channels_last_convolutions_stays_channels_last(
 
 
 @needs_torch
-def test_average_pooling_in_ceil_mode_keeps_its_own_kernel() -> None:
+def test_average_pooling_in_ceil_mode_keeps_its_own_kernel(monkeypatch) -> None:
     from plugrt.core.types import DataType
     from plugrt.ops.pooling import PoolingOperator
 
+    monkeypatch.setenv("PLUGRT_ONEDNN", "0")  # oneDNN's pooling takes ceil mode (tests/unit/test_onednn_pooling.py)
     params = {"mode": "AVERAGE", "kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": True}
     op = PoolingOperator(params)
     assert not op.channels_last_supports([DataType.FLOAT], [(1, 4, 9, 9)], [False])

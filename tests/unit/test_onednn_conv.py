@@ -21,7 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import plugrt
 from plugrt.core.types import TensorFormat
-from plugrt.ops import onednn, onednn_conv
+from plugrt.ops import onednn, onednn_buffers, onednn_conv
 from plugrt.ops.conv import ConvolutionOperator, pack_conv_kernel
 from plugrt.ops.hand_over import hand_over
 from plugrt.ops.torch_cpu import MIN_OPENMP_FLOPS
@@ -857,7 +857,7 @@ def _recording(monkeypatch: pytest.MonkeyPatch) -> tuple[list[onednn.Primitive],
 def test_a_large_layer_has_primitives_for_one_and_the_engines_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     """From MIN_OPENMP_FLOPS a primitive per thread count; a run takes the one threads_for picks, each exact."""
     made, ran = _recording(monkeypatch)
-    monkeypatch.setattr(onednn_conv, "engine_threads", lambda: 2)
+    monkeypatch.setattr(onednn_buffers, "engine_threads", lambda: 2)
     op = _operator(32, 32, (3, 3), pads=[1, 1, 1, 1], activation="RELU")
     x = _random((1, 32, 20, 20), 12)
     x_buffer, out = _stored(x, HWC), _empty((1, 32, 20, 20), HWC)
@@ -867,7 +867,7 @@ def test_a_large_layer_has_primitives_for_one_and_the_engines_threads(monkeypatc
     assert all(p.flops >= MIN_OPENMP_FLOPS for p in made)
     want = _reference(op, x)
     for threads in (1, 2, 1):
-        monkeypatch.setattr(onednn_conv, "threads_for", lambda flops, least, n=threads: n)
+        monkeypatch.setattr(onednn_buffers, "threads_for", lambda flops, least, n=threads: n)
         ran.clear()
         out.fill(np.nan)
         run()
@@ -878,8 +878,8 @@ def test_a_large_layer_has_primitives_for_one_and_the_engines_threads(monkeypatc
 def test_a_small_layer_has_one_single_thread_primitive(monkeypatch: pytest.MonkeyPatch) -> None:
     """Below MIN_OPENMP_FLOPS one primitive on one thread, whatever threads_for says at the run."""
     made, ran = _recording(monkeypatch)
-    monkeypatch.setattr(onednn_conv, "engine_threads", lambda: 2)
-    monkeypatch.setattr(onednn_conv, "threads_for", lambda flops, least: 2)
+    monkeypatch.setattr(onednn_buffers, "engine_threads", lambda: 2)
+    monkeypatch.setattr(onednn_buffers, "threads_for", lambda flops, least: 2)
     op, _, _ = _small()
     x = _random((1, 8, 5, 5), 13)
     out = _empty((1, 8, 5, 5), HWC)
@@ -940,7 +940,7 @@ def test_engine_runs_onednn_in_a_channels_last_run_and_loads_without_it(monkeypa
     got = engine(x=x)["y"]
     kernels = _convolution_kernels(engine.context)
     assert len(kernels) == 3
-    assert all(k is not None and k.__module__ == onednn_conv.__name__ for k in kernels)
+    assert all(k is not None and k.__module__ == onednn_buffers.__name__ for k in kernels)
     expected = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
     tolerance = 1e-5 * np.abs(expected).max()
     np.testing.assert_allclose(got, expected, rtol=0, atol=tolerance)
@@ -953,5 +953,5 @@ def test_engine_runs_onednn_in_a_channels_last_run_and_loads_without_it(monkeypa
     context.set_tensor_address("x", x.ctypes.data)
     context.set_tensor_address("y", out.ctypes.data)
     assert context.execute_async_v3(0)
-    assert not any(k is not None and k.__module__ == onednn_conv.__name__ for k in _convolution_kernels(context))
+    assert not any(k is not None and k.__module__ == onednn_buffers.__name__ for k in _convolution_kernels(context))
     np.testing.assert_allclose(out, expected, rtol=0, atol=tolerance)

@@ -1,6 +1,7 @@
-"""The 2-D convolution of channels-last runs as oneDNN's primitive called directly (:mod:`.onednn`).
+"""The 2-D convolution on the CPU as oneDNN's primitive called directly (:mod:`.onednn`).
 
-In a channels-last run (tactic ``torch-nhwc``) a convolution takes this kernel first where the library is there:
+A convolution of a channels-last run (tactic ``torch-nhwc``) or of PyTorch's linear tactic takes this kernel first
+where the library is there (its buffers as oneDNN memories: :mod:`.onednn_buffers`):
 the primitive is made at bind for the layer's shapes, on the buffers' addresses, its kernel reordered once into the
 layout oneDNN chose for it, the bias, a residual (a binary add), the activation and the scalar affine map after it
 as oneDNN's post-ops; a run is one execution writing the output's buffer. Compared with oneDNN through PyTorch's
@@ -19,10 +20,8 @@ import numpy as np
 
 from ..core.types import TensorFormat
 from . import onednn
-from .blas_threads import engine_threads, threads_for
-from .depthwise_numba import source_pixels
-from .hand_over import hand_over
-from .torch_cpu import MIN_OPENMP_FLOPS, Kernel, torch_module
+from .onednn_buffers import AXES, dense_strides, fit, launcher, staged, thread_counts
+from .torch_cpu import Kernel, torch_module
 from .torch_cpu_kernels import ACTIVATIONS, bias_tensor, logical_view, post_affine, same_maps
 
 if TYPE_CHECKING:
@@ -41,9 +40,6 @@ _ELTWISE = {
     "TANH": lambda a, b: ("tanh", 0.0, 0.0),
 }
 
-#: the axes of a stored tensor in the logical [N, C, H, W] order, by its format
-_AXES = {TensorFormat.HWC: (0, 3, 1, 2), TensorFormat.LINEAR: (0, 1, 2, 3)}
-
 
 class _Geometry(NamedTuple):
     """The convolution as oneDNN is told it: its window, and whether the two spatial axes are swapped. A layer over
@@ -60,7 +56,7 @@ class _Geometry(NamedTuple):
 
     def axes(self, fmt: TensorFormat) -> tuple[int, ...]:
         """The stored tensor's axes in oneDNN's ``[N, C, H, W]`` order, for a tensor stored as ``fmt``."""
-        n, c, h, w = _AXES[fmt]
+        n, c, h, w = AXES[fmt]
         return (n, c, w, h) if self.swapped else (n, c, h, w)
 
     def shape(self, array: np.ndarray, fmt: TensorFormat) -> list[int]:
@@ -114,17 +110,14 @@ def convolution_onednn(
         return None
     if op.uniform and residual is not None:
         return None
-    arrays = [x, out, *([] if residual is None else [residual])]
-    if any(not isinstance(a, np.ndarray) or a.dtype != np.float32 or a.ndim != 4 or a.size == 0 for a in arrays):
-        return None
-    if not all(a.flags.c_contiguous for a in arrays):
+    if not fit([x, out, *([] if residual is None else [residual])], formats):
         return None
     steps = [] if op.uniform else post_ops_of(op)  # (a uniform kernel's epilogue runs after its maps are made equal)
-    if steps is None or any(f not in _AXES for f in formats):
+    if steps is None:
         return None
-    logical = [x.shape[a] for a in _AXES[formats[0]]]
+    logical = [x.shape[a] for a in AXES[formats[0]]]
     sizes, _, _ = w.resolve(logical[2:])
-    if [out.shape[a] for a in _AXES[formats[-1]]] != [logical[0], op.maps, *sizes] or logical[1] % op.group:
+    if [out.shape[a] for a in AXES[formats[-1]]] != [logical[0], op.maps, *sizes] or logical[1] % op.group:
         return None
     kernel = np.asarray(op.weights["kernel"], np.float32)
     if kernel.size != op.maps * logical[1] // op.group * math.prod(w.kernel):
@@ -132,68 +125,21 @@ def convolution_onednn(
     geometry = _geometry(op, logical)
     x_shape = geometry.shape(x, formats[0])
     try:
-        source, before = _staged(lib, x, formats[0], geometry, into=True)
-        target, after = _staged(lib, out, formats[-1], geometry, into=False)
-        added, before_added = (None, None) if residual is None else _staged(lib, residual, formats[1], geometry, True)
+        source, before = staged(lib, x, formats[0], x_shape, into=True)
+        target, after = staged(lib, out, formats[-1], geometry.shape(out, formats[-1]), into=False)
+        added, before_added = None, None
+        if residual is not None:
+            added, before_added = staged(lib, residual, formats[1], geometry.shape(residual, formats[1]), into=True)
         primitives = _primitives(lib, op, source, target, added, geometry, x_shape, steps, kernel)
     except onednn.OneDnnError:
         return None
     if primitives is None:
         return None
-    finish = _uniform_maps(op, out, formats[-1]) if op.uniform else None
-    single = primitives[0] if len(primitives) == 1 else None
-    by_count = {p.threads: p for p in primitives}
-    flops = primitives[0].flops
-    moves = [move for move in (before, before_added) if move is not None]
-    given = hand_over(x) if formats[0] == TensorFormat.HWC else None
-    given_residual = hand_over(residual) if residual is not None and formats[1] == TensorFormat.HWC else None
-    handed = hand_over(out) if formats[-1] == TensorFormat.HWC else None
-
-    def run() -> None:
-        primitive = single or by_count.get(threads_for(flops, MIN_OPENMP_FLOPS), primitives[0])
-        pixels = summand = None
-        if given is not None:  # a PyTorch kernel's tensor where one is in the slot, else the buffer
-            pixels = source_pixels(given.tensor, x)
-            source.point(lib, pixels.ctypes.data)
-        if given_residual is not None and added is not None:
-            summand = source_pixels(given_residual.tensor, residual)  # type: ignore[arg-type]
-            added.point(lib, summand.ctypes.data)
-        for move in moves:  # LINEAR tensors into the channels-last buffers the convolution reads
-            move.run()
-        primitive.run()
-        if after is not None:
-            after.run()
-        if finish is not None:
-            finish()
-        if handed is not None:
-            handed.tensor = None  # the buffer holds the result
-        del pixels, summand  # (held until oneDNN has read them)
-
-    return run
-
-
-def _staged(
-    lib: Any, array: np.ndarray, fmt: TensorFormat, geometry: _Geometry, into: bool
-) -> tuple[onednn.Memory, onednn.Primitive | None]:
-    """The memory the convolution reads (``into``) or writes for the buffer ``array`` stored as ``fmt``: the buffer
-    itself, or for a LINEAR tensor of more than one channel a channels-last buffer made here with the reorder
-    primitive between the two (run before the convolution for its input, after it for its output)."""
-    shape = geometry.shape(array, fmt)
-    if fmt == TensorFormat.HWC or shape[1] == 1:  # (one channel: the same bytes as channels-last, told so)
-        desc = _described(lib, shape, TensorFormat.HWC)
-        return onednn.Memory(lib, desc, array.ctypes.data, hold=array), None
-    stage = np.empty((shape[0], shape[2], shape[3], shape[1]), np.float32)
-    stage_desc = _described(lib, shape, TensorFormat.HWC)
-    buffer_desc = _described(lib, shape, fmt)
-    staged = onednn.Memory(lib, stage_desc, stage.ctypes.data, hold=stage)
-    buffer = onednn.Memory(lib, buffer_desc, array.ctypes.data, hold=array)
-    if into:
-        move = onednn.reordering(lib, buffer_desc, stage_desc)
-        move.bind([(onednn.ARG_SRC, buffer), (onednn.ARG_DST, staged)])
-    else:
-        move = onednn.reordering(lib, stage_desc, buffer_desc)
-        move.bind([(onednn.ARG_SRC, staged), (onednn.ARG_DST, buffer)])
-    return staged, move
+    reads = [(x, formats[0], source, before)]
+    if residual is not None and added is not None:
+        reads.append((residual, formats[1], added, before_added))
+    finish = [*([after] if after is not None else []), *([_uniform_maps(op, out, formats[-1])] if op.uniform else [])]
+    return launcher(lib, primitives, primitives[0].flops, reads, out, formats[-1], finish)
 
 
 def _primitives(
@@ -215,8 +161,7 @@ def _primitives(
     out_dims = target.desc_shape
     weight_shape = [maps, channels, *window] if group == 1 else [group, maps // group, channels, *window]
     flops = 2.0 * math.prod(out_dims) * channels * math.prod(window)
-    most = engine_threads()
-    counts = [1] if most <= 1 or flops < MIN_OPENMP_FLOPS else [1, most]  # as threads_for decides at each run
+    counts = thread_counts(flops)
     bias_array = None if op.uniform else _bias(op)
     bias = None if bias_array is None else onednn.Desc(lib, [maps], [1])
     post = onednn.PostOps(lib)
@@ -253,7 +198,7 @@ def _primitives(
     primitives = [onednn.Primitive(lib, make, post, count) for count in counts]
     if any(p.implementation.startswith("ref") for p in primitives):
         return None
-    plain = onednn.Desc(lib, weight_shape, _dense_strides(weight_shape))  # OIHW (GOIHW): the packed kernel's bytes
+    plain = onednn.Desc(lib, weight_shape, dense_strides(weight_shape))  # OIHW (GOIHW): the packed kernel's bytes
     packed: list[tuple[Any, np.ndarray]] = []
     for primitive in primitives:
         layout = primitive.weights_desc()
@@ -296,23 +241,3 @@ def _bias(op: ConvolutionOperator) -> np.ndarray | None:
     if "bias" not in op.weights:
         return None
     return np.ascontiguousarray(np.asarray(op.weights["bias"], np.float32).reshape(-1))
-
-
-def _described(lib: Any, shape: Sequence[int], fmt: TensorFormat) -> onednn.Desc:
-    """The descriptor of a C-contiguous buffer holding a tensor of logical ``[N, C, H, W]`` shape ``shape`` stored
-    as ``fmt`` (HWC: ``[N, H, W, C]``), with the strides oneDNN expects of that layout also along axes of one element
-    (its fast kernels recognise a layout by them: a one-pixel-wide map's swapped axes given the buffer's own
-    strides got only the reference kernel)."""
-    if fmt == TensorFormat.HWC:
-        _, c, h, w = shape
-        return onednn.Desc(lib, shape, [h * w * c, 1, w * c, c])
-    return onednn.Desc(lib, shape, _dense_strides(shape))
-
-
-def _dense_strides(shape: Sequence[int]) -> list[int]:
-    """The element strides of a C-ordered array of ``shape``."""
-    strides, step = [], 1
-    for d in reversed(shape):
-        strides.append(step)
-        step *= int(d)
-    return strides[::-1]

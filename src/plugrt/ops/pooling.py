@@ -30,8 +30,10 @@ import numpy as np
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType, TensorFormat
 from ..shape import constant
+from . import onednn
 from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import FLOAT_TYPES, expect_inputs, label
+from .onednn_pooling import end_padding, pooling_onednn
 from .spatial import Window, kernel_taps, tap_slices
 from .torch_channels_last import global_pooling_channels_last, window_pooling
 from .torch_cpu import CHANNELS_LAST_TACTIC, Kernel, TorchOperator, torch_module, view
@@ -115,10 +117,15 @@ class PoolingOperator(TorchOperator):
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> bool:
         """2-D MAX pooling, and AVERAGE pooling without dilation or ceil mode, of ``[N, C, H, W]`` whose padding
-        torch takes (see :func:`_torch_pads`)."""
+        torch takes (see :func:`_torch_pads`); on the CPU with oneDNN's library, any padding and AVERAGE's ceil mode
+        too where :func:`~.onednn_pooling.end_padding` takes them (``ops/onednn_pooling.py``)."""
         if self.mode not in ("MAX", "AVERAGE") or self.window.rank != 2 or len(shapes[0]) != 4:
             return False
-        if self.mode == "AVERAGE" and (self.window.ceil_mode or any(d != 1 for d in self.window.dilations)):
+        if self.mode == "AVERAGE" and any(d != 1 for d in self.window.dilations):
+            return False
+        if self.xp is np and onednn.available() and end_padding(self, shapes[0][2:]) is not None:
+            return True
+        if self.mode == "AVERAGE" and self.window.ceil_mode:
             return False
         _, begins, ends = self.window.resolve(shapes[0][2:])
         return _torch_pads(self.window, begins, ends)
@@ -240,12 +247,17 @@ class PoolingOperator(TorchOperator):
         if self.mode not in ("MAX", "AVERAGE") or self.with_indices:
             return False
         if self.window.ceil_mode and not (self.mode == "MAX" and self.window.rank == 2):
-            return False  # 2-D MAX in ceil mode: the channels-last kernel takes it (the NCHW one declines)
+            if not (self.xp is np and self.window.rank == 2 and onednn.available()):
+                return False  # 2-D MAX in ceil mode: the channels-last kernel takes it (the NCHW one declines)
         if self.mode == "AVERAGE" and any(d != 1 for d in self.window.dilations):
             return False
         return self.window.rank <= 3 and super().torch_supports(types, shapes, constant)
 
     def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
+        if self.xp is np:  # oneDNN's primitive called directly, where its library is there (ops/onednn_pooling.py)
+            direct = pooling_onednn(self, inputs[0], outputs[0], self.formats)
+            if direct is not None:
+                return direct
         if self.tactic == CHANNELS_LAST_TACTIC:  # on a device (untimed there) staged channels-last only in a run
             staged = self.xp is np or TensorFormat.HWC in self.formats
             return window_pooling(self, inputs[0], outputs[0], self.formats, staged)
