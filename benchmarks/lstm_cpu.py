@@ -1,8 +1,9 @@
 """One ONNX LSTM layer on the CPU: plugrt's NumPy step loop, plugrt's PyTorch tactic (PyTorch's fused LSTM), the
-compiled loop the numba extra gives the own kernel where PyTorch's tactic is off, the default with both (PyTorch's
-tactic running the compiled loop where it is the faster: ``ops/recurrent_numba.loop_is_faster``), the compiled loop
-forced into PyTorch's tactic at every shape (to check that choice), and onnxruntime, interleaved in one process
-(onnxruntime's spinning off), on ``--threads`` threads (default one).
+compiled loop the numba extra gives the own kernel where PyTorch's tactic is off, both (PyTorch's tactic running the
+compiled loop where it is the faster: ``ops/recurrent_numba.loop_is_faster``), the compiled loop forced into
+PyTorch's tactic at every shape (to check that choice), the default with the oneDNN extra too (oneDNN's LSTM
+primitive, ``ops/onednn_rnn.py``), and onnxruntime, interleaved in one process (onnxruntime's spinning off), on
+``--threads`` threads (default one).
 
 The recurrent models of the real-model table (the CRNN's bidirectional 512 -> 128 cell over 32 steps, the BiLSTM
 encoder's 256-unit cells) spend most of their time in this layer; this isolates it. Each engine's best of five
@@ -67,7 +68,7 @@ def main() -> None:
     import onnxruntime as ort
 
     import plugrt
-    from plugrt.ops import depthwise_numba, torch_cpu
+    from plugrt.ops import depthwise_numba, onednn, torch_cpu
 
     model = _model(args.steps, args.inputs, args.hidden, args.batch, 1 if args.forward_only else 2)
     x = np.random.default_rng(1).standard_normal((args.steps, args.batch, args.inputs)).astype(np.float32)
@@ -76,23 +77,30 @@ def main() -> None:
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = ort.InferenceSession(model.SerializeToString(), options)
     calls = {"onnxruntime": lambda: session.run(None, {"x": x})[0]}
-    switches = {"plugrt numpy": {torch_cpu.ENV_SWITCH: "0", depthwise_numba.ENV_SWITCH: "0"}}
+    off = {onednn.ENV_SWITCH: "0"}
+    switches = {"plugrt numpy": {torch_cpu.ENV_SWITCH: "0", depthwise_numba.ENV_SWITCH: "0", **off}}
     if torch_cpu.torch_module() is not None:
-        switches["plugrt torch"] = {torch_cpu.ENV_SWITCH: "always", depthwise_numba.ENV_SWITCH: "0"}
+        switches["plugrt torch"] = {torch_cpu.ENV_SWITCH: "always", depthwise_numba.ENV_SWITCH: "0", **off}
     if depthwise_numba.loops() is not None:  # the compiled loop: the own kernel where PyTorch's tactic is off
-        switches["plugrt numba"] = {torch_cpu.ENV_SWITCH: "0", depthwise_numba.ENV_SWITCH: "1"}
+        switches["plugrt numba"] = {torch_cpu.ENV_SWITCH: "0", depthwise_numba.ENV_SWITCH: "1", **off}
         if torch_cpu.torch_module() is not None:  # both, as installed with the torch and numba extras
-            switches["plugrt default"] = {torch_cpu.ENV_SWITCH: "1", depthwise_numba.ENV_SWITCH: "1"}
+            switches["plugrt torch+numba"] = {torch_cpu.ENV_SWITCH: "1", depthwise_numba.ENV_SWITCH: "1", **off}
+    if torch_cpu.torch_module() is not None and onednn.available():  # oneDNN's LSTM primitive, first where installed
+        switches["plugrt default"] = {
+            torch_cpu.ENV_SWITCH: "1",
+            depthwise_numba.ENV_SWITCH: "1",
+            onednn.ENV_SWITCH: "1",
+        }
     environments = {"onnxruntime": {}}
     for name, switch in switches.items():
         os.environ.update(switch)  # (read when the engine is built and when its kernels are bound, at calls)
         engine = plugrt.compile(model)
         calls[name] = lambda engine=engine: engine(x=x)["Y"]
         environments[name] = switch
-    if "plugrt default" in calls:  # the compiled loop inside PyTorch's tactic whatever the shapes
+    if "plugrt torch+numba" in calls:  # the compiled loop inside PyTorch's tactic whatever the shapes
         from plugrt.ops import recurrent_numba
 
-        os.environ.update(switches["plugrt default"])
+        os.environ.update(switches["plugrt torch+numba"])
         engine, chosen = plugrt.compile(model), recurrent_numba.loop_is_faster
         recurrent_numba.loop_is_faster = lambda *shape: True
         try:
@@ -100,7 +108,7 @@ def main() -> None:
         finally:
             recurrent_numba.loop_is_faster = chosen
         calls["plugrt loop"] = lambda engine=engine: engine(x=x)["Y"]
-        environments["plugrt loop"] = switches["plugrt default"]
+        environments["plugrt loop"] = switches["plugrt torch+numba"]
     want = calls["onnxruntime"]()
     best = dict.fromkeys(calls, float("inf"))
     for _ in range(5):
@@ -116,7 +124,7 @@ def main() -> None:
           f"load {os.getloadavg()[0]:.2f}")  # fmt: skip
     for name, call in calls.items():
         os.environ.update(environments[name])
-        print(f"  {name:12s} {best[name] * 1e3:8.3f} ms  max |diff| vs onnxruntime {np.abs(call() - want).max():.1e}")
+        print(f"  {name:18s} {best[name] * 1e3:8.3f} ms  max |diff| vs onnxruntime {np.abs(call() - want).max():.1e}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,13 @@ from plugrt.ops.recurrent_numba import compiled_lstm
 pytestmark = pytest.mark.skipif(depthwise_numba.loops() is None, reason="numba is not installed")
 
 
+@pytest.fixture(autouse=True)
+def _without_onednn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PyTorch's tactic as the loop serves it: oneDNN's LSTM primitive comes first where it is installed
+    (tests/unit/test_onednn_rnn.py)."""
+    monkeypatch.setenv("PLUGRT_ONEDNN", "0")
+
+
 def _model(direction: str, hidden: int, inputs: int, extra: dict | None = None, initial: bool = False) -> object:
     dirs = 2 if direction == "bidirectional" else 1
     rng = np.random.default_rng(dirs * hidden)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import site
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -32,9 +33,14 @@ import numpy as np
 __all__ = [
     "ARG_BIAS",
     "ARG_DST",
+    "ARG_DST_ITER",
+    "ARG_DST_ITER_C",
     "ARG_SCRATCHPAD",
     "ARG_SRC",
+    "ARG_SRC_ITER",
+    "ARG_SRC_ITER_C",
     "ARG_WEIGHTS",
+    "ARG_WEIGHTS_ITER",
     "CONVOLUTION_DIRECT",
     "ENV_SWITCH",
     "FORWARD_INFERENCE",
@@ -66,7 +72,7 @@ _CPU_ENGINE = 1
 _IN_ORDER = 1
 _SCRATCHPAD_USER = 1
 _QUERY_IMPL_INFO = 8
-_QUERY_WEIGHTS_MD = 131
+_QUERY_EXEC_ARG_MD = 255
 _QUERY_SCRATCHPAD_MD = 136
 _RUNTIME_SEQ = 1
 _RUNTIME_OMP = 2
@@ -83,6 +89,8 @@ ELTWISE = {
 }
 ARG_SRC = 1
 ARG_SRC_1 = 2
+#: a recurrent primitive's initial hidden and cell states, final ones, and recurrent weights
+ARG_SRC_ITER, ARG_SRC_ITER_C, ARG_DST_ITER, ARG_DST_ITER_C, ARG_WEIGHTS_ITER = 2, 3, 18, 19, 34
 ARG_DST = 17
 ARG_WEIGHTS = 33
 ARG_BIAS = 41
@@ -187,11 +195,13 @@ def library() -> _Library | None:
 
 
 def _candidates() -> list[str]:
+    """Where the library may be: ``PLUGRT_ONEDNN_LIBRARY``, else the wheel's place in this environment (``sys.prefix``;
+    a virtual environment's own, not its base interpreter's) or in the user's site (``pip install --user``)."""
     named = os.environ.get(LIBRARY_VARIABLE, "").strip()
     if named:
         return [named]
-    places = {sys.prefix, sys.base_prefix, os.path.join(os.path.expanduser("~"), ".local")}
-    return [os.path.join(place, "lib", "libdnnl.so.3") for place in sorted(places)]
+    places = [sys.prefix, site.getuserbase()]
+    return [os.path.join(place, "lib", "libdnnl.so.3") for place in places]
 
 
 def _load() -> _Library | None:
@@ -370,9 +380,10 @@ class Primitive:
         self.flops = 0.0
         self._keep: list[Any] = []
 
-    def weights_desc(self) -> Any:
-        """The weights' descriptor in the layout the primitive chose (owned by the primitive)."""
-        return self.lib.dll.dnnl_primitive_desc_query_md(self._pd.handle, _QUERY_WEIGHTS_MD, 0)
+    def arg_desc(self, arg: int) -> Any:
+        """The descriptor of execution argument ``arg`` (e.g. :data:`ARG_WEIGHTS`) in the layout the primitive chose
+        (owned by the primitive)."""
+        return self.lib.dll.dnnl_primitive_desc_query_md(self._pd.handle, _QUERY_EXEC_ARG_MD, arg)
 
     def bind(self, args: Sequence[tuple[int, Memory]]) -> None:
         """The execution arguments (argument index, memory), the scratchpad's added."""

@@ -101,14 +101,14 @@ def convolution_onednn(
     its hand-over slot when a PyTorch kernel left a tensor there, the output's slot is emptied. oneDNN's fast
     kernels read and write channels-last tensors: a LINEAR input or output of more than one channel goes through a
     channels-last buffer of the kernel's and a reorder primitive. None where it does not apply: the library absent,
-    not a 2-D FLOAT convolution of weights, a uniform kernel with a residual (without one, its maps are made
-    bit-identical after the convolution as the other kernels do, then its epilogue runs), empty tensors, an
+    not a 2-D FLOAT convolution of weights, a uniform kernel with a residual or without PyTorch (else its maps are
+    made bit-identical after the convolution as the other kernels do, then its epilogue runs), empty tensors, an
     activation oneDNN lacks, or oneDNN offering only its reference implementation."""
     lib = onednn.library()
     w = op.window
     if lib is None or w.rank != 2 or "kernel" not in op.weights or op.bias_input is not None:
         return None
-    if op.uniform and residual is not None:
+    if op.uniform and (residual is not None or torch_module() is None):
         return None
     if not fit([x, out, *([] if residual is None else [residual])], formats):
         return None
@@ -201,7 +201,7 @@ def _primitives(
     plain = onednn.Desc(lib, weight_shape, dense_strides(weight_shape))  # OIHW (GOIHW): the packed kernel's bytes
     packed: list[tuple[Any, np.ndarray]] = []
     for primitive in primitives:
-        layout = primitive.weights_desc()
+        layout = primitive.arg_desc(onednn.ARG_WEIGHTS)
         reordered = next((array for desc, array in packed if onednn.same_desc(lib, desc, layout)), None)
         if reordered is None:
             key = ("onednn", tuple(x_shape), geometry.swapped, primitive.threads)

@@ -23,9 +23,11 @@ import numpy as np
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..shape import IDimensionExpr, constant
+from . import onednn
 from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .blas_threads import blas_threads_for
 from .elementwise import FLOAT_TYPES, label
+from .onednn_rnn import lstm_onednn
 from .params import param
 from .products import rows_first
 from .recurrent_numba import compiled_lstm
@@ -132,13 +134,22 @@ class RecurrentOperator(TorchOperator):
     def torch_supports(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> bool:
-        """FLOAT cells whose semantics PyTorch's fused layers share, with constant W, R and B."""
-        return super().torch_supports(types, shapes, constant) and torch_recurrent_supports(self, constant)
+        """FLOAT cells whose semantics PyTorch's fused layers share, with constant W, R and B (on the CPU with oneDNN's
+        library, a reverse LSTM too: its primitive runs it, ``ops/onednn_rnn.py``)."""
+        if not super().torch_supports(types, shapes, constant):
+            return False
+        if self.direction == "reverse" and self.xp is np and onednn.available():
+            return torch_recurrent_supports(self, constant, reverse=True)
+        return torch_recurrent_supports(self, constant)
 
     def torch_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
         """PyTorch's fused layer; an LSTM at batch 1 or a short, small one as the compiled loop where numba is
         installed (faster there: :func:`~plugrt.ops.recurrent_numba.loop_is_faster`, decided at bind by the shapes
-        run)."""
+        run); an LSTM as oneDNN's primitive first where its library is there (:mod:`plugrt.ops.onednn_rnn`)."""
+        if self.xp is np:
+            direct = lstm_onednn(self, inputs, outputs)
+            if direct is not None:
+                return direct
         small = compiled_lstm(  # (the tactic requires constant W, R and B: torch_supports)
             self,
             inputs,

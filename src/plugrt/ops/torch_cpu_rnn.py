@@ -54,10 +54,11 @@ def _function(op: RecurrentOperator) -> str | None:
     return op.cell.lower()
 
 
-def supports(op: RecurrentOperator, constant: Sequence[bool]) -> bool:
-    """Whether the PyTorch kernel computes ``op`` (see the module's note); ``constant`` per input."""
+def supports(op: RecurrentOperator, constant: Sequence[bool], reverse: bool = False) -> bool:
+    """Whether the PyTorch kernel computes ``op`` (see the module's note); ``constant`` per input. ``reverse``: a
+    reverse cell passes too (the tactic's other kernels run it: PyTorch's has no reverse-only layer and declines)."""
     given = dict(zip(op.inputs, constant))
-    if op.direction == "reverse" or op.clip is not None or op.input_forget or _function(op) is None:
+    if (op.direction == "reverse" and not reverse) or op.clip is not None or op.input_forget or _function(op) is None:
         return False
     if "P" in given or "sequence_lens" in given:
         return False
@@ -83,6 +84,8 @@ def recurrent(op: RecurrentOperator, inputs: Sequence[np.ndarray], outputs: Sequ
     function_name = _function(op)
     given = dict(zip(op.inputs, inputs))
     if function_name is None or "P" in given or "sequence_lens" in given or given["X"].size == 0:
+        return None
+    if op.direction == "reverse":  # (PyTorch's layers run forward or both ways only)
         return None
     torch = torch_module()
     function = getattr(torch, function_name)
