@@ -51,6 +51,7 @@ __all__ = [
     "PostOps",
     "Primitive",
     "available",
+    "fast_primitives",
     "library",
     "post_op_input",
     "use_threads",
@@ -376,8 +377,6 @@ class Primitive:
         )
         self._args: Any = None
         self._nargs = 0
-        #: the floating-point operations of a run (set by the kernel that made it)
-        self.flops = 0.0
         self._keep: list[Any] = []
 
     def arg_desc(self, arg: int) -> Any:
@@ -398,6 +397,15 @@ class Primitive:
         """Execute once on this thread's stream, on the threads it was made for."""
         self.lib.use_threads(self.threads)
         check(self.lib.execute(self._primitive.handle, self.lib.stream(), self._nargs, self._args), "execute")
+
+
+def fast_primitives(
+    lib: _Library, make: Callable[[Any, Any], int], post_ops: PostOps | None, counts: Sequence[int]
+) -> list[Primitive] | None:
+    """A :class:`Primitive` made by ``make`` for each thread count of ``counts``, or None where oneDNN chose one of its
+    reference implementations (``ref:...``, far slower than the layer's other kernels)."""
+    primitives = [Primitive(lib, make, post_ops, count) for count in counts]
+    return None if any(p.implementation.startswith("ref") for p in primitives) else primitives
 
 
 def reordering(lib: _Library, source: Any, target: Any) -> Primitive:

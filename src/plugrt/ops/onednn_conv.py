@@ -130,7 +130,8 @@ def convolution_onednn(
         added, before_added = None, None
         if residual is not None:
             added, before_added = staged(lib, residual, formats[1], geometry.shape(residual, formats[1]), into=True)
-        primitives = _primitives(lib, op, source, target, added, geometry, x_shape, steps, kernel)
+        flops = 2.0 * math.prod(target.desc_shape) * (x_shape[1] // op.group) * math.prod(geometry.kernel)
+        primitives = _primitives(lib, op, source, target, added, geometry, x_shape, steps, kernel, flops)
     except onednn.OneDnnError:
         return None
     if primitives is None:
@@ -139,7 +140,7 @@ def convolution_onednn(
     if residual is not None and added is not None:
         reads.append((residual, formats[1], added, before_added))
     finish = [*([after] if after is not None else []), *([_uniform_maps(op, out, formats[-1])] if op.uniform else [])]
-    return launcher(lib, primitives, primitives[0].flops, reads, out, formats[-1], finish)
+    return launcher(lib, primitives, flops, reads, out, formats[-1], finish)
 
 
 def _primitives(
@@ -152,16 +153,14 @@ def _primitives(
     x_shape: list[int],
     steps: list[tuple[str, float, float]],
     kernel: np.ndarray,
+    flops: float,
 ) -> list[onednn.Primitive] | None:
     """The convolution's primitives, one per thread count a run may choose (one, and the engine's where its work
     reaches :data:`~.torch_cpu.MIN_OPENMP_FLOPS`), bound to ``source`` and ``target`` with the bias, the residual (``added``)
     and the kernel reordered for each (shared where their layouts agree); None where oneDNN chose its reference
     implementation."""
     group, maps, channels, window = op.group, op.maps, x_shape[1] // op.group, geometry.kernel
-    out_dims = target.desc_shape
     weight_shape = [maps, channels, *window] if group == 1 else [group, maps // group, channels, *window]
-    flops = 2.0 * math.prod(out_dims) * channels * math.prod(window)
-    counts = thread_counts(flops)
     bias_array = None if op.uniform else _bias(op)
     bias = None if bias_array is None else onednn.Desc(lib, [maps], [1])
     post = onednn.PostOps(lib)
@@ -195,8 +194,8 @@ def _primitives(
         )
         return status
 
-    primitives = [onednn.Primitive(lib, make, post, count) for count in counts]
-    if any(p.implementation.startswith("ref") for p in primitives):
+    primitives = onednn.fast_primitives(lib, make, post, thread_counts(flops))
+    if primitives is None:
         return None
     plain = onednn.Desc(lib, weight_shape, dense_strides(weight_shape))  # OIHW (GOIHW): the packed kernel's bytes
     packed: list[tuple[Any, np.ndarray]] = []
@@ -210,7 +209,6 @@ def _primitives(
             packed.append((layout, reordered))
         weights = onednn.Memory(lib, layout, reordered.ctypes.data, hold=reordered)
         primitive.bind([*args, (onednn.ARG_WEIGHTS, weights)])
-        primitive.flops = flops
     return primitives
 
 

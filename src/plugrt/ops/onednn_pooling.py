@@ -81,8 +81,8 @@ def pooling_onednn(
             )
             return status
 
-        primitives = [onednn.Primitive(lib, make, None, count) for count in thread_counts(flops)]
-        if any(p.implementation.startswith("ref") for p in primitives):
+        primitives = onednn.fast_primitives(lib, make, None, thread_counts(flops))
+        if primitives is None:
             return None
         for primitive in primitives:
             primitive.bind([(onednn.ARG_SRC, source), (onednn.ARG_DST, target)])

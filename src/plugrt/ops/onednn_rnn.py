@@ -84,8 +84,8 @@ def lstm_onednn(op: RecurrentOperator, inputs: Sequence[Any], outputs: Sequence[
             )  # fmt: skip
             return status
 
-        primitives = [onednn.Primitive(lib, make, None, count) for count in thread_counts(flops)]
-        if any(p.implementation.startswith("ref") for p in primitives):
+        primitives = onednn.fast_primitives(lib, make, None, thread_counts(flops))
+        if primitives is None:
             return None
         memory = functools.partial(onednn.Memory, lib)
         args = [
