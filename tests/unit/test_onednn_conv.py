@@ -674,10 +674,20 @@ def _small() -> tuple[ConvolutionOperator, np.ndarray, np.ndarray]:
     return op, np.zeros((1, 5, 5, 8), np.float32), np.zeros((1, 5, 5, 8), np.float32)
 
 
+@pytest.mark.parametrize("probe", ["equal", "unequal"])
 @pytest.mark.parametrize(("group", "fmt"), [(1, HWC), (2, LINEAR)])
-def test_a_uniform_kernel_runs_with_its_maps_bit_identical(group: int, fmt: TensorFormat) -> None:
-    """A uniform kernel: the convolution, then every map of a group made bit-identical and the epilogue after it."""
+def test_a_uniform_kernel_runs_with_its_maps_bit_identical(
+    monkeypatch: pytest.MonkeyPatch, group: int, fmt: TensorFormat, probe: str
+) -> None:
+    """A uniform kernel: where the primitive's probe gives equal maps it runs with its bias and activation inside
+    (no pass after it); where not, the convolution alone, then every map of a group made bit-identical and the
+    epilogue after it. Either way the maps are bit-identical and the results the reference's."""
     pytest.importorskip("torch")  # (the maps are made equal with PyTorch's kernels; declined without it)
+    made_equal: list[object] = []
+    real = onednn_conv._uniform_maps
+    monkeypatch.setattr(onednn_conv, "_uniform_maps", lambda *a: made_equal.append(a) or real(*a))
+    if probe == "unequal":
+        monkeypatch.setattr(onednn_conv, "_equal_maps", lambda *a: False)
     kernel = pack_conv_kernel(np.full((8, 8 // group, 3, 3), 0.25, np.float32), group)
     params = {"num_output_maps": 8, "kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "group": group}
     params |= {"uniform_kernel": True, "activation": "CLIP", "activation_alpha": 0.0, "activation_beta": 1.5}
@@ -691,6 +701,30 @@ def test_a_uniform_kernel_runs_with_its_maps_bit_identical(group: int, fmt: Tens
     _assert_close(got, _reference(op, x))
     maps = got.reshape(2, group, 8 // group, 7, 9)
     assert np.array_equal(maps, np.broadcast_to(maps[:, :, :1], maps.shape))
+    assert bool(made_equal) == (probe == "unequal")
+
+
+def test_the_uniform_probe_sees_unequal_maps_and_leaves_the_buffers() -> None:
+    """The probe runs the primitive on its own arrays (the layer's buffers untouched, its memories pointed back) and
+    says whether a group's maps came out bit-identical: a kernel whose maps differ is seen as such."""
+    op = _operator(8, 8, (3, 3), pads=[1, 1, 1, 1])  # random weights: maps differ
+    x = _random((1, 8, 6, 7), 41)
+    buffer, out = _stored(x, HWC), _empty((1, 8, 6, 7), HWC)
+    seen: list[bool] = []
+    real = onednn_conv._equal_maps
+
+    def probing(*args: object) -> bool:
+        seen.append(real(*args))  # type: ignore[arg-type]
+        return seen[-1]
+
+    uniform = ConvolutionOperator({**op.params, "uniform_kernel": True}, dict(op.weights))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(onednn_conv, "_equal_maps", probing)
+        run = onednn_conv.convolution_onednn(uniform, buffer, out, None, [HWC, HWC])
+    assert seen and not any(seen)  # the probe saw the maps differ
+    assert np.isnan(out).all()  # the layer's output buffer was not written by the probe
+    np.testing.assert_array_equal(buffer, _stored(x, HWC))
+    assert run is not None
 
 
 def test_declines_a_uniform_kernel_with_a_residual() -> None:

@@ -112,8 +112,8 @@ def convolution_onednn(
         return None
     if not fit([x, out, *([] if residual is None else [residual])], formats):
         return None
-    steps = [] if op.uniform else post_ops_of(op)  # (a uniform kernel's epilogue runs after its maps are made equal)
-    if steps is None:
+    steps = post_ops_of(op)
+    if steps is None and not op.uniform:  # (a uniform kernel's epilogue may run after the convolution, below)
         return None
     logical = [x.shape[a] for a in AXES[formats[0]]]
     sizes, _, _ = w.resolve(logical[2:])
@@ -131,15 +131,28 @@ def convolution_onednn(
         if residual is not None:
             added, before_added = staged(lib, residual, formats[1], geometry.shape(residual, formats[1]), into=True)
         flops = 2.0 * math.prod(target.desc_shape) * (x_shape[1] // op.group) * math.prod(geometry.kernel)
-        primitives = _primitives(lib, op, source, target, added, geometry, x_shape, steps, kernel, flops)
+        made = (
+            None
+            if steps is None
+            else _primitives(lib, op, source, target, added, x_shape, geometry, kernel, flops, steps)
+        )
+        uniform_after = op.uniform and (
+            made is None or not all(_equal_maps(p, source, target, made[1], op.group) for p in made[0])
+        )
+        if uniform_after:  # the convolution alone, then its maps made equal and the epilogue (_uniform_maps)
+            made = _primitives(lib, op, source, target, added, x_shape, geometry, kernel, flops, None)
     except onednn.OneDnnError:
         return None
-    if primitives is None:
+    if made is None:
         return None
+    primitives = made[0]
     reads = [(x, formats[0], source, before)]
     if residual is not None and added is not None:
         reads.append((residual, formats[1], added, before_added))
-    finish = [*([after] if after is not None else []), *([_uniform_maps(op, out, formats[-1])] if op.uniform else [])]
+    finish = [
+        *([after] if after is not None else []),
+        *([_uniform_maps(op, out, formats[-1])] if uniform_after else []),
+    ]
     return launcher(lib, primitives, flops, reads, out, formats[-1], finish)
 
 
@@ -149,29 +162,32 @@ def _primitives(
     source: onednn.Memory,
     target: onednn.Memory,
     added: onednn.Memory | None,
-    geometry: _Geometry,
     x_shape: list[int],
-    steps: list[tuple[str, float, float]],
+    geometry: _Geometry,
     kernel: np.ndarray,
     flops: float,
-) -> list[onednn.Primitive] | None:
+    steps: list[tuple[str, float, float]] | None,
+) -> tuple[list[onednn.Primitive], onednn.Memory | None] | None:
     """The convolution's primitives, one per thread count a run may choose (one, and the engine's where its work
-    reaches :data:`~.torch_cpu.MIN_OPENMP_FLOPS`), bound to ``source`` and ``target`` with the bias, the residual (``added``)
-    and the kernel reordered for each (shared where their layouts agree); None where oneDNN chose its reference
+    reaches :data:`~.torch_cpu.MIN_OPENMP_FLOPS`), bound to ``source`` and ``target`` with the residual (``added``),
+    the kernel reordered for each (shared where their layouts agree), and with ``steps`` the bias and the post-ops
+    (``steps`` None: the convolution alone); with the bias's memory. None where oneDNN chose its reference
     implementation."""
     group, maps, channels, window = op.group, op.maps, x_shape[1] // op.group, geometry.kernel
     weight_shape = [maps, channels, *window] if group == 1 else [group, maps // group, channels, *window]
-    bias_array = None if op.uniform else _bias(op)
+    bias_array = None if steps is None else _bias(op)
     bias = None if bias_array is None else onednn.Desc(lib, [maps], [1])
     post = onednn.PostOps(lib)
     args = [(onednn.ARG_SRC, source), (onednn.ARG_DST, target)]
     if added is not None:
         args.append((post.add(added.owner), added))
-    for name, alpha, beta in steps:
+    for name, alpha, beta in steps or []:
         post.eltwise(name, alpha, beta)
+    bias_memory = None
     if bias is not None:
         assert bias_array is not None
-        args.append((onednn.ARG_BIAS, onednn.Memory(lib, bias, bias_array.ctypes.data, hold=bias_array)))
+        bias_memory = onednn.Memory(lib, bias, bias_array.ctypes.data, hold=bias_array)
+        args.append((onednn.ARG_BIAS, bias_memory))
     any_weights = onednn.Desc(lib, weight_shape, None)
     strides, dilations = onednn.dims(geometry.strides), onednn.dims([d - 1 for d in geometry.dilations])
     left, right = onednn.dims(geometry.begins), onednn.dims(geometry.ends)
@@ -209,7 +225,33 @@ def _primitives(
             packed.append((layout, reordered))
         weights = onednn.Memory(lib, layout, reordered.ctypes.data, hold=reordered)
         primitive.bind([*args, (onednn.ARG_WEIGHTS, weights)])
-    return primitives
+    return primitives, bias_memory
+
+
+def _equal_maps(
+    primitive: onednn.Primitive, source: onednn.Memory, target: onednn.Memory, bias: onednn.Memory | None, group: int
+) -> bool:
+    """Whether ``primitive`` (a uniform kernel's convolution with its post-ops) gives every map of a group the same
+    bits, run once here on random pixels with a zero bias (its memories pointed at arrays of this function's, then
+    back): oneDNN's kernels compute the maps in vector lanes, each lane the same instructions, so its output maps are
+    equal where their weights are, but that is the implementation's, not a promise; where they are not, the maps are
+    made equal after the convolution (:func:`_uniform_maps`). A uniform layer that passes runs as any other (the
+    evening's same-maps passes took 3.1 of SqueezeNet's 7.3 ms of convolutions)."""
+    lib = primitive.lib
+    pixels = np.random.default_rng(0).standard_normal(math.prod(source.desc_shape)).astype(np.float32)
+    result = np.full(math.prod(target.desc_shape), np.nan, np.float32)
+    zeros = np.zeros(target.desc_shape[1], np.float32)
+    moved = [(source, pixels), (target, result), *([(bias, zeros)] if bias is not None else [])]
+    kept = [(memory, memory.address) for memory, _ in moved]
+    try:
+        for memory, array in moved:
+            memory.point(lib, array.ctypes.data)
+        primitive.run()
+    finally:
+        for memory, address in kept:
+            memory.point(lib, address)
+    maps = result.reshape(-1, group, target.desc_shape[1] // group)  # channels-last rows
+    return bool(np.array_equal(maps, np.broadcast_to(maps[:, :, :1], maps.shape)))
 
 
 def _uniform_maps(op: ConvolutionOperator, out: np.ndarray, fmt: TensorFormat) -> Kernel:

@@ -317,11 +317,17 @@ def convolution(
 
 def same_maps(result: Any, group: int, bias: Any) -> None:
     """A uniform kernel's result: every map of a group made bit-identical to the group's first (the maps are equal;
-    the library's need not be to the bit, the NumPy kernel's are), then the bias (``[M, 1, ...]`` or None) added."""
+    the library's need not be to the bit, the NumPy kernel's are), then the bias (``[M, 1, ...]`` or None) added:
+    the first maps copied aside (a ``1 / maps-per-group`` share of the result), then one pass writing every map as
+    its group's first plus its bias, in the result's own layout (for channels-last storage the maps are its fastest
+    axis: copying the first map across them through a broadcast view, then adding the bias, took three passes, 3.1
+    of SqueezeNet's 7.3 ms of convolutions)."""
     split = result.unflatten(1, (group, -1))
-    split[:, :, 1:].copy_(split[:, :, :1].expand_as(split[:, :, 1:]))
-    if bias is not None:
-        result.add_(bias)
+    first = split[:, :, :1].clone()
+    if bias is None:
+        split.copy_(first.expand_as(split))
+        return
+    torch_module().add(first, bias.reshape(1, group, -1, *bias.shape[1:]), out=split)
 
 
 def post_affine(torch: Any, op: ConvolutionOperator) -> Callable[[Any, Any], None] | None:
