@@ -727,13 +727,22 @@ def test_the_uniform_probe_sees_unequal_maps_and_leaves_the_buffers() -> None:
     assert run is not None
 
 
-def test_declines_a_uniform_kernel_with_a_residual() -> None:
-    """A uniform kernel with a residual is left to the other kernels."""
+def test_a_uniform_kernel_with_a_residual_runs_where_its_maps_are_equal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A uniform kernel with a residual runs with the residual added inside where the probe (residual zeroed) gives
+    equal maps, and is left to the other kernels where it does not (the maps cannot be made equal after the add)."""
     kernel = pack_conv_kernel(np.full((8, 8, 3, 3), 0.25, np.float32), 1)
     params = {"num_output_maps": 8, "kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "uniform_kernel": True}
     uniform = ConvolutionOperator({**params, "residual": True}, {"kernel": kernel})
-    x, out = np.zeros((1, 5, 5, 8), np.float32), np.zeros((1, 5, 5, 8), np.float32)
-    assert onednn_conv.convolution_onednn(uniform, x, out, out.copy(), [HWC, HWC, HWC]) is None
+    x, residual = _random((1, 8, 5, 5), 43), _random((1, 8, 5, 5), 44)
+    out = _empty((1, 8, 5, 5), HWC)
+    run = onednn_conv.convolution_onednn(uniform, _stored(x, HWC), out, _stored(residual, HWC), [HWC, HWC, HWC])
+    assert run is not None
+    run()
+    _assert_close(_logical(out, HWC), _reference(uniform, x, residual))
+    monkeypatch.setattr(onednn_conv, "_equal_maps", lambda *a: False)
+    assert (
+        onednn_conv.convolution_onednn(uniform, _stored(x, HWC), out, _stored(residual, HWC), [HWC, HWC, HWC]) is None
+    )
 
 
 @pytest.mark.parametrize(

@@ -101,14 +101,13 @@ def convolution_onednn(
     its hand-over slot when a PyTorch kernel left a tensor there, the output's slot is emptied. oneDNN's fast
     kernels read and write channels-last tensors: a LINEAR input or output of more than one channel goes through a
     channels-last buffer of the kernel's and a reorder primitive. None where it does not apply: the library absent,
-    not a 2-D FLOAT convolution of weights, a uniform kernel with a residual or without PyTorch (else its maps are
-    made bit-identical after the convolution as the other kernels do, then its epilogue runs), empty tensors, an
-    activation oneDNN lacks, or oneDNN offering only its reference implementation."""
+    not a 2-D FLOAT convolution of weights, empty tensors, an activation oneDNN lacks, oneDNN offering only its
+    reference implementation, or a uniform kernel whose primitive gives unequal maps (:func:`_equal_maps`) with a
+    residual or without PyTorch (without those its maps are made bit-identical after the convolution, as the other
+    kernels do, then its epilogue runs)."""
     lib = onednn.library()
     w = op.window
     if lib is None or w.rank != 2 or "kernel" not in op.weights or op.bias_input is not None:
-        return None
-    if op.uniform and (residual is not None or torch_module() is None):
         return None
     if not fit([x, out, *([] if residual is None else [residual])], formats):
         return None
@@ -136,10 +135,13 @@ def convolution_onednn(
             if steps is None
             else _primitives(lib, op, source, target, added, x_shape, geometry, kernel, flops, steps)
         )
+        zeroed = [] if made is None else [m for m in (made[1], added) if m is not None]
         uniform_after = op.uniform and (
-            made is None or not all(_equal_maps(p, source, target, made[1], op.group) for p in made[0])
+            made is None or not all(_equal_maps(p, source, target, zeroed, op.group) for p in made[0])
         )
         if uniform_after:  # the convolution alone, then its maps made equal and the epilogue (_uniform_maps)
+            if residual is not None or torch_module() is None:
+                return None
             made = _primitives(lib, op, source, target, added, x_shape, geometry, kernel, flops, None)
     except onednn.OneDnnError:
         return None
@@ -229,19 +231,19 @@ def _primitives(
 
 
 def _equal_maps(
-    primitive: onednn.Primitive, source: onednn.Memory, target: onednn.Memory, bias: onednn.Memory | None, group: int
+    primitive: onednn.Primitive, source: onednn.Memory, target: onednn.Memory, zeroed: list[onednn.Memory], group: int
 ) -> bool:
     """Whether ``primitive`` (a uniform kernel's convolution with its post-ops) gives every map of a group the same
-    bits, run once here on random pixels with a zero bias (its memories pointed at arrays of this function's, then
-    back): oneDNN's kernels compute the maps in vector lanes, each lane the same instructions, so its output maps are
+    bits, run once here on random pixels with a zero bias and residual (``zeroed``; its memories pointed at arrays of
+    this function's, then back): oneDNN's kernels compute the maps in vector lanes, each lane the same instructions, so its output maps are
     equal where their weights are, but that is the implementation's, not a promise; where they are not, the maps are
     made equal after the convolution (:func:`_uniform_maps`). A uniform layer that passes runs as any other (the
     evening's same-maps passes took 3.1 of SqueezeNet's 7.3 ms of convolutions)."""
     lib = primitive.lib
     pixels = np.random.default_rng(0).standard_normal(math.prod(source.desc_shape)).astype(np.float32)
     result = np.full(math.prod(target.desc_shape), np.nan, np.float32)
-    zeros = np.zeros(target.desc_shape[1], np.float32)
-    moved = [(source, pixels), (target, result), *([(bias, zeros)] if bias is not None else [])]
+    zeros = np.zeros(math.prod(target.desc_shape), np.float32)  # (as long as the bias and the residual)
+    moved = [(source, pixels), (target, result), *((memory, zeros) for memory in zeroed)]
     kept = [(memory, memory.address) for memory, _ in moved]
     try:
         for memory, array in moved:
