@@ -138,7 +138,7 @@ class RecurrentOperator(TorchOperator):
         library, a reverse LSTM too: its primitive runs it, ``ops/onednn_rnn.py``)."""
         if not super().torch_supports(types, shapes, constant):
             return False
-        if self.direction == "reverse" and self.xp is np and onednn.available():
+        if self.direction == "reverse" and self.cell == "LSTM" and self.xp is np and onednn.available():
             return torch_recurrent_supports(self, constant, reverse=True)
         return torch_recurrent_supports(self, constant)
 
