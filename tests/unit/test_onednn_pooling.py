@@ -195,3 +195,18 @@ def test_channels_last_support_follows_the_library(monkeypatch: pytest.MonkeyPat
     assert op.channels_last_supports([DataType.FLOAT], [(1, 4, 14, 14)], [False])
     monkeypatch.setenv(onednn.ENV_SWITCH, "0")
     assert not op.channels_last_supports([DataType.FLOAT], [(1, 4, 14, 14)], [False])
+
+
+def test_a_nan_in_a_max_window_is_oneDNNs_choice() -> None:
+    """oneDNN's MAX pooling gives a window holding a NaN its largest number (NumPy's and PyTorch's kernels give NaN;
+    onnxruntime's depends on the NaN's place): pinned so a change of the library's behaviour is seen
+    (docs/compatibility.md; PLUGRT_ONEDNN=0 keeps NaN)."""
+    op = PoolingOperator({"mode": "MAX", "kernel_shape": [2, 2], "strides": [2, 2]})
+    x = np.arange(1 * 4 * 4 * 16, dtype=np.float32).reshape(1, 4, 4, 16)
+    x[0, 0, 0, :] = np.nan  # the first pixel of the first window, every channel
+    out = np.zeros((1, 2, 2, 16), np.float32)
+    run = pooling_onednn(op, x, out, [HWC, HWC])
+    assert run is not None
+    run()
+    np.testing.assert_array_equal(out[0, 0, 0], x[0, 1, 1])  # the window's largest number
+    assert np.isnan(_numpy(op, _logical(x, HWC).copy())[0, :, 0, 0]).all()  # NumPy's kernel keeps the NaN
