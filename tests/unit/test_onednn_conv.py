@@ -740,9 +740,27 @@ def test_a_uniform_kernel_with_a_residual_runs_where_its_maps_are_equal(monkeypa
     run()
     _assert_close(_logical(out, HWC), _reference(uniform, x, residual))
     monkeypatch.setattr(onednn_conv, "_equal_maps", lambda *a: False)
-    assert (
-        onednn_conv.convolution_onednn(uniform, _stored(x, HWC), out, _stored(residual, HWC), [HWC, HWC, HWC]) is None
-    )
+    fresh = ConvolutionOperator({**params, "residual": True}, {"kernel": kernel})  # (the verdict is kept per layer)
+    assert onednn_conv.convolution_onednn(fresh, _stored(x, HWC), out, _stored(residual, HWC), [HWC, HWC, HWC]) is None
+
+
+def test_the_uniform_probe_runs_once_per_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Binding the same uniform layer again at the same shapes (a context whose outputs move does, at every call)
+    reuses the probe's verdict; new shapes probe again."""
+    calls: list[object] = []
+    real = onednn_conv._equal_maps
+    monkeypatch.setattr(onednn_conv, "_equal_maps", lambda *a: calls.append(a) or real(*a))
+    kernel = pack_conv_kernel(np.full((8, 8, 3, 3), 0.25, np.float32), 1)
+    params = {"num_output_maps": 8, "kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "uniform_kernel": True}
+    op = ConvolutionOperator(params, {"kernel": kernel})
+    for shape in [(1, 8, 6, 6), (1, 8, 6, 6), (2, 8, 6, 6)]:
+        x = _random(shape, 45)
+        out = _empty(shape, HWC)
+        run = onednn_conv.convolution_onednn(op, _stored(x, HWC), out, None, [HWC, HWC])
+        assert run is not None
+        run()
+        _assert_close(_logical(out, HWC), _reference(op, x))
+    assert len(calls) == 2
 
 
 @pytest.mark.parametrize(

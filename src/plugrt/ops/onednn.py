@@ -13,7 +13,7 @@ runtime, or ``PLUGRT_ONEDNN`` turns it off (``0``, ``off``, ``false``, ``no``), 
 layers run their other kernels.
 
 Threads: oneDNN's OpenMP (the system's ``libgomp``, not PyTorch's copy) is told the thread count before a
-primitive is created (its work is split then) and before each run (:func:`use_threads`). It is loaded with the
+primitive is created (its work is split then) and before each run (``_Library.use_threads``). It is loaded with the
 spin count PyTorch's OpenMP gets (``torch_cpu.openmp_spin``), so neither runtime's workers hold a core for
 milliseconds after their region. Runs on the CPU are synchronous (no wait on the stream).
 """
@@ -53,8 +53,6 @@ __all__ = [
     "available",
     "fast_primitives",
     "library",
-    "post_op_input",
-    "use_threads",
 ]
 
 #: the environment variable that turns the direct oneDNN kernels off ("0", "off", "false", "no")
@@ -225,13 +223,6 @@ def _load() -> _Library | None:
     return None
 
 
-def use_threads(count: int) -> None:
-    """Make oneDNN's next primitive creation or run on this thread use ``count`` threads."""
-    lib = library()
-    if lib is not None:
-        lib.use_threads(count)
-
-
 class _Owned:
     """A handle oneDNN made, destroyed with this object."""
 
@@ -255,11 +246,12 @@ def _ptr(value: Any) -> _P:
     return value if isinstance(value, _P) else _P(value)
 
 
-def _dims(values: Sequence[int]) -> Any:
-    dims = _Dims()
+def dims(values: Sequence[int]) -> Any:
+    """A ``dnnl_dims_t`` of ``values``."""
+    result = _Dims()
     for i, v in enumerate(values):
-        dims[i] = int(v)
-    return dims
+        result[i] = int(v)
+    return result
 
 
 class Desc(_Owned):
@@ -272,41 +264,35 @@ class Desc(_Owned):
         self.shape = tuple(int(d) for d in shape)
         if strides is None:
             status = lib.dll.dnnl_memory_desc_create_with_tag(
-                ctypes.byref(self.handle), len(shape), _dims(shape), _F32, _FORMAT_ANY
+                ctypes.byref(self.handle), len(shape), dims(shape), _F32, _FORMAT_ANY
             )
         else:
             status = lib.dll.dnnl_memory_desc_create_with_strides(
-                ctypes.byref(self.handle), len(shape), _dims(shape), _F32, _dims(strides)
+                ctypes.byref(self.handle), len(shape), dims(shape), _F32, dims(strides)
             )
         check(status, f"memory descriptor {list(shape)}")
-
-    @staticmethod
-    def of(
-        lib: _Library, array: np.ndarray, shape: Sequence[int] | None = None, axes: Sequence[int] | None = None
-    ) -> Desc:
-        """The descriptor of FLOAT ``array`` seen with logical ``shape``, its axes taken in order ``axes`` of the
-        array's (a channels-last ``[N, H, W, C]`` buffer as ``[N, C, H, W]``: ``axes=(0, 3, 1, 2)``)."""
-        order = list(axes) if axes is not None else list(range(array.ndim))
-        strides = [array.strides[a] // array.itemsize for a in order]
-        return Desc(lib, shape if shape is not None else [array.shape[a] for a in order], strides)
 
 
 class Memory(_Owned):
     """A memory object over ``address`` described by ``desc`` (a :class:`Desc`, or a descriptor a primitive owns);
     ``hold``: the array at that address, kept alive with it."""
 
-    __slots__ = ("address", "desc", "desc_shape", "hold", "owner")
+    __slots__ = ("address", "desc", "hold", "owner")
 
     def __init__(self, lib: _Library, desc: Any, address: int, hold: Any = None) -> None:
         super().__init__(lib.dll.dnnl_memory_destroy)
         self.desc = _ptr(desc)
         self.owner = desc  # the descriptor lives as long as the memory
-        self.desc_shape = list(desc.shape) if isinstance(desc, Desc) else []
         self.hold = hold
         check(
             lib.dll.dnnl_memory_create(ctypes.byref(self.handle), self.desc, lib.engine, _P(address)), "memory_create"
         )
         self.address = address
+
+    @property
+    def desc_shape(self) -> list[int]:
+        """The logical shape of a :class:`Desc` it was made with (empty for a primitive's descriptor)."""
+        return list(self.owner.shape) if isinstance(self.owner, Desc) else []
 
     def point(self, lib: _Library, address: int) -> None:
         """Make the memory read or write at ``address`` (set only when it moved)."""
@@ -336,13 +322,13 @@ class PostOps(_Owned):
 
     def add(self, desc: Desc) -> int:
         """Append the addition of a tensor described by ``desc``; returns its argument index
-        (:func:`post_op_input`)."""
+        (``DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1``)."""
         check(self.lib.dll.dnnl_post_ops_append_binary(self.handle, _BINARY_ADD, desc.handle), "post-op add")
         self.count += 1
-        return post_op_input(self.count - 1)
+        return _post_op_input(self.count - 1)
 
 
-def post_op_input(index: int) -> int:
+def _post_op_input(index: int) -> int:
     """The execution argument of the tensor read by post-op ``index`` (``DNNL_ARG_ATTR_MULTIPLE_POST_OP | SRC_1``)."""
     return _POST_OP_BASE * (index + 1) | ARG_SRC_1
 
@@ -435,8 +421,3 @@ def reorder(lib: _Library, source: np.ndarray, source_desc: Desc, target_desc: A
 def same_desc(lib: _Library, a: Any, b: Any) -> bool:
     """Whether two descriptors describe the same layout."""
     return bool(lib.dll.dnnl_memory_desc_equal(_ptr(a), _ptr(b)))
-
-
-def dims(values: Sequence[int]) -> Any:
-    """A ``dnnl_dims_t`` of ``values``."""
-    return _dims(values)

@@ -135,10 +135,7 @@ def convolution_onednn(
             if steps is None
             else _primitives(lib, op, source, target, added, x_shape, geometry, kernel, flops, steps)
         )
-        zeroed = [] if made is None else [m for m in (made[1], added) if m is not None]
-        uniform_after = op.uniform and (
-            made is None or not all(_equal_maps(p, source, target, zeroed, op.group) for p in made[0])
-        )
+        uniform_after = op.uniform and (made is None or not _maps_come_equal(op, made, source, target, added, formats))
         if uniform_after:  # the convolution alone, then its maps made equal and the epilogue (_uniform_maps)
             if residual is not None or torch_module() is None:
                 return None
@@ -228,6 +225,27 @@ def _primitives(
         weights = onednn.Memory(lib, layout, reordered.ctypes.data, hold=reordered)
         primitive.bind([*args, (onednn.ARG_WEIGHTS, weights)])
     return primitives, bias_memory
+
+
+def _maps_come_equal(
+    op: ConvolutionOperator,
+    made: tuple[list[onednn.Primitive], onednn.Memory | None],
+    source: onednn.Memory,
+    target: onednn.Memory,
+    added: onednn.Memory | None,
+    formats: Sequence[TensorFormat],
+) -> bool:
+    """Whether every primitive of ``made`` gives a uniform kernel's maps equal (:func:`_equal_maps`), probed once per
+    shapes, layouts and thread counts and kept with the layer's derived weights (a context whose outputs move binds
+    their writers again at each call)."""
+    primitives, bias = made
+    zeroed = [m for m in (bias, added) if m is not None]
+    key = (tuple(source.desc_shape), tuple(target.desc_shape), tuple(formats), tuple(p.threads for p in primitives))
+    return bool(
+        op.derived_weight(
+            "onednn-equal-maps", key, lambda: all(_equal_maps(p, source, target, zeroed, op.group) for p in primitives)
+        )
+    )
 
 
 def _equal_maps(

@@ -5,9 +5,9 @@ per direction setting: forward, reverse, or both concatenated) is made at bind, 
 reordered once from ONNX's gate order (``i o f c``) into oneDNN's (``i f c o``) and its layouts; a run is one
 execution over the whole sequence, then, for two directions, ``Y`` copied from oneDNN's ``[T, N, 2H]`` into ONNX's
 ``[T, 2, N, H]``. oneDNN's kernel blocks the recurrent products over the batch, which PyTorch's fused LSTM and the
-compiled loop (``recurrent_numba.py``) do not: one thread, bidirectional, 64 steps: 128 units at batch 8 2.75
-against PyTorch's 4.79 and onnxruntime's 3.20 ms; the CRNN's 512 -> 128 cell over 32 steps 0.50 against the
-loop's 0.66 and onnxruntime's 0.49 (``python benchmarks/lstm_cpu.py``, docs/benchmarks.md).
+compiled loop (``recurrent_numba.py``) do not: one thread, bidirectional, 64 steps: 128 units at batch 8 3.29
+against PyTorch's 3.93 and onnxruntime's 2.79 ms; the CRNN's 512 -> 128 cell over 32 steps 0.525 against the
+loop's 0.652 and onnxruntime's 0.491 (``python benchmarks/lstm_cpu.py``, docs/benchmarks.md).
 """
 
 from __future__ import annotations

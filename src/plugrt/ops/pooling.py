@@ -246,9 +246,10 @@ class PoolingOperator(TorchOperator):
         GPU) inputs; the padding is checked per shape in :meth:`torch_kernel`."""
         if self.mode not in ("MAX", "AVERAGE") or self.with_indices:
             return False
-        if self.window.ceil_mode and not (self.mode == "MAX" and self.window.rank == 2):
-            if not (self.xp is np and self.window.rank == 2 and onednn.available()):
-                return False  # 2-D MAX in ceil mode: the channels-last kernel takes it (the NCHW one declines)
+        # ceil mode: 2-D MAX through the channels-last kernel (the NCHW one declines), any 2-D window through oneDNN's
+        onednn_ceil = self.xp is np and self.window.rank == 2 and onednn.available()
+        if self.window.ceil_mode and not (self.mode == "MAX" and self.window.rank == 2) and not onednn_ceil:
+            return False
         if self.mode == "AVERAGE" and any(d != 1 for d in self.window.dilations):
             return False
         return self.window.rank <= 3 and super().torch_supports(types, shapes, constant)
