@@ -19,6 +19,13 @@ from plugrt.ops.torch_cpu_linear import linear
 
 torch = pytest.importorskip("torch")
 
+
+@pytest.fixture(autouse=True)
+def _torch_s_own_linear(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests pin torch's packed matrices: oneDNN's primitive called directly, which the products take first where its
+    library is there, is turned off (tests/unit/test_onednn_matmul.py pins that one)."""
+    monkeypatch.setenv("PLUGRT_ONEDNN", "0")
+
 RNG = np.random.default_rng(47)
 K, N, SHARED = 96, 80, 64
 IDX = np.array([0, 2], np.int64)

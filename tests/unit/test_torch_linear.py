@@ -15,6 +15,13 @@ from plugrt.ops.matrix_multiply import MatrixMultiplyOperator
 
 torch = pytest.importorskip("torch")
 
+
+@pytest.fixture(autouse=True)
+def _torch_s_own_linear(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests pin torch's linear: oneDNN's primitive called directly, which the products take first where its
+    library is there, is turned off (tests/unit/test_onednn_matmul.py pins that one)."""
+    monkeypatch.setenv("PLUGRT_ONEDNN", "0")
+
 RNG = np.random.default_rng(31)
 n = helper.make_node
 

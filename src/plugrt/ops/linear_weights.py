@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from .onednn_matmul import MatmulWeight, pack
 from .products import rows_first
 from .torch_cpu import TORCH_TACTIC, available, torch_module, view
 
@@ -44,9 +45,10 @@ _STATE: dict[str, Any] = {}
 
 
 class PackedMatrix:
-    """A product's constant ``[K, N]`` weight (``[N, K]`` where ``transposed``) as oneDNN's packed ``[N, K]``
-    matrix (``torch.ops.mkldnn._reorder_linear_weight``), packed when a kernel first asks for it
-    (:attr:`matrix`), which then drops the plain array."""
+    """A product's constant ``[K, N]`` weight (``[N, K]`` where ``transposed``) packed in oneDNN's layout, when a
+    kernel first asks for it (:attr:`matrix`), which then drops the plain array: for oneDNN's matmul primitive
+    called directly where its library is there (a :class:`~.onednn_matmul.MatmulWeight`), else as torch's packed
+    ``[N, K]`` matrix (``torch.ops.mkldnn._reorder_linear_weight``)."""
 
     def __init__(self, weight: np.ndarray, transposed: bool) -> None:
         self._plain: np.ndarray | None = weight
@@ -61,7 +63,8 @@ class PackedMatrix:
 
     @property
     def matrix(self) -> Any:
-        """oneDNN's packed ``[N, K]`` matrix (packed now on the first call)."""
+        """The packed matrix (packed now on the first call): a :class:`~.onednn_matmul.MatmulWeight`, or torch's
+        packed ``[N, K]`` tensor."""
         if self._packed is None:
             with self._lock:  # contexts may bind in threads of their own
                 if self._packed is None and self._plain is not None:
@@ -72,6 +75,9 @@ class PackedMatrix:
         return self._packed
 
     def _pack(self, weight: np.ndarray) -> Any:
+        direct = pack(weight.reshape(weight.shape[-2:]), self.transposed)
+        if direct is not None:  # packed for oneDNN's matmul primitive called directly (ops/onednn_matmul.py)
+            return direct
         reorder = torch_module().ops.mkldnn._reorder_linear_weight
         matrix = view(weight.reshape(weight.shape[-2:]))
         rows = matrix if self.transposed else matrix.t()  # [N, K]
@@ -83,9 +89,13 @@ class PackedMatrix:
         plain = self._plain if self._plain is not None else self._kept
         if plain is not None:
             return plain
-        dense = self.matrix.to_dense()  # [N, K]
-        matrix = dense if self.transposed else dense.t().contiguous()
-        array = np.asarray(matrix.numpy(), dtype=self.dtype).reshape(self.shape)
+        packed = self.matrix
+        if isinstance(packed, MatmulWeight):
+            array = packed.plain(self.shape, self.transposed)
+        else:
+            dense = packed.to_dense()  # [N, K]
+            matrix = dense if self.transposed else dense.t().contiguous()
+            array = np.asarray(matrix.numpy(), dtype=self.dtype).reshape(self.shape)
         array.flags.writeable = False
         if keep:
             self._kept = array

@@ -53,6 +53,7 @@ __all__ = [
     "available",
     "fast_primitives",
     "library",
+    "pointer",
 ]
 
 #: the environment variable that turns the direct oneDNN kernels off ("0", "off", "false", "no")
@@ -238,7 +239,7 @@ class _Owned:
             self.handle = _P()
 
 
-def _ptr(value: Any) -> _P:
+def pointer(value: Any) -> _P:
     """A pointer argument: an owned handle's, a pointer's, or an address (None: null); never a bare int, which
     ctypes would pass as a 32-bit C int."""
     if isinstance(value, _Owned):
@@ -281,7 +282,7 @@ class Memory(_Owned):
 
     def __init__(self, lib: _Library, desc: Any, address: int, hold: Any = None) -> None:
         super().__init__(lib.dll.dnnl_memory_destroy)
-        self.desc = _ptr(desc)
+        self.desc = pointer(desc)
         self.owner = desc  # the descriptor lives as long as the memory
         self.hold = hold
         check(
@@ -399,7 +400,7 @@ def reordering(lib: _Library, source: Any, target: Any) -> Primitive:
 
     def make(pd: Any, attr: Any) -> int:
         status: int = lib.dll.dnnl_reorder_primitive_desc_create(
-            pd, _ptr(source), lib.engine, _ptr(target), lib.engine, attr
+            pd, pointer(source), lib.engine, pointer(target), lib.engine, attr
         )
         return status
 
@@ -408,7 +409,7 @@ def reordering(lib: _Library, source: Any, target: Any) -> Primitive:
 
 def reorder(lib: _Library, source: np.ndarray, source_desc: Desc, target_desc: Any) -> np.ndarray:
     """``source`` (described by ``source_desc``) reordered into a new buffer laid out as ``target_desc``."""
-    target = np.zeros(max(int(lib.dll.dnnl_memory_desc_get_size(_ptr(target_desc))), 4) // 4, np.float32)
+    target = np.zeros(max(int(lib.dll.dnnl_memory_desc_get_size(pointer(target_desc))), 4) // 4, np.float32)
     source = np.ascontiguousarray(source, np.float32)
     primitive = reordering(lib, source_desc, target_desc)
     src = Memory(lib, source_desc, source.ctypes.data, hold=source)
@@ -420,4 +421,4 @@ def reorder(lib: _Library, source: np.ndarray, source_desc: Desc, target_desc: A
 
 def same_desc(lib: _Library, a: Any, b: Any) -> bool:
     """Whether two descriptors describe the same layout."""
-    return bool(lib.dll.dnnl_memory_desc_equal(_ptr(a), _ptr(b)))
+    return bool(lib.dll.dnnl_memory_desc_equal(pointer(a), pointer(b)))

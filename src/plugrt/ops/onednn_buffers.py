@@ -98,15 +98,17 @@ def launcher(
     out: np.ndarray,
     out_format: TensorFormat,
     after: Sequence[Any] = (),
+    before: Sequence[Any] = (),
 ) -> Kernel:
     """A layer's run: each buffer it ``reads`` (the buffer, its format, the memory the primitive reads, the reorder
     staging it or None) taken from its hand-over slot where a PyTorch kernel left a tensor there (HWC), LINEAR ones
-    staged channels-last; the primitive made for :func:`~.blas_threads.threads_for`'s count; then ``after`` (the
-    output's reorder, other finishing steps: callables or primitives) in order; an HWC output's slot emptied."""
+    staged channels-last, and the steps ``before`` (callables) run; the primitive made for
+    :func:`~.blas_threads.threads_for`'s count; then ``after`` (the output's reorder, other finishing steps: callables
+    or primitives) in order; an HWC output's slot emptied."""
     single = primitives[0] if len(primitives) == 1 else None
     by_count = {p.threads: p for p in primitives}
     handed = [(hand_over(a), a, memory) for a, fmt, memory, _ in reads if fmt == TensorFormat.HWC]
-    moves = [move for _, _, _, move in reads if move is not None]
+    moves = [move.run for _, _, _, move in reads if move is not None] + list(before)
     finishing = [step.run if isinstance(step, onednn.Primitive) else step for step in after]
     slot = hand_over(out) if out_format == TensorFormat.HWC else None
 
@@ -117,8 +119,8 @@ def launcher(
             pixels = source_pixels(given.tensor, buffer)
             memory.point(lib, pixels.ctypes.data)
             taken.append(pixels)  # (held until oneDNN has read them)
-        for move in moves:  # LINEAR tensors into the channels-last buffers the primitive reads
-            move.run()
+        for move in moves:  # LINEAR tensors into the channels-last buffers the primitive reads, other preparations
+            move()
         primitive.run()
         for step in finishing:
             step()

@@ -1,0 +1,182 @@
+"""oneDNN's matmul primitive called directly (``ops/onednn_matmul.py``) for products by a constant matrix: results
+against a float64 reference, weights packed without torch and given back bit for bit, every way ``a``, the weight
+and the bias come, the cases it declines, and whole models whose products take it. Skips without the library."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import plugrt
+from plugrt.ops import blas_threads, onednn, onednn_buffers
+from plugrt.ops.linear_weights import PackedMatrix, packed_matrix, placeholder, stored_weights, unpacked
+from plugrt.ops.onednn_matmul import MatmulWeight, pack, product_onednn
+from plugrt.ops.torch_cpu_linear import linear
+
+pytestmark = pytest.mark.skipif(not onednn.available(), reason="needs oneDNN (pip install 'plugrt[onednn]')")
+
+RNG = np.random.default_rng(5)
+K, N = 72, 56
+
+
+@pytest.fixture(autouse=True)
+def _onednn_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(onednn.ENV_SWITCH, raising=False)
+    monkeypatch.delenv(onednn.LIBRARY_VARIABLE, raising=False)
+
+
+def _random(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def _close(got: np.ndarray, want: np.ndarray) -> None:
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-6 * max(float(np.abs(want).max()), 1.0))
+
+
+def _run(a: np.ndarray, weight: np.ndarray | MatmulWeight, transposed: bool, bias: np.ndarray | None) -> np.ndarray:
+    out = np.full((*a.shape[:-1], N), np.nan, np.float32)
+    kernel = product_onednn(a, weight, transposed, bias, out)
+    assert kernel is not None
+    kernel()
+    return out
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize("rows", [1, 7, 130])
+def test_products_by_plain_and_packed_weights(transposed: bool, with_bias: bool, rows: int) -> None:
+    weight = _random(N, K) if transposed else _random(K, N)
+    bias = _random(N) if with_bias else None
+    a = _random(2, rows, K)
+    plain = weight.T if transposed else weight
+    want = a.astype(np.float64) @ plain + (0 if bias is None else bias)
+    _close(_run(a, weight, transposed, bias), want)
+    packed = pack(weight, transposed)
+    assert packed is not None and packed.cols == N
+    _close(_run(a, packed, transposed, bias), want)
+
+
+def test_a_packed_weight_is_given_back_bit_for_bit() -> None:
+    for transposed in (False, True):
+        weight = _random(1, N, K) if transposed else _random(1, K, N)  # leading dimensions of one
+        place = placeholder(PackedMatrix(weight, transposed))
+        matrix = packed_matrix(place)
+        assert matrix is not None
+        assert isinstance(matrix.matrix, MatmulWeight)  # packed without torch
+        back = unpacked(place)
+        assert back.shape == weight.shape and not back.flags.writeable
+        np.testing.assert_array_equal(back, weight)
+
+
+def test_rows_that_are_not_one_matrix_are_staged_and_strided_rows_are_read_in_place() -> None:
+    weight, bias = _random(K, N), _random(N)
+    transposed_rows = _random(5, 3, K).transpose(1, 0, 2)  # not one strided matrix: copied into one at each run
+    want = transposed_rows.astype(np.float64) @ weight + bias
+    _close(_run(transposed_rows, weight, False, bias), want)
+    wide = _random(9, K + 8)[:, :K]  # one matrix, rows K + 8 apart: read where it is
+    _close(_run(wide, weight, False, None), wide.astype(np.float64) @ weight)
+    transposed_rows[...] = _random(3, 5, K)  # the staged copy is made at every run, not once
+    out = np.empty((3, 5, N), np.float32)
+    kernel = product_onednn(transposed_rows, weight, False, bias, out)
+    assert kernel is not None
+    for _ in range(2):
+        transposed_rows += 1.0
+        kernel()
+        _close(out, transposed_rows.astype(np.float64) @ weight + bias)
+
+
+def test_no_rows_is_a_run_that_does_nothing() -> None:
+    out = np.empty((0, N), np.float32)
+    kernel = product_onednn(np.empty((0, K), np.float32), _random(K, N), False, None, out)
+    assert kernel is not None
+    kernel()
+
+
+def test_what_it_declines() -> None:
+    weight, a, out = _random(K, N), _random(4, K), np.empty((4, N), np.float32)
+    assert product_onednn(a.astype(np.float64), weight, False, None, out) is None  # not FLOAT
+    assert product_onednn(a, weight.astype(np.float16), False, None, out) is None
+    assert product_onednn(a, weight, False, None, np.empty((4, N), np.float64)) is None
+    assert product_onednn(a, weight, False, None, np.empty((N, 4), np.float32).T) is None  # out not C-ordered
+    assert product_onednn(a, weight, False, None, np.empty((4, N + 1), np.float32)) is None  # wrong width
+    assert product_onednn(np.empty((4, 0), np.float32), np.empty((0, N), np.float32), False, None, out) is None
+    assert pack(weight.astype(np.float64), False) is None
+    assert pack(np.empty((0, N), np.float32), False) is None
+
+
+def test_the_library_turned_off_leaves_torch_s_linear_or_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(onednn.ENV_SWITCH, "0")
+    assert pack(_random(K, N), False) is None
+    assert product_onednn(_random(4, K), _random(K, N), False, None, np.empty((4, N), np.float32)) is None
+
+
+def test_one_primitive_per_thread_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large product is made for one thread and for the engine's count; the run picks by the machine's load."""
+    monkeypatch.setattr(blas_threads, "engine_threads", lambda: 2)
+    monkeypatch.setattr(onednn_buffers, "engine_threads", lambda: 2)
+    made = []
+    real = onednn.Primitive.__init__
+
+    def recording(self, lib, make, post_ops, threads):  # type: ignore[no-untyped-def]
+        made.append(threads)
+        real(self, lib, make, post_ops, threads)
+
+    monkeypatch.setattr(onednn.Primitive, "__init__", recording)
+    weight, a = _random(K, N), _random(4000, K)
+    want = a.astype(np.float64) @ weight
+    for busy in (False, True):
+        monkeypatch.setattr(blas_threads, "_machine_busy", lambda busy=busy: busy)
+        _close(_run(a, weight, False, None), want)
+    assert made == [1, 2, 1, 2]
+
+
+def _model(transposed: bool) -> object:
+    weight = _random(N, K) if transposed else _random(K, N)
+    nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=int(transposed), alpha=0.5, beta=2.0)]
+    graph = helper.make_graph(
+        nodes,
+        "gemm",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["rows", K])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(_random(N), "b")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_a_model_s_products_run_it_and_plans_keep_the_original_bytes(
+    monkeypatch: pytest.MonkeyPatch, transposed: bool
+) -> None:
+    pytest.importorskip("torch")  # (the tactic is PyTorch's; its products take this kernel first)
+    model = _model(transposed)
+    x = _random(33, K)
+    monkeypatch.setenv("PLUGRT_TORCH", "0")
+    plain = plugrt.compile(model)
+    want = plain(x=x)["y"]
+    monkeypatch.setenv("PLUGRT_TORCH", "always")
+    compiled = plugrt.compile(model)
+    got = compiled(x=x)["y"]
+    _close(got, want)
+    assert compiled.engine.packed_weights == 1
+    modules = {getattr(fn, "__module__", "") for _, fn, _ in compiled.context._executor._calls}
+    assert "plugrt.ops.onednn_buffers" in modules  # the primitive's run (ops/onednn_buffers.launcher)
+    data = compiled.serialize()
+    assert plugrt.Runtime(plugrt.Logger()).deserialize_cuda_engine(data).plan.to_bytes() == bytes(data)
+    stored = stored_weights(compiled.engine.plan.weights)  # what a plan file holds: the original bytes
+    for name, array in plain.engine.plan.weights.items():
+        np.testing.assert_array_equal(stored[name], array)
+
+
+def test_linear_takes_it_first_and_a_declined_packed_weight_falls_to_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    weight = _random(K, N)
+    place = placeholder(PackedMatrix(weight, False))
+    a, out = _random(6, K), np.empty((6, N), np.float32)
+    kernel = linear(a, place, False, None, out)
+    assert kernel is not None and kernel.__module__ == "plugrt.ops.onednn_buffers"
+    kernel()
+    _close(out, a.astype(np.float64) @ weight)
+    import plugrt.ops.torch_cpu_linear as linear_module
+
+    monkeypatch.setattr(linear_module, "product_onednn", lambda *args: None)
+    assert linear(a, place, False, None, out) is None  # torch's linear cannot read oneDNN's own packing
