@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import plugrt
 from plugrt.ops import blas_threads, onednn, onednn_buffers
-from plugrt.ops.linear_weights import PackedMatrix, packed_matrix, placeholder, stored_weights, unpacked
+from plugrt.ops.linear_weights import PackedMatrix, matmul_weight, packed_matrix, placeholder, stored_weights, unpacked
 from plugrt.ops.onednn_matmul import MatmulWeight, pack, product_onednn
 from plugrt.ops.torch_cpu_linear import linear
 
@@ -168,15 +168,15 @@ def test_a_model_s_products_run_it_and_plans_keep_the_original_bytes(
         np.testing.assert_array_equal(stored[name], array)
 
 
-def test_linear_takes_it_first_and_a_declined_packed_weight_falls_to_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_weight_packed_for_it_is_not_given_to_torch_s_linear() -> None:
+    """A weight packed for the direct primitive: torch's linear declines it (the operator's own kernel unpacks it
+    where the primitive declines too), and :func:`matmul_weight` hands the packing to the primitive."""
+    pytest.importorskip("torch")
     weight = _random(K, N)
     place = placeholder(PackedMatrix(weight, False))
     a, out = _random(6, K), np.empty((6, N), np.float32)
-    kernel = linear(a, place, False, None, out)
-    assert kernel is not None and kernel.__module__ == "plugrt.ops.onednn_buffers"
-    kernel()
-    _close(out, a.astype(np.float64) @ weight)
-    import plugrt.ops.torch_cpu_linear as linear_module
-
-    monkeypatch.setattr(linear_module, "product_onednn", lambda *args: None)
-    assert linear(a, place, False, None, out) is None  # torch's linear cannot read oneDNN's own packing
+    assert linear(a, place, False, None, out) is None
+    packed = matmul_weight(place)
+    assert isinstance(packed, MatmulWeight)
+    _close(_run(a, packed, False, None), a.astype(np.float64) @ weight)
+    assert matmul_weight(weight) is weight  # a plain array as it is

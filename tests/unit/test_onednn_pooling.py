@@ -192,6 +192,7 @@ def test_asymmetric_padding_keeps_a_channels_last_run(monkeypatch: pytest.Monkey
 def test_channels_last_support_follows_the_library(monkeypatch: pytest.MonkeyPatch) -> None:
     """Asymmetric padding is offered the channels-last tactic with oneDNN, not without (PyTorch's pooling)."""
     op = PoolingOperator({"mode": "MAX", "kernel_shape": [3, 3], "strides": [2, 2], "pads": [0, 0, 1, 1]})
+    monkeypatch.setenv("PLUGRT_TORCH", "1")  # (the tactic's switch turns its direct kernels off too)
     assert op.channels_last_supports([DataType.FLOAT], [(1, 4, 14, 14)], [False])
     monkeypatch.setenv(onednn.ENV_SWITCH, "0")
     assert not op.channels_last_supports([DataType.FLOAT], [(1, 4, 14, 14)], [False])

@@ -25,6 +25,13 @@ except ImportError:  # the tests that need it skip
 needs_torch = pytest.mark.skipif(torch is None, reason="needs torch (pip install 'plugrt[torch]')")
 
 
+@pytest.fixture(autouse=True)
+def _torch_s_own_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests pin the tactic with PyTorch's kernels: its kernels that call oneDNN directly, which come first
+    where the library is there, are turned off (tests/unit/test_onednn_*.py pin those)."""
+    monkeypatch.setenv("PLUGRT_ONEDNN", "0")
+
+
 class Collect(ILogger):
     def __init__(self) -> None:
         super().__init__(Severity.VERBOSE)

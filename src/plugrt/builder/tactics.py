@@ -105,7 +105,10 @@ def _bindings(
     fill: bool,
     backend: Backend,
     formats: list[TensorFormat] | None = None,
+    constant: list[bool] | None = None,
 ) -> list[Binding]:
+    """Timing buffers of ``specs`` (shape, type), random where ``fill``, in ``formats``; ``constant``: which stand for
+    engine constants (a kernel that reorders a constant once at bind may decline a tensor that is not one)."""
     result = []
     for k, (shape, dtype) in enumerate(specs):
         fmt = formats[k] if formats is not None else TensorFormat.LINEAR
@@ -114,7 +117,9 @@ def _bindings(
             host[...] = rng.standard_normal(host.shape) if host.dtype.kind == "f" else 0
         array = host if backend.host_memory else backend.xp.asarray(host)
         dims = Dims(shape)
-        result.append(Binding(shape, dtype, fmt, 1.0, backend.address_of(array), array, partial(_same, dims)))
+        known = bool(constant and constant[k])
+        binding = Binding(shape, dtype, fmt, 1.0, backend.address_of(array), array, partial(_same, dims), constant=known)
+        result.append(binding)
     return result
 
 
@@ -158,6 +163,7 @@ def _time_variants(
         for names in (layer.inputs, layer.outputs)
     ]
     ins = len(specs[0])
+    constants = [state.tensors[t].role == "constant" for t in layer.inputs]
     bound: dict[tuple[Any, ...], tuple[list[Binding], list[Binding]]] = {}
     stream = 0 if backend.host_memory else backend.current_stream()
     # the product's weight as the engine would hold it for each tactic: packed for oneDNN, rows first for NumPy
@@ -171,7 +177,7 @@ def _time_variants(
             if key not in bound:
                 rng = np.random.default_rng(0)  # the same values in every layout
                 bound[key] = (
-                    _bindings(specs[0], rng, True, backend, formats and formats[:ins]),
+                    _bindings(specs[0], rng, True, backend, formats and formats[:ins], constants),
                     _bindings(specs[1], rng, False, backend, formats and formats[ins:]),
                 )
                 if layout is not None:

@@ -18,9 +18,11 @@ import numpy as np
 
 from ..core.errors import NetworkError
 from ..core.types import DataType
+from . import onednn
 from .base import register_operator
 from .elementwise import FLOAT_TYPES, expect_inputs
 from .fast_math import BLOCK, gelu_erf_into
+from .onednn_elementwise import eltwise_onednn
 from .params import param
 from .shared_rules import SameShape, expect_type
 from .torch_cpu import Kernel as TorchKernel
@@ -214,6 +216,19 @@ class ActivationOperator(SameShape, TorchOperator):
     ) -> bool:
         """FLOAT, for the types in ``torch_cpu_kernels.ACTIVATIONS``."""
         return self.type in TORCH_ACTIVATIONS and super().torch_supports(types, shapes, constant)
+
+    def direct_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """The types oneDNN's eltwise primitive computes as PyTorch does (``onednn.STANDALONE_ACTIVATIONS``)."""
+        return self.type in onednn.STANDALONE_ACTIVATIONS
+
+    def direct_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> TorchKernel | None:
+        """oneDNN's eltwise primitive called directly (``ops/onednn_elementwise.py``)."""
+        if self.type not in onednn.STANDALONE_ACTIVATIONS:
+            return None
+        name, alpha, beta = onednn.ACTIVATIONS[self.type](self.alpha, self.beta)
+        return eltwise_onednn(name, alpha, beta, inputs[0], outputs[0])
 
     def torch_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> TorchKernel | None:
         if self.type not in TORCH_ACTIVATIONS:

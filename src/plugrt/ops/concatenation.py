@@ -103,6 +103,12 @@ class ConcatenationOperator(TorchOperator):
         concatenate copies as fast)."""
         return [t for t in super().tactics(types, shapes, constant) if t != TORCH_TACTIC] or [NUMPY_TACTIC]
 
+    def torch_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """Where the channels-last kernel applies (its only PyTorch kernel; torch is not imported for the rest)."""
+        return super().torch_supports(types, shapes, constant) and self.channels_last_supports(types, shapes, constant)
+
     def channels_last_supports(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> bool:

@@ -202,6 +202,24 @@ class ConvolutionOperator(TorchOperator):
         """The input, the residual and the output."""
         return [0, *([inputs - 1] if self.residual else []), inputs]
 
+    def direct_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """FLOAT 2-D convolutions with the kernel (and bias) as weights (:func:`~.onednn_conv.convolution_onednn`)."""
+        return self.window.rank == 2 and "kernel" in self.weights and self.bias_input is None
+
+    def direct_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
+        """oneDNN's convolution called directly (``ops/onednn_conv.py``), channels-last or through channels-last
+        copies of LINEAR tensors."""
+        if self.tactic == CHANNELS_LAST_TACTIC:
+            positions = self.channels_last_positions(len(inputs), len(outputs))
+            formats = [self.formats[p] for p in positions]
+        elif any(f != TensorFormat.LINEAR for f in self.formats):
+            return None
+        else:
+            formats = self.formats
+        return convolution_onednn(self, inputs[0], outputs[0], inputs[-1] if self.residual else None, formats)
+
     def torch_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
         residual = inputs[-1] if self.residual else None
         if self.tactic == CHANNELS_LAST_TACTIC:
@@ -209,19 +227,12 @@ class ConvolutionOperator(TorchOperator):
             formats = [self.formats[p] for p in positions]
             if self.xp is not np:  # cuDNN takes channels-last tensors as they are: NHWC kernels, no reorders
                 return torch_convolution(self, inputs[0], None, None, outputs[0], residual, formats)
-            direct = convolution_onednn(self, inputs[0], outputs[0], residual, formats)
-            if direct is not None:  # oneDNN's primitive called directly (ops/onednn_conv.py)
-                return direct
             loop = depthwise_channels_last(self, inputs[0], outputs[0], residual, formats)
             if loop is not None:  # a small depthwise layer: Numba's compiled loop (ops/depthwise_numba.py)
                 return loop
             return convolution_channels_last(self, inputs[0], outputs[0], residual, formats)
         if any(f != TensorFormat.LINEAR for f in self.formats):
             return None
-        if self.xp is np:  # oneDNN's primitive called directly, through channels-last copies (ops/onednn_conv.py)
-            direct = convolution_onednn(self, inputs[0], outputs[0], residual, self.formats)
-            if direct is not None:
-                return direct
         kernel = None if "kernel" in self.weights else inputs[1]
         bias = None if self.bias_input is None else inputs[self.bias_input]
         return torch_convolution(self, inputs[0], kernel, bias, outputs[0], residual)

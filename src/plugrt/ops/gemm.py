@@ -25,8 +25,9 @@ from ..shape import constant
 from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .blas_threads import blas_runs_alone
 from .elementwise import label, merge_dim
-from .linear_weights import packed_matrix, unpacked
+from .linear_weights import matmul_weight, packed_matrix, unpacked
 from .matrix_multiply import product_then_bias
+from .onednn_matmul import product_onednn
 from .params import param
 from .product_parts import matmul_parts_into
 from .shared_rules import expect_float_inputs
@@ -116,6 +117,19 @@ class GemmOperator(TorchOperator):
         if self.xp is np:
             return self._linear() and super().torch_supports(types, shapes, constant) and linear_available()
         return not self.uniform and super().torch_supports(types, shapes, constant)
+
+    def direct_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """As oneDNN's linear through PyTorch (:meth:`torch_supports`)."""
+        return self._linear()
+
+    def direct_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
+        """oneDNN's matmul primitive called directly (``ops/onednn_matmul.py``)."""
+        if not self._linear():
+            return None
+        bias = self.weight("c") if self.has_c else None
+        return product_onednn(inputs[0], matmul_weight(self.weight("b")), self.trans_b, bias, outputs[0])
 
     def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
         if self.xp is np:

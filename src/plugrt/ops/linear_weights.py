@@ -27,11 +27,12 @@ import numpy as np
 
 from .onednn_matmul import MatmulWeight, pack
 from .products import rows_first
-from .torch_cpu import TORCH_TACTIC, available, torch_module, view
+from .torch_cpu import TORCH_TACTIC, available, direct_runs, torch_module, view
 
 __all__ = [
     "PackedMatrix",
     "PackedWeight",
+    "matmul_weight",
     "pack_product_weights",
     "packable_weights",
     "packed_matrix",
@@ -127,6 +128,17 @@ def packed_matrix(weight: Any) -> PackedMatrix | None:
     return weight.packed if isinstance(weight, PackedWeight) else None
 
 
+def matmul_weight(weight: np.ndarray) -> np.ndarray | MatmulWeight:
+    """``weight`` as oneDNN's matmul called directly takes it: the :class:`~.onednn_matmul.MatmulWeight` a
+    :class:`PackedWeight` stands for (packed now on the first call), the original array of one torch packed, or
+    ``weight`` itself."""
+    matrix = packed_matrix(weight)
+    if matrix is None:
+        return weight
+    packed = matrix.matrix
+    return packed if isinstance(packed, MatmulWeight) else unpacked(weight, keep=True)
+
+
 def unpacked(weight: np.ndarray, keep: bool = False) -> np.ndarray:
     """``weight`` itself, or for a :class:`PackedWeight` the original array (see :meth:`PackedMatrix.original`),
     viewed as ``weight`` is."""
@@ -207,7 +219,7 @@ def pack_product_weights(plan: Any) -> int:
     from .torch_cpu_linear import linear_available
 
     count = 0
-    if available() and linear_available():
+    if direct_runs(np) or (available() and linear_available()):  # (torch not imported where oneDNN packs them)
         for key, transposed in packable_weights(plan.layers, set(plan.io), _takes_linear).items():
             weight = plan.weights.get(key)
             if _packable(weight):

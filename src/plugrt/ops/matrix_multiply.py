@@ -26,7 +26,8 @@ from ..shape import IDimensionExpr
 from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .blas_threads import blas_runs_alone
 from .elementwise import FLOAT_TYPES, broadcast_dim, expect_inputs, label, merge_dim
-from .linear_weights import packed_matrix, unpacked
+from .linear_weights import matmul_weight, packed_matrix, unpacked
+from .onednn_matmul import product_onednn
 from .product_parts import matmul_parts_into
 from .torch_cpu import Kernel, TorchOperator, torch_module, view
 from .torch_cpu_linear import linear, linear_available
@@ -141,22 +142,39 @@ class MatrixMultiplyOperator(TorchOperator):
         if self.xp is not np:
             return super().torch_supports(types, shapes, constant)
         return (
-            type(self).run is MatrixMultiplyOperator.run
-            and self.ops[0] == "NONE"
-            and self.ops[1] != "VECTOR"
-            and constant[1]
-            and len(shapes[0]) >= 2
-            and all(d == 1 for d in shapes[1][:-2])
+            self.direct_supports(types, shapes, constant)
             and super().torch_supports(types, shapes, constant)
             and linear_available()
         )
 
+    def direct_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """``a`` (not transposed) times a constant matrix ``b`` (leading dimensions of one); not for subclasses with
+        kernels of their own (the INT8 products)."""
+        return (
+            self._by_matrix()
+            and constant[1]
+            and len(shapes[0]) >= 2
+            and all(d == 1 for d in shapes[1][:-2])
+        )
+
+    def _by_matrix(self) -> bool:
+        """Whether this is a plain product of ``a`` (not transposed) by a matrix (the INT8 subclasses are not)."""
+        return type(self).run is MatrixMultiplyOperator.run and self.ops[0] == "NONE" and self.ops[1] != "VECTOR"
+
+    def direct_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
+        """oneDNN's matmul primitive called directly (``ops/onednn_matmul.py``)."""
+        b = inputs[1]
+        if not self._by_matrix() or any(d != 1 for d in b.shape[:-2]):
+            return None
+        bias = inputs[2] if self.bias else None
+        return product_onednn(inputs[0], matmul_weight(b), self.ops[1] == "TRANSPOSE", bias, outputs[0])
+
     def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
         if self.xp is np:
             b = inputs[1]
-            if type(self).run is not MatrixMultiplyOperator.run or self.ops[0] != "NONE" or self.ops[1] == "VECTOR":
-                return None
-            if any(d != 1 for d in b.shape[:-2]):
+            if not self._by_matrix() or any(d != 1 for d in b.shape[:-2]):
                 return None
             return linear(inputs[0], b, self.ops[1] == "TRANSPOSE", inputs[2] if self.bias else None, outputs[0])
         torch = torch_module()

@@ -29,6 +29,7 @@ from ..core.types import DataType
 from ..shape import constant
 from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import label
+from .onednn_elementwise import layer_norm_onednn
 from .params import param
 from .shared_rules import expect_float_inputs
 from .torch_cpu import Kernel, TorchOperator
@@ -207,6 +208,16 @@ class NormalizationOperator(TorchOperator):
         if self.stash or self.residual or (self.mode == "group" and self.per_group):
             return False
         return super().torch_supports(types, shapes, constant)
+
+    def direct_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """Layer normalization without statistics outputs or a residual (``ops/onednn_elementwise.py``)."""
+        return self.mode == "layer" and not (self.stash or self.residual)
+
+    def direct_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
+        """oneDNN's layer-normalization primitive called directly (``ops/onednn_elementwise.py``)."""
+        return layer_norm_onednn(self, inputs, outputs[0])
 
     def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
         return torch_normalization(self, inputs, outputs[0])

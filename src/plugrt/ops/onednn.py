@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "ACTIVATIONS",
     "ARG_BIAS",
     "ARG_DST",
     "ARG_DST_ITER",
@@ -45,6 +46,8 @@ __all__ = [
     "ENV_SWITCH",
     "FORWARD_INFERENCE",
     "LIBRARY_VARIABLE",
+    "STANDALONE_ACTIVATIONS",
+    "UNARY",
     "Desc",
     "Memory",
     "OneDnnError",
@@ -81,12 +84,34 @@ _BINARY_ADD = 0x1FFF0
 ELTWISE = {
     "relu": 0x20,
     "tanh": 0x21,
+    "sqrt": 0x25,
     "linear": 0x26,
     "hardsigmoid": 0x28,
     "logistic": 0x29,
+    "gelu_tanh": 0x2B,
     "clip": 0x2E,
+    "gelu_erf": 0x31,
     "hardswish": 0x34,
 }
+#: the engine's activation types oneDNN computes: type -> (alpha, beta) -> (eltwise algorithm, its alpha, its beta)
+ACTIVATIONS: dict[str, Callable[[float, float], tuple[str, float, float]]] = {
+    "RELU": lambda a, b: ("relu", 0.0, 0.0),
+    "LEAKY_RELU": lambda a, b: ("relu", a, 0.0),
+    "CLIP": lambda a, b: ("clip", a, b),
+    "HARD_SWISH": lambda a, b: ("hardswish", 1.0 / 6.0, 0.5),
+    "HARD_SIGMOID": lambda a, b: ("hardsigmoid", a, b),
+    "SIGMOID": lambda a, b: ("logistic", 0.0, 0.0),
+    "TANH": lambda a, b: ("tanh", 0.0, 0.0),
+    "GELU_ERF": lambda a, b: ("gelu_erf", 0.0, 0.0),
+    "GELU_TANH": lambda a, b: ("gelu_tanh", 0.0, 0.0),
+}
+#: the activation types a layer of its own runs as oneDNN's eltwise primitive: those whose special values are
+#: PyTorch's (oneDNN's relu, clip and hardsigmoid give a NaN a number; GELU of -inf, and of +inf in its erf form, is
+#: NaN as in PyTorch and onnxruntime)
+STANDALONE_ACTIVATIONS = frozenset({"LEAKY_RELU", "SIGMOID", "TANH", "HARD_SWISH", "GELU_ERF", "GELU_TANH"})
+#: the unary functions oneDNN computes as NumPy does: the engine's op -> eltwise algorithm (oneDNN 3.2's exp gives a
+#: NaN +inf, its log is off for subnormal inputs)
+UNARY = {"SQRT": "sqrt"}
 ARG_SRC = 1
 ARG_SRC_1 = 2
 #: a recurrent primitive's initial hidden and cell states, final ones, and recurrent weights

@@ -3,8 +3,8 @@
 layer's run.
 
 oneDNN's fast kernels read and write channels-last tensors (``[N, H, W, C]``, ``TensorFormat.HWC``): a LINEAR
-(NCHW) tensor of more than one channel goes through a channels-last buffer of the layer's and a reorder primitive;
-one of one channel is the same bytes and is told so. Every buffer is described with the dense strides of its layout,
+(NCHW) tensor of more than one channel and pixel goes through a channels-last buffer of the layer's and a reorder
+primitive; one of one channel or one pixel is the same bytes and is told so. Every buffer is described with the dense strides of its layout,
 also along axes of one element (oneDNN recognises a layout by them: a one-pixel-wide map described with a buffer's
 own strides got only the reference kernel).
 """
@@ -62,10 +62,10 @@ def staged(
     lib: Any, array: np.ndarray, fmt: TensorFormat, shape: list[int], into: bool
 ) -> tuple[onednn.Memory, onednn.Primitive | None]:
     """The memory a primitive reads (``into``) or writes for the buffer ``array`` stored as ``fmt``, of logical shape
-    ``shape`` as oneDNN is told it: the buffer itself, or for a LINEAR tensor of more than one channel a
+    ``shape`` as oneDNN is told it: the buffer itself, or for a LINEAR tensor of more than one channel and pixel a
     channels-last buffer made here with the reorder primitive between the two (run before the layer's primitive for
     what it reads, after it for what it writes)."""
-    if fmt == TensorFormat.HWC or shape[1] == 1:  # (one channel: the same bytes as channels-last, told so)
+    if fmt == TensorFormat.HWC or shape[1] == 1 or shape[2] * shape[3] == 1:  # (the same bytes as channels-last)
         desc = described(lib, shape, TensorFormat.HWC)
         return onednn.Memory(lib, desc, array.ctypes.data, hold=array), None
     stage = np.empty((shape[0], shape[2], shape[3], shape[1]), np.float32)

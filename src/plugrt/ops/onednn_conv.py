@@ -29,18 +29,6 @@ if TYPE_CHECKING:
 
 __all__ = ["convolution_onednn", "post_ops_of"]
 
-#: the activations oneDNN applies as post-ops: type -> (alpha, beta) -> (eltwise algorithm, alpha, beta)
-_ELTWISE = {
-    "RELU": lambda a, b: ("relu", 0.0, 0.0),
-    "LEAKY_RELU": lambda a, b: ("relu", a, 0.0),
-    "CLIP": lambda a, b: ("clip", a, b),
-    "HARD_SWISH": lambda a, b: ("hardswish", 1.0 / 6.0, 0.5),
-    "HARD_SIGMOID": lambda a, b: ("hardsigmoid", a, b),
-    "SIGMOID": lambda a, b: ("logistic", 0.0, 0.0),
-    "TANH": lambda a, b: ("tanh", 0.0, 0.0),
-}
-
-
 class _Geometry(NamedTuple):
     """The convolution as oneDNN is told it: its window, and whether the two spatial axes are swapped. A layer over
     maps one pixel wide (a 1-D convolution exported as 2-D: magika's 5 x 1 kernel over 512 x 1) is described as one
@@ -79,7 +67,7 @@ def post_ops_of(op: ConvolutionOperator) -> list[tuple[str, float, float]] | Non
     affine map as ``linear``); None where oneDNN has no post-op for its activation."""
     steps: list[tuple[str, float, float]] = []
     if op.activation:
-        make = _ELTWISE.get(op.activation)
+        make = onednn.ACTIVATIONS.get(op.activation)
         if make is None:
             return None
         steps.append(make(*op.activation_range))

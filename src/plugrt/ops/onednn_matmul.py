@@ -113,8 +113,6 @@ def product_onednn(
     lib = onednn.library()
     if lib is None or not all(isinstance(x, np.ndarray) and x.dtype == np.float32 for x in (a, out)):
         return None
-    if bias is not None and (bias.dtype != np.float32 or not bias.flags.c_contiguous):
-        return None
     k = int(a.shape[-1])
     if isinstance(weight, MatmulWeight):
         n, weight_desc, weights = weight.cols, weight.desc, weight.array
@@ -124,6 +122,8 @@ def product_onednn(
         weights = np.ascontiguousarray(weight.reshape(weight.shape[-2:]))
         n = int(weights.shape[0] if transposed else weights.shape[1])
         weight_desc = _weight_desc(lib, k, n, transposed)
+    if bias is not None and (bias.dtype != np.float32 or not bias.flags.c_contiguous or bias.size != n):
+        return None
     count = int(np.prod(a.shape[:-1], dtype=np.int64))
     if not out.flags.c_contiguous or out.size != count * n or min(k, n) == 0:
         return None

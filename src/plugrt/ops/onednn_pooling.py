@@ -1,4 +1,4 @@
-"""2-D MAX and AVERAGE pooling on the CPU as oneDNN's primitive called directly (:mod:`.onednn`).
+"""2-D MAX and AVERAGE pooling, windowed and global, on the CPU as oneDNN's primitive called directly (:mod:`.onednn`).
 
 A pooling layer of a channels-last run (tactic ``torch-nhwc``) or of PyTorch's linear tactic takes this kernel first
 where the library is there (its buffers as oneDNN memories: :mod:`.onednn_buffers`): the primitive is made at bind,
@@ -6,7 +6,9 @@ a run is one execution. PyTorch's pooling costs ~20 us a call above its kernel (
 pools, the CRNN's three: 59 against onnxruntime's 11 us), and takes neither padding that differs between an axis's
 ends (TensorFlow's "same", Inception's stride-2 pools) nor AVERAGE's ceil mode; oneDNN takes both (its end padding
 is the one that gives the layer's output size; ONNX's AVERAGE with ``count_include_pad`` counts no tap past the end
-padding, so there a ceil-mode window that reaches past it is declined).
+padding, so there a ceil-mode window that reaches past it is declined). A global pooling is the primitive with a
+window of the whole map (MobileNetV2's last layer: without it, PyTorch's channels-last kernel, the one layer that
+imported torch).
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ from .onednn_buffers import AXES, fit, launcher, staged, thread_counts
 from .torch_cpu import Kernel
 
 if TYPE_CHECKING:
-    from .pooling import PoolingOperator
+    from .pooling import GlobalPoolingOperator, PoolingOperator
 
-__all__ = ["pooling_onednn"]
+__all__ = ["global_pooling_onednn", "pooling_onednn"]
 
 #: ``dnnl_pooling_max``, ``dnnl_pooling_avg_include_padding``, ``dnnl_pooling_avg_exclude_padding``
 _MAX, _AVERAGE_INCLUDING, _AVERAGE_EXCLUDING = 0x1FF, 0x2FF, 0x3FF
@@ -69,11 +71,51 @@ def pooling_onednn(
     if right is None or out_shape != [*shape[:2], *sizes]:
         return None
     algorithm = _MAX if op.mode == "MAX" else _AVERAGE_INCLUDING if op.count_include_pad else _AVERAGE_EXCLUDING
-    flops = float(out.size * math.prod(w.kernel))
+    window = (w.strides, w.kernel, [d - 1 for d in w.dilations], begins, right)
+    return _pooling(lib, algorithm, x, out, formats, shape, out_shape, window)
+
+
+def global_pooling_onednn(
+    op: GlobalPoolingOperator, x: np.ndarray, out: np.ndarray, formats: Sequence[TensorFormat]
+) -> Kernel | None:
+    """Global MAX or AVERAGE pooling as oneDNN's pooling primitive with a window of the whole map; ``formats`` the
+    input's (HWC or LINEAR) and the output's (LINEAR: one pixel, the same bytes as channels-last); a LINEAR input of
+    one or three or more spatial axes is told as one ``S x 1`` map. None where it does not apply (other modes, no
+    spatial axis, empty maps, the library absent)."""
+    lib = onednn.library()
+    if lib is None or op.mode not in ("MAX", "AVERAGE") or x.ndim < 3:
+        return None
+    if x.ndim != 4:  # [N, C, *S] stored LINEAR: the same bytes as [N, C, S, 1]
+        if any(f != TensorFormat.LINEAR for f in formats) or not (x.flags.c_contiguous and out.flags.c_contiguous):
+            return None
+        x, out = x.reshape(*x.shape[:2], -1, 1), out.reshape(*out.shape[:2], 1, 1)
+    if not fit([x, out], formats):
+        return None
+    shape = [int(x.shape[a]) for a in AXES[formats[0]]]
+    out_shape = [int(out.shape[a]) for a in AXES[formats[-1]]]
+    if out_shape != [*shape[:2], 1, 1]:
+        return None
+    window = ([1, 1], shape[2:], [0, 0], [0, 0], [0, 0])
+    return _pooling(lib, _MAX if op.mode == "MAX" else _AVERAGE_EXCLUDING, x, out, formats, shape, out_shape, window)
+
+
+def _pooling(
+    lib: Any,
+    algorithm: int,
+    x: np.ndarray,
+    out: np.ndarray,
+    formats: Sequence[TensorFormat],
+    shape: list[int],
+    out_shape: list[int],
+    window: tuple[Sequence[int], ...],
+) -> Kernel | None:
+    """The pooling primitive of ``algorithm`` from ``x`` (logical ``shape``) into ``out`` (``out_shape``) with the
+    ``window``'s strides, kernel, dilations (oneDNN's: 0 is none), padding at the beginnings and at the ends."""
+    flops = float(out.size * math.prod(window[1]))
     try:
         source, before = staged(lib, x, formats[0], shape, into=True)
         target, after = staged(lib, out, formats[-1], out_shape, into=False)
-        geometry = [onednn.dims(v) for v in (w.strides, w.kernel, [d - 1 for d in w.dilations], begins, right)]
+        geometry = [onednn.dims(v) for v in window]
 
         def make(pd: Any, attr: Any) -> int:
             status: int = lib.dll.dnnl_pooling_forward_primitive_desc_create(

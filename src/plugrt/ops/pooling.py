@@ -30,13 +30,12 @@ import numpy as np
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType, TensorFormat
 from ..shape import constant
-from . import onednn
 from .base import InputShapes, InputValues, Operator, ShapeExprs, register_operator
 from .elementwise import FLOAT_TYPES, expect_inputs, label
-from .onednn_pooling import end_padding, pooling_onednn
+from .onednn_pooling import end_padding, global_pooling_onednn, pooling_onednn
 from .spatial import Window, kernel_taps, tap_slices
 from .torch_channels_last import global_pooling_channels_last, window_pooling
-from .torch_cpu import CHANNELS_LAST_TACTIC, Kernel, TorchOperator, torch_module, view
+from .torch_cpu import CHANNELS_LAST_TACTIC, Kernel, TorchOperator, direct_runs, torch_module, view
 
 __all__ = ["GlobalPoolingOperator", "PoolingOperator"]
 
@@ -123,7 +122,7 @@ class PoolingOperator(TorchOperator):
             return False
         if self.mode == "AVERAGE" and any(d != 1 for d in self.window.dilations):
             return False
-        if self.xp is np and onednn.available() and end_padding(self, shapes[0][2:]) is not None:
+        if direct_runs(self.xp) and self.direct_supports(types, shapes, constant):
             return True
         if self.mode == "AVERAGE" and self.window.ceil_mode:
             return False
@@ -246,19 +245,29 @@ class PoolingOperator(TorchOperator):
         GPU) inputs; the padding is checked per shape in :meth:`torch_kernel`."""
         if self.mode not in ("MAX", "AVERAGE") or self.with_indices:
             return False
-        # ceil mode: 2-D MAX through the channels-last kernel (the NCHW one declines), any 2-D window through oneDNN's
-        onednn_ceil = self.xp is np and self.window.rank == 2 and onednn.available()
-        if self.window.ceil_mode and not (self.mode == "MAX" and self.window.rank == 2) and not onednn_ceil:
+        # ceil mode: 2-D MAX through the channels-last kernel (the NCHW one declines)
+        if self.window.ceil_mode and not (self.mode == "MAX" and self.window.rank == 2):
             return False
         if self.mode == "AVERAGE" and any(d != 1 for d in self.window.dilations):
             return False
         return self.window.rank <= 3 and super().torch_supports(types, shapes, constant)
 
+    def direct_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """2-D MAX and AVERAGE (no dilation) windows without indices whose padding and ceil mode
+        :func:`~.onednn_pooling.end_padding` takes (``ops/onednn_pooling.py``)."""
+        if self.mode not in ("MAX", "AVERAGE") or self.with_indices or self.window.rank != 2 or len(shapes[0]) != 4:
+            return False
+        if self.mode == "AVERAGE" and any(d != 1 for d in self.window.dilations):
+            return False
+        return end_padding(self, shapes[0][2:]) is not None
+
+    def direct_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
+        """oneDNN's pooling primitive called directly (``ops/onednn_pooling.py``)."""
+        return pooling_onednn(self, inputs[0], outputs[0], self.formats)
+
     def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
-        if self.xp is np:  # oneDNN's primitive called directly, where its library is there (ops/onednn_pooling.py)
-            direct = pooling_onednn(self, inputs[0], outputs[0], self.formats)
-            if direct is not None:
-                return direct
         if self.tactic == CHANNELS_LAST_TACTIC:  # on a device (untimed there) staged channels-last only in a run
             staged = self.xp is np or TensorFormat.HWC in self.formats
             return window_pooling(self, inputs[0], outputs[0], self.formats, staged)
@@ -361,6 +370,16 @@ class GlobalPoolingOperator(TorchOperator):
     def channels_last_positions(self, inputs: int, outputs: int) -> list[int]:
         """The input (the output ``[N, C, 1, 1]`` is the same bytes in either layout)."""
         return [0]
+
+    def direct_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """MAX and AVERAGE over the spatial axes of ``[N, C, *S]`` (``ops/onednn_pooling.py``)."""
+        return self.mode in ("MAX", "AVERAGE") and len(shapes[0]) >= 3
+
+    def direct_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
+        """oneDNN's pooling primitive over the whole map, called directly (``ops/onednn_pooling.py``)."""
+        return global_pooling_onednn(self, inputs[0], outputs[0], self.formats)
 
     def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
         torch = torch_module()

@@ -23,7 +23,6 @@ import numpy as np
 from ..core.errors import NetworkError, ShapeError, TypeMismatchError
 from ..core.types import DataType
 from ..shape import IDimensionExpr, constant
-from . import onednn
 from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .blas_threads import blas_threads_for
 from .elementwise import FLOAT_TYPES, label
@@ -33,7 +32,7 @@ from .products import rows_first
 from .recurrent_numba import compiled_lstm
 from .recurrent_steps import GATES, CellSpec, bound_cells, run_cells
 from .rnn_activations import activation_functions
-from .torch_cpu import Kernel, TorchOperator, runs_on
+from .torch_cpu import Kernel, TorchOperator, direct_runs, runs_on
 from .torch_cpu_rnn import recurrent as torch_recurrent
 from .torch_cpu_rnn import supports as torch_recurrent_supports
 
@@ -134,22 +133,24 @@ class RecurrentOperator(TorchOperator):
     def torch_supports(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> bool:
-        """FLOAT cells whose semantics PyTorch's fused layers share, with constant W, R and B (on the CPU with oneDNN's
-        library, a reverse LSTM too: its primitive runs it, ``ops/onednn_rnn.py``)."""
-        if not super().torch_supports(types, shapes, constant):
-            return False
-        if self.direction == "reverse" and self.cell == "LSTM" and self.xp is np and onednn.available():
-            return torch_recurrent_supports(self, constant, reverse=True)
-        return torch_recurrent_supports(self, constant)
+        """FLOAT cells whose semantics PyTorch's fused layers share, with constant W, R and B."""
+        return super().torch_supports(types, shapes, constant) and torch_recurrent_supports(self, constant)
+
+    def direct_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """LSTMs as PyTorch's tactic takes them, a reverse one too (``ops/onednn_rnn.py``; PyTorch's own kernel has
+        no reverse-only layer and declines it)."""
+        return self.cell == "LSTM" and torch_recurrent_supports(self, constant, reverse=True)
+
+    def direct_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
+        """oneDNN's LSTM primitive called directly (:mod:`plugrt.ops.onednn_rnn`)."""
+        return lstm_onednn(self, inputs, outputs)
 
     def torch_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
         """PyTorch's fused layer; an LSTM at batch 1 or a short, small one as the compiled loop where numba is
         installed (faster there: :func:`~plugrt.ops.recurrent_numba.loop_is_faster`, decided at bind by the shapes
-        run); an LSTM as oneDNN's primitive first where its library is there (:mod:`plugrt.ops.onednn_rnn`)."""
-        if self.xp is np:
-            direct = lstm_onednn(self, inputs, outputs)
-            if direct is not None:
-                return direct
+        run)."""
         small = compiled_lstm(  # (the tactic requires constant W, R and B: torch_supports)
             self,
             inputs,
@@ -203,12 +204,13 @@ class RecurrentOperator(TorchOperator):
     ) -> tuple[Callable[..., Any], tuple[Any, ...]] | None:
         """The NumPy step loop with its buffers made now (:func:`bound_cells`), for a sequence-major cell
         without sequence lengths whose tensors all have one type other than HALF (what :meth:`run` then
-        computes, without its conversions, copies and allocations per run); where PyTorch's tactic cannot
-        run, an LSTM is the compiled loop where numba is installed (:mod:`plugrt.ops.recurrent_numba`)."""
+        computes, without its conversions, copies and allocations per run); where the second tactic cannot
+        run (neither oneDNN's library nor PyTorch), an LSTM is the compiled loop where numba is installed
+        (:mod:`plugrt.ops.recurrent_numba`)."""
         given = dict(zip(self.inputs, inputs))
         if xp is not np or self.layout or "sequence_lens" in given:
             return None
-        if not runs_on(np):  # without PyTorch's tactic, an LSTM is the compiled loop where numba is installed
+        if not (direct_runs(np) or runs_on(np)):  # without the library tactic, an LSTM is the compiled loop (numba)
             compiled = compiled_lstm(self, inputs, outputs, constant_weights=self._constant_weights())
             if compiled is not None:
                 return compiled, ()

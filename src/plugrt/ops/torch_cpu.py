@@ -70,6 +70,7 @@ import numpy as np
 from ..core.errors import PlanFormatError
 from ..core.types import DataType, TensorFormat
 from ..nodes.base import Binding
+from . import onednn
 from .base import Operator
 from .blas_threads import quiet_blas_workers, threads_for
 from .hand_over import HandOver, hand_over
@@ -87,6 +88,7 @@ __all__ = [
     "available",
     "check_tactics",
     "cuda_available",
+    "direct_runs",
     "enabled",
     "forced",
     "forced_channels_last",
@@ -201,6 +203,12 @@ def runs_on(xp: Any) -> bool:
     return available() if xp is np else cuda_available()
 
 
+def direct_runs(xp: Any) -> bool:
+    """Whether the tactic's kernels that call oneDNN directly (:mod:`.onednn`, no torch) can run on the arrays of
+    module ``xp``: NumPy's, the library loaded, neither ``PLUGRT_TORCH`` nor ``PLUGRT_ONEDNN`` turning it off."""
+    return xp is np and enabled() and onednn.available()
+
+
 def tactic_name(tactic: int) -> str:
     """The name of an operator tactic ('numpy', 'torch'), or 'tactic N' for another value."""
     return _NAMES.get(tactic, f"tactic {tactic}")
@@ -266,14 +274,17 @@ class TorchOperator(Operator):
     def tactics(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> list[int]:
-        """The own kernel, and PyTorch's where it runs on this device and :meth:`torch_supports` these inputs
-        (PyTorch alone with ``PLUGRT_TORCH=always``, or on a GPU for :attr:`same_kernel_on_gpu` operators), and the
+        """The own kernel, and PyTorch's where it runs on this device and :meth:`torch_supports` these inputs, or
+        on the CPU where oneDNN's library is there and :meth:`direct_supports` them (without importing torch; PyTorch alone with ``PLUGRT_TORCH=always``, or on a GPU for :attr:`same_kernel_on_gpu` operators), and the
         channels-last one where :meth:`channels_last_supports` them. On a GPU the channels-last kernel is offered
         for HALF inputs only (or with ``PLUGRT_TORCH=nhwc``), and then alone: cuDNN's HALF convolutions run NHWC
         kernels (given NCHW tensors it reorders them in and out around each one: 53% of ResNet-50's fp16 kernel
         time at batch 32), and timing every layer of a run in both layouts there cost minutes of build time
         (ResNet-50: 5 s -> 120 s)."""
-        if runs_on(self.xp) and self.torch_supports(types, shapes, constant):
+        direct = (  # (asked without importing torch)
+            direct_runs(self.xp) and set(types) <= _CPU_TYPES and self.direct_supports(types, shapes, constant)
+        )
+        if direct or (self.torch_supports(types, shapes, constant) and runs_on(self.xp)):
             nhwc = self.channels_last and self.channels_last_supports(types, shapes, constant)
             if nhwc and self.xp is not np:
                 if forced_channels_last() or DataType.HALF in types:
@@ -289,6 +300,18 @@ class TorchOperator(Operator):
     ) -> bool:
         """Whether the :data:`CHANNELS_LAST_TACTIC` kernel computes this layer (default: no)."""
         return False
+
+    def direct_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """Whether :meth:`direct_kernel` may compute this layer of FLOAT inputs on the CPU (what it declines at bind
+        runs PyTorch's kernel, else the own one); asked without importing torch (default: no)."""
+        return False
+
+    def direct_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
+        """The tactic's kernel that calls oneDNN's library directly over these NumPy arrays (no torch), tried before
+        :meth:`torch_kernel`; None where it does not apply (default: none)."""
+        return None
 
     def tactic_formats(self, tactic: int, inputs: int, outputs: int) -> list[TensorFormat]:
         """The formats of the inputs then outputs ``tactic`` is timed on: channels-last where the
@@ -342,20 +365,23 @@ class TorchOperator(Operator):
         return tensor
 
     def bind(self, inputs: Sequence[Binding], outputs: Sequence[Binding], workspace: int) -> None:
-        """The PyTorch kernel for these arrays under tactic :data:`TORCH_TACTIC` or :data:`CHANNELS_LAST_TACTIC`,
-        else the own kernel's binding; bound to channels-last (HWC) tensors, the own kernel reads copies of
+        """The tactic's kernel for these arrays under tactic :data:`TORCH_TACTIC` or :data:`CHANNELS_LAST_TACTIC`
+        (:meth:`direct_kernel` first, then PyTorch's), else the own kernel's binding; bound to channels-last (HWC) tensors, the own kernel reads copies of
         them in the linear layout and its results are copied back (a plan that chose the channels-last
         kernel, run where torch is not)."""
         self._torch_call = None
         self._relaid = None
         self.formats = [b.format for b in (*inputs, *outputs)]
         super().bind(inputs, outputs, workspace)  # prepared for these shapes before a kernel is made
-        if self.tactic in (TORCH_TACTIC, CHANNELS_LAST_TACTIC) and runs_on(self.xp):
+        direct = direct_runs(self.xp)
+        if self.tactic in (TORCH_TACTIC, CHANNELS_LAST_TACTIC) and (direct or runs_on(self.xp)):
             arrays = [b.array for b in inputs], [b.array for b in outputs]
             kinds = {np.dtype(np.float32)} if self.xp is np else {np.dtype(np.float32), np.dtype(np.float16)}
             module = np.ndarray if self.xp is np else self.xp.ndarray
             if all(isinstance(a, module) and a.dtype in kinds for a in (*arrays[0], *arrays[1])):
-                self._torch_call = self.torch_kernel(*arrays)
+                self._torch_call = self.direct_kernel(*arrays) if direct else None
+                if self._torch_call is None and runs_on(self.xp):  # (torch imported only here)
+                    self._torch_call = self.torch_kernel(*arrays)
             if self._torch_call is not None and self.xp is np:
                 quiet_blas_workers()  # no OpenBLAS worker spinning on the cores torch's OpenMP needs
                 if self.tactic == CHANNELS_LAST_TACTIC:
@@ -419,7 +445,8 @@ def check_tactics(layers: Sequence[Any], logger: Any, xp: Any) -> None:
     """Check the operator tactics of plan ``layers`` at load for an engine on array module ``xp``: a tactic the
     layer's operator does not have raises :class:`PlanFormatError`; layers that chose the PyTorch tactic but
     will run with their own kernel (torch absent or turned off, or without CUDA for a GPU engine) get one
-    warning."""
+    warning; on the CPU with oneDNN's library, layers whose operator has a :meth:`~TorchOperator.direct_kernel` are
+    not counted (torch is not imported for them)."""
     from ..core.logger import Severity
     from .base import registered_operators
 
@@ -442,7 +469,8 @@ def check_tactics(layers: Sequence[Any], logger: Any, xp: Any) -> None:
             raise PlanFormatError(
                 f"plan layer {layer.name!r} ({layer.kind}) has tactic {layer.tactic}; its operator has tactics {offered}"
             )
-        chosen.append(layer.name)
+        if not (direct_runs(xp) and torch_cls.direct_kernel is not TorchOperator.direct_kernel):
+            chosen.append(layer.name)  # (an operator with a direct kernel runs it here, torch or not)
     if not chosen or runs_on(xp):
         return
     why = (

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from .linear_weights import packed_matrix
-from .onednn_matmul import MatmulWeight, product_onednn
+from .onednn_matmul import MatmulWeight
 from .product_parts import as_rows
 from .torch_cpu import Kernel, torch_module, use_threads, view
 
@@ -59,12 +59,9 @@ def linear(
     ``N`` values. None where it does not apply (never for a packed weight: an ``a`` that is not one strided
     matrix is copied into one)."""
     packed = packed_matrix(weight)
-    direct = product_onednn(a, weight if packed is None else packed.matrix, transposed, bias, out)
-    if direct is not None:  # oneDNN's matmul primitive called directly (ops/onednn_matmul.py)
-        return direct
-    function = linear_function()
     if packed is not None and isinstance(packed.matrix, MatmulWeight):
-        return None  # packed for the direct primitive, which declined: the own kernel unpacks it
+        return None  # packed for oneDNN's matmul called directly (ops/onednn_matmul.py): the own kernel unpacks it
+    function = linear_function()
     rows = as_rows(a)
     if function is None or (packed is None and (rows is None or rows.shape[0] == 0 or not out.flags.c_contiguous)):
         return None

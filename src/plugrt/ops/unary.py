@@ -16,9 +16,11 @@ import numpy as np
 
 from ..backends.registry import backend_for
 from ..core.types import DataType
+from . import onednn
 from .base import register_operator
 from .elementwise import FLOAT_TYPES, NUMERIC_TYPES, expect_inputs
 from .fast_math import erf_into
+from .onednn_elementwise import eltwise_onednn
 from .params import param
 from .shared_rules import SameShape, expect_type
 from .torch_cpu import Kernel, TorchOperator
@@ -83,6 +85,16 @@ class UnaryOperator(SameShape, TorchOperator):
     ) -> bool:
         """FLOAT, for the ops in ``torch_cpu_kernels.UNARY``."""
         return self.op in TORCH_UNARY and super().torch_supports(types, shapes, constant)
+
+    def direct_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """The ops oneDNN's eltwise primitive computes (``onednn.UNARY``)."""
+        return self.op in onednn.UNARY
+
+    def direct_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
+        """oneDNN's eltwise primitive called directly (``ops/onednn_elementwise.py``)."""
+        return eltwise_onednn(onednn.UNARY[self.op], 0.0, 0.0, inputs[0], outputs[0]) if self.op in onednn.UNARY else None
 
     def torch_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
         return torch_unary(self.op, inputs[0], outputs[0]) if self.op in TORCH_UNARY else None
