@@ -44,6 +44,7 @@ from .attention_blocks import attention_blocks, blocked, torch_attention_blocks,
 from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .elementwise import FLOAT_TYPES, ElementwiseOperator, label
 from .matrix_multiply import MatrixMultiplyOperator, product_operand
+from .onednn_attention import attention_onednn
 from .params import ints, param
 from .softmax import SoftmaxOperator
 from .torch_cpu import Kernel, TorchOperator, view
@@ -372,12 +373,10 @@ class AttentionOperator(TorchOperator):
 
         return run
 
-    def _torch_blocks(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
-        """On the CPU: the row blocks with PyTorch's kernels (``attention_blocks.py``), FLOAT arrays only; the
-        scales are read once, here, and ``a``'s and ``b``'s join the pre-scale: (a s_a) (b s_b)^T = s_a s_b a b^T."""
-        if not all(isinstance(x, np.ndarray) and x.dtype == np.float32 for x in (*inputs, *outputs)):
-            return None
-        pre, mask, post = self._positions
+    def _factor(self, inputs: Sequence[Any]) -> float | None:
+        """The scores' scale, read now (at bind): the pre-scale's and ``a``'s and ``b``'s scales joined,
+        (a s_a) (b s_b)^T = s_a s_b a b^T; None for a pre-scale that divides by zero."""
+        pre = self._positions[0]
         factor = 1.0
         if pre is not None:
             value = float(np.asarray(inputs[pre]).reshape(-1)[0])
@@ -387,6 +386,43 @@ class AttentionOperator(TorchOperator):
         for position in self._input_scales:
             if position is not None:
                 factor *= float(np.asarray(inputs[position]).reshape(-1)[0])
+        return factor
+
+    def direct_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """Inputs of rank >= 3 (``ops/onednn_attention.py``)."""
+        return len(shapes[0]) >= 3
+
+    def direct_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
+        """oneDNN's products and softmax called directly (``ops/onednn_attention.py``), every head at once; the scales
+        are read once, here."""
+        _, mask, post = self._positions
+        factor = self._factor(inputs)
+        if factor is None:
+            return None
+        a, b, v = self._products([self._read(i, x) for i, x in enumerate(inputs[:3])])
+        return attention_onednn(
+            a,
+            b,
+            v,
+            tuple(outputs[1].shape),
+            self._unpermuted(outputs[0]),
+            None if factor == 1.0 else factor,
+            None if mask is None else inputs[mask],
+            None if post is None else float(np.asarray(inputs[post]).reshape(-1)[0]),
+            self.nan_to_zero,
+        )
+
+    def _torch_blocks(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
+        """On the CPU: the row blocks with PyTorch's kernels (``attention_blocks.py``), FLOAT arrays only; the
+        scales are read once, here, and ``a``'s and ``b``'s join the pre-scale: (a s_a) (b s_b)^T = s_a s_b a b^T."""
+        if not all(isinstance(x, np.ndarray) and x.dtype == np.float32 for x in (*inputs, *outputs)):
+            return None
+        _, mask, post = self._positions
+        factor = self._factor(inputs)
+        if factor is None:
+            return None
         # oneDNN reads a matrix whose rows are strided (the heads of [B, S, H, D] read as [B, H, S, D]) slowly:
         # a transposed input is first copied into an operator-owned array in the order the products read it
         read = [self._read(i, x) for i, x in enumerate(inputs[:3])]

@@ -14,6 +14,12 @@ the run (``backends/cuda.py`` ``stream_scope``), and they are captured into the 
 CUDA graph like its own kernels. A PyTorch kernel takes FLOAT tensors on the CPU, FLOAT or
 HALF on a GPU (HALF where the builder's precision pass chose it under ``BuilderFlag.FP16``).
 
+Kernels that call oneDNN directly: on the CPU, where oneDNN's library is installed (:mod:`.onednn`), an operator's
+:meth:`TorchOperator.direct_kernel` (convolution, pooling, LSTM, products, attention, layer norm, activations) is tried
+before its PyTorch kernel under the same tactics, and the tactic is offered where :meth:`TorchOperator.direct_supports`
+a layer, with or without torch, without importing it: torch is imported only for a layer that needs one of its
+kernels, so an engine oneDNN runs whole never imports it (~190 MB of memory).
+
 This module is the only one that imports torch, lazily (never at ``import plugrt``).
 ``PLUGRT_TORCH=0`` (also ``off``, ``false``, ``no``) turns the tactic off: builds time only
 NumPy and engines run their torch layers with NumPy; ``PLUGRT_TORCH=always`` makes every
