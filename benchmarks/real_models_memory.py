@@ -6,9 +6,10 @@ dynamic profile; onnxruntime: an ``InferenceSession``) and runs it once at batch
 child reports its resident memory before the build, its peak (``VmHWM`` from
 ``/proc/self/status``, else ``getrusage``'s ``ru_maxrss``) after the build and after the
 run, and the build's wall and CPU seconds; the weights' size is the model's initializer
-bytes. Peaks include the interpreter and the libraries each engine imports (plugrt's
-optional PyTorch tactic imports torch at build when it is installed; ``PLUGRT_TORCH=0``
-turns it off).
+bytes. Peaks include the interpreter and the libraries each engine imports: plugrt's
+optional PyTorch tactic imports torch (~190 MB) where a layer needs one of its kernels (with
+oneDNN's library installed, only layers that none of its direct kernels runs; the last column
+says whether the child imported it; ``PLUGRT_TORCH=0`` turns the tactic off).
 
 Usage: python benchmarks/real_models_memory.py [--models bert vit ...]
 """
@@ -65,7 +66,15 @@ def child(engine: str, name: str, cache: str) -> dict[str, Any]:
     build_s, build_cpu = time.perf_counter() - start, time.process_time() - cpu
     built = _resident()[1]
     run()
-    return {"before": before, "built": built, "run": _resident()[1], "build_s": build_s, "build_cpu": build_cpu}
+    peak = _resident()[1]
+    return {
+        "before": before,
+        "built": built,
+        "run": peak,
+        "build_s": build_s,
+        "build_cpu": build_cpu,
+        "torch": "torch" in sys.modules,
+    }
 
 
 def _weights_mb(path: str) -> float:
@@ -89,22 +98,26 @@ def main() -> None:
 
     print(f"# load {os.getloadavg()[0]:.2f}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(
-        "| model | weights MB | engine | RSS before build MB | peak after build MB | peak after run MB | build s (CPU s) |"
+        "| model | weights MB | engine | RSS before build MB | peak after build MB | peak after run MB "
+        "| / onnxruntime's | build s (CPU s) | torch imported |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name in args.models:
         model = next(m for m in models._exported_models() + models._packaged_models() if m.name == name)
         weights = _weights_mb(model.source(args.cache))
+        peaks: dict[str, float] = {}
         for engine in ("ort", "plugrt"):
             command = [sys.executable, __file__, "--child", engine, name, "--cache", args.cache]
             done = subprocess.run(command, capture_output=True, text=True, check=False)
             if done.returncode != 0:
-                print(f"| {name} | {weights:.0f} | {engine} | failed: {done.stderr.strip().splitlines()[-1:]} |||")
+                print(f"| {name} | {weights:.0f} | {engine} | failed: {done.stderr.strip().splitlines()[-1:]} ||||||")
                 continue
             r = json.loads(done.stdout.strip().splitlines()[-1])
+            peaks[engine] = r["run"]
+            ratio = f"{r['run'] / peaks['ort']:.2f}x" if engine != "ort" and "ort" in peaks else "-"
             print(
-                f"| {name} | {weights:.0f} | {engine} | {r['before']:.0f} | {r['built']:.0f} | {r['run']:.0f} "
-                f"| {r['build_s']:.1f} ({r['build_cpu']:.1f}) |",
+                f"| {name} | {weights:.0f} | {engine} | {r['before']:.0f} | {r['built']:.0f} | {r['run']:.0f} | {ratio} "
+                f"| {r['build_s']:.1f} ({r['build_cpu']:.1f}) | {'yes' if r['torch'] else 'no'} |",
                 flush=True,
             )
     print(f"# load {os.getloadavg()[0]:.2f} at the end")

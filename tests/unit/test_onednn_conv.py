@@ -763,14 +763,34 @@ def test_the_uniform_probe_runs_once_per_shape(monkeypatch: pytest.MonkeyPatch) 
     assert len(calls) == 2
 
 
-@pytest.mark.parametrize(
-    ("kernel", "x_shape", "out_shape"), [((3,), (1, 8, 10), (1, 8, 8)), ((3, 3, 3), (1, 8, 5, 5, 5), (1, 8, 3, 3, 3))]
-)
-def test_declines_1d_and_3d_convolutions(kernel, x_shape, out_shape) -> None:
-    """Only 2-D convolutions run here."""
-    op = _operator(8, 8, kernel)
-    x, out = np.zeros(x_shape, np.float32), np.zeros(out_shape, np.float32)
+def test_declines_3d_convolutions() -> None:
+    """3-D convolutions do not run here."""
+    op = _operator(8, 8, (3, 3, 3))
+    x, out = np.zeros((1, 8, 5, 5, 5), np.float32), np.zeros((1, 8, 3, 3, 3), np.float32)
     assert onednn_conv.convolution_onednn(op, x, out, None, [LINEAR, LINEAR]) is None
+
+
+@pytest.mark.parametrize(
+    ("channels", "maps", "kernel", "group", "stride", "pad", "dilation", "length"),
+    [(8, 16, 3, 1, 1, 1, 1, 40), (1, 16, 10, 1, 5, 0, 1, 160), (16, 16, 8, 4, 1, 4, 1, 21), (8, 8, 5, 1, 2, 4, 2, 33)],
+)
+def test_1d_convolutions_run_as_one_row(
+    channels: int, maps: int, kernel: int, group: int, stride: int, pad: int, dilation: int, length: int
+) -> None:
+    """A 1-D convolution over LINEAR ``[N, C, L]`` is the 2-D one over ``[N, C, 1, L]`` (Whisper's and wav2vec2's
+    layers, the latter's grouped positional one); channels-last formats are 2-D only."""
+    flat = _operator(channels, maps, (kernel,), group, seed=3, pads=[pad, pad], strides=[stride], dilations=[dilation])
+    rows = _operator(
+        channels, maps, (1, kernel), group, seed=3, pads=[0, pad, 0, pad], strides=[1, stride], dilations=[1, dilation]
+    )
+    x = _random((2, channels, length), 1)
+    want = _reference(rows, x[:, :, None, :])[:, :, 0, :]
+    out = np.full(want.shape, np.nan, np.float32)
+    run = onednn_conv.convolution_onednn(flat, x, out, None, [LINEAR, LINEAR])
+    assert run is not None
+    run()
+    _assert_close(out, want)
+    assert onednn_conv.convolution_onednn(flat, x, out, None, [HWC, HWC]) is None
 
 
 def test_declines_an_activation_without_a_post_op() -> None:

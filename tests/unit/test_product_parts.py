@@ -160,3 +160,20 @@ def test_an_error_in_a_block_reaches_the_caller() -> None:
 
     with pytest.raises(ValueError, match="block 3 failed"):
         host_threads.pulled_by_two(8, work)
+
+
+def test_gemm_weights_of_factor_one_are_the_given_arrays() -> None:
+    """A contiguous FLOAT ``B`` or ``C`` with factor 1 is held as given (no second copy of a model's weights); other
+    factors and types are new arrays with the factor applied."""
+    from plugrt.ops.gemm import pack_gemm_weights
+
+    b, c = np.ones((4, 3), np.float32), np.arange(3, dtype=np.float32)
+    held = pack_gemm_weights(b, c, 1.0, 1.0)
+    assert held["b"] is b and held["c"] is c
+    scaled = pack_gemm_weights(b, c.astype(np.float64), 0.5, 1.0)
+    assert not np.shares_memory(scaled["b"], b) and scaled["b"].dtype == np.float32
+    np.testing.assert_array_equal(scaled["b"], b * 0.5)
+    assert scaled["c"].dtype == np.float32 and not np.shares_memory(scaled["c"], c)
+    transposed = pack_gemm_weights(b.T, None, 1.0, 1.0)["b"]
+    assert transposed.flags.c_contiguous and "c" not in pack_gemm_weights(b, None, 1.0, 1.0)
+    np.testing.assert_array_equal(transposed, b.T)

@@ -205,8 +205,9 @@ class ConvolutionOperator(TorchOperator):
     def direct_supports(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> bool:
-        """FLOAT 2-D convolutions with the kernel (and bias) as weights (:func:`~.onednn_conv.convolution_onednn`)."""
-        return self.window.rank == 2 and "kernel" in self.weights and self.bias_input is None
+        """FLOAT 1-D and 2-D convolutions with the kernel (and bias) as weights
+        (:func:`~.onednn_conv.convolution_onednn`)."""
+        return self.window.rank in (1, 2) and "kernel" in self.weights and self.bias_input is None
 
     def direct_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
         """oneDNN's convolution called directly (``ops/onednn_conv.py``), channels-last or through channels-last

@@ -54,8 +54,12 @@ class _Geometry(NamedTuple):
 
 def _geometry(op: ConvolutionOperator, x_shape: Sequence[int]) -> _Geometry:
     """The layer's window over an input of logical ``[N, C, H, W]`` shape ``x_shape`` as oneDNN is told it: its
-    axes swapped where the maps are one pixel wide (see :class:`_Geometry`)."""
+    axes swapped where the maps are one pixel wide (see :class:`_Geometry`); a 1-D window over ``[N, C, 1, L]`` as a
+    2-D one of one row."""
     w = op.window
+    if w.rank == 1:
+        _, begins, ends = w.resolve(x_shape[3:])
+        return _Geometry(False, (1, *w.kernel), (1, *w.strides), (1, *w.dilations), (0, *begins), (0, *ends))
     _, begins, ends = w.resolve(x_shape[2:])
     swapped = x_shape[3] == 1 and w.kernel[1] == 1 and begins[1] == 0 and ends[1] == 0
     plain = _Geometry(False, tuple(w.kernel), tuple(w.strides), tuple(w.dilations), tuple(begins), tuple(ends))
@@ -88,23 +92,30 @@ def convolution_onednn(
     the residual's (when there is one) and the output's, each HWC or LINEAR; an HWC input or residual is read from
     its hand-over slot when a PyTorch kernel left a tensor there, the output's slot is emptied. oneDNN's fast
     kernels read and write channels-last tensors: a LINEAR input or output of more than one channel goes through a
-    channels-last buffer of the kernel's and a reorder primitive. None where it does not apply: the library absent,
-    not a 2-D FLOAT convolution of weights, empty tensors, an activation oneDNN lacks, oneDNN offering only its
-    reference implementation, or a uniform kernel whose primitive gives unequal maps (:func:`_equal_maps`) with a
-    residual or without PyTorch (without those its maps are made bit-identical after the convolution, as the other
-    kernels do, then its epilogue runs)."""
+    channels-last buffer of the kernel's and a reorder primitive; a 1-D convolution of LINEAR tensors is told as a 2-D
+    one of one row. None where it does not apply: the library absent, not a 1-D or 2-D FLOAT convolution of
+    weights, empty tensors, an activation oneDNN lacks, oneDNN offering only its reference implementation, or a
+    uniform kernel whose primitive gives unequal maps (:func:`_equal_maps`) with a residual or without PyTorch
+    (without those its maps are made bit-identical after the convolution, as the other kernels do, then its
+    epilogue runs)."""
     lib = onednn.library()
     w = op.window
-    if lib is None or w.rank != 2 or "kernel" not in op.weights or op.bias_input is not None:
+    if lib is None or w.rank not in (1, 2) or "kernel" not in op.weights or op.bias_input is not None:
         return None
+    if w.rank == 1:  # [N, C, L] stored LINEAR: the same bytes as [N, C, 1, L]
+        if any(f != TensorFormat.LINEAR for f in formats) or x.ndim != 3:
+            return None
+        x, out = x[:, :, None, :], out[:, :, None, :]
+        residual = None if residual is None else residual[:, :, None, :]
     if not fit([x, out, *([] if residual is None else [residual])], formats):
         return None
     steps = post_ops_of(op)
     if steps is None and not op.uniform:  # (a uniform kernel's epilogue may run after the convolution, below)
         return None
     logical = [x.shape[a] for a in AXES[formats[0]]]
-    sizes, _, _ = w.resolve(logical[2:])
-    if [out.shape[a] for a in AXES[formats[-1]]] != [logical[0], op.maps, *sizes] or logical[1] % op.group:
+    sizes, _, _ = w.resolve(logical[4 - w.rank :])
+    expected = [logical[0], op.maps, *([1] if w.rank == 1 else []), *sizes]
+    if [out.shape[a] for a in AXES[formats[-1]]] != expected or logical[1] % op.group:
         return None
     kernel = np.asarray(op.weights["kernel"], np.float32)
     if kernel.size != op.maps * logical[1] // op.group * math.prod(w.kernel):
