@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plugrt.ops import attention_blocks, onednn
+from plugrt.ops import onednn
 from plugrt.ops.onednn_attention import attention_onednn
 
 pytestmark = pytest.mark.skipif(not onednn.available(), reason="needs oneDNN (pip install 'plugrt[onednn]')")
@@ -69,16 +69,24 @@ def test_every_head_at_once_with_its_masks(mask_kind: str) -> None:
     np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * np.abs(want).max())
 
 
-def test_large_scores_in_blocks_of_rows_with_a_partial_last_block(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(attention_blocks, "MIN_BLOCKED_SCORES", 1 << 12)  # (read when the module is imported)
+@pytest.mark.parametrize("mask_kind", ["causal", "padding", "full"])
+def test_large_scores_in_blocks_of_one_head_s_rows_with_a_partial_last_block(
+    monkeypatch: pytest.MonkeyPatch, mask_kind: str
+) -> None:
     from plugrt.ops import onednn_attention
 
     monkeypatch.setattr(onednn_attention, "MIN_BLOCKED_SCORES", 1 << 12)
-    monkeypatch.setattr(onednn_attention, "ROW_BLOCK_ELEMENTS", 1 << 11)
-    a, b, v = _heads(1, 70, 2, 8)  # 2 x 70 x 70 scores: blocks of 16 rows, the last of 6
-    mask = np.triu(np.full((70, 70), -1e9, np.float32), 1).reshape(1, 1, 70, 70)
-    got = _run(a, b, v, factor=0.5, mask=mask)
-    want = _reference(a, b, v, 0.5, mask, None, False)
+    monkeypatch.setattr(onednn_attention, "BLOCK_SCORES", 1 << 11)
+    a, b, v = _heads(2, 70, 3, 8)  # 2 x 3 heads of 70 x 70 scores: blocks of 16 rows of one head, the last of 6
+    mask = {
+        "causal": np.triu(np.full((70, 70), -1e9, np.float32), 1).reshape(1, 1, 70, 70),
+        "padding": np.where(np.arange(70) < 60, 0.0, -np.inf).astype(np.float32).reshape(1, 1, 1, 70).repeat(2, 0),
+        "full": RNG.standard_normal((2, 3, 70, 70)).astype(np.float32),
+    }[mask_kind]
+    if mask_kind == "padding":
+        mask[1, ..., :] = -np.inf  # the second sequence masked whole: NaN rows, made 0 by the guard
+    got = _run(a, b, v, factor=0.5, mask=mask, post=2.0, nan_to_zero=True)
+    want = _reference(a, b, v, 0.5, mask, 2.0, True)
     np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * np.abs(want).max())
 
 

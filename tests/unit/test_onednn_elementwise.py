@@ -145,6 +145,26 @@ def test_layer_normalization_against_float64(axis: int, bias: bool) -> None:
     np.testing.assert_allclose(out, want, rtol=0, atol=2e-5 * np.abs(want).max())
 
 
+@pytest.mark.parametrize("mode, groups", [("instance", 0), ("group", 2), ("group", 1)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_instance_and_group_normalization_against_float64(mode: str, groups: int, bias: bool) -> None:
+    """Rows of a channel's (a group's) elements through the primitive, the per-channel scale and bias after it."""
+    x = (RNG.standard_normal((2, 6, 5, 7)) * 2 + 3).astype(np.float32)
+    scale, shift = RNG.standard_normal(6).astype(np.float32), RNG.standard_normal(6).astype(np.float32)
+    params = {"mode": mode, "epsilon": 1e-5, "has_bias": bias, **({"num_groups": groups} if groups else {})}
+    op = NormalizationOperator(params)
+    out = np.full_like(x, np.nan)
+    kernel = layer_norm_onednn(op, [x, scale, *([shift] if bias else [])], out)
+    assert kernel is not None
+    kernel()
+    count = groups or 6
+    grouped = x.astype(np.float64).reshape(2, count, -1)
+    mean, var = grouped.mean(axis=2, keepdims=True), grouped.var(axis=2, keepdims=True)
+    want = ((grouped - mean) / np.sqrt(var + 1e-5)).reshape(x.shape) * scale.reshape(1, 6, 1, 1)
+    want = want + (shift.reshape(1, 6, 1, 1) if bias else 0.0)
+    np.testing.assert_allclose(out, want, rtol=0, atol=2e-5 * np.abs(want).max())
+
+
 def test_layer_normalization_declines_what_it_does_not_compute() -> None:
     x, out = np.zeros((2, 8), np.float32), np.zeros((2, 8), np.float32)
     scale = np.ones(8, np.float32)
@@ -153,11 +173,14 @@ def test_layer_normalization_declines_what_it_does_not_compute() -> None:
     assert layer_norm_onednn(op, [x, scale[::1].reshape(8)[::-1]], out) is None  # not dense
     assert layer_norm_onednn(op, [x.astype(np.float64), scale], out) is None
     assert layer_norm_onednn(op, [np.zeros((0, 8), np.float32), scale], np.zeros((0, 8), np.float32)) is None
-    instance = NormalizationOperator({"mode": "instance", "epsilon": 1e-5, "has_bias": False})
-    assert not instance.direct_supports([DataType.FLOAT] * 2, [(2, 8, 4), (8,)], [False, True])
-    assert (
-        layer_norm_onednn(instance, [np.zeros((2, 8, 4), np.float32), scale], np.zeros((2, 8, 4), np.float32)) is None
+    per_group = NormalizationOperator(
+        {"mode": "group", "num_groups": 2, "per_group_affine": True, "epsilon": 1e-5, "has_bias": False}
     )
+    assert not per_group.direct_supports([DataType.FLOAT] * 2, [(2, 8, 4), (2,)], [False, True])
+    x3 = np.zeros((2, 8, 4), np.float32)
+    assert layer_norm_onednn(per_group, [x3, np.ones(2, np.float32)], np.zeros_like(x3)) is None
+    instance = NormalizationOperator({"mode": "instance", "epsilon": 1e-5, "has_bias": False})
+    assert layer_norm_onednn(instance, [x3, np.ones(3, np.float32)], np.zeros_like(x3)) is None  # not one a channel
 
 
 @pytest.mark.parametrize("mode", ["MAX", "AVERAGE"])

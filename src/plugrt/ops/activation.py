@@ -28,6 +28,7 @@ from .shared_rules import SameShape, expect_type
 from .torch_cpu import Kernel as TorchKernel
 from .torch_cpu import TorchOperator
 from .torch_cpu_kernels import ACTIVATIONS as TORCH_ACTIVATIONS
+from .torch_cpu_kernels import NUMPY_AS_FAST
 from .torch_cpu_kernels import activation as torch_activation
 from .unary import erf
 
@@ -214,7 +215,9 @@ class ActivationOperator(SameShape, TorchOperator):
     def torch_supports(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> bool:
-        """FLOAT, for the types in ``torch_cpu_kernels.ACTIVATIONS``."""
+        """FLOAT, for the types in ``torch_cpu_kernels.ACTIVATIONS`` (on the CPU not those of ``NUMPY_AS_FAST``)."""
+        if self.xp is np and self.type in NUMPY_AS_FAST:  # (no torch import for them)
+            return False
         return self.type in TORCH_ACTIVATIONS and super().torch_supports(types, shapes, constant)
 
     def direct_supports(

@@ -212,11 +212,13 @@ class NormalizationOperator(TorchOperator):
     def direct_supports(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> bool:
-        """Layer normalization without statistics outputs or a residual (``ops/onednn_elementwise.py``)."""
-        return self.mode == "layer" and not (self.stash or self.residual)
+        """Layer, instance and group normalization without statistics outputs, a residual or per-group affine values
+        (``ops/onednn_elementwise.py``)."""
+        return not (self.stash or self.residual or (self.mode == "group" and self.per_group))
 
     def direct_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
-        """oneDNN's layer-normalization primitive called directly (``ops/onednn_elementwise.py``)."""
+        """oneDNN's layer-normalization primitive called directly, over rows of the normalized elements
+        (``ops/onednn_elementwise.py``)."""
         return layer_norm_onednn(self, inputs, outputs[0])
 
     def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:

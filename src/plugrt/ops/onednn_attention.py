@@ -6,8 +6,8 @@ BERT's ``[B, 1, 1, S]`` padding mask or GPT-2's ``[1, 1, S, S]`` causal one), th
 them, the second product writes the output through its strides (the transpose that follows attention in an export is
 a view). The operands are read through their strides too (the heads of ``[B, S, H, D]`` as ``[B, H, S, D]``, no
 copies). Scores that do not fit in the cache (from :data:`~.attention_blocks.MIN_BLOCKED_SCORES`, Whisper's 6 x 1500
-x 1500) are computed in blocks of query rows of every head (:data:`~.attention_blocks.ROW_BLOCK_ELEMENTS` scores),
-the three primitives' memories pointed at each block in turn. The scores are not written to the operator's second
+x 1500) are computed in blocks of one head's query rows (:data:`BLOCK_SCORES` scores), the three primitives' memories
+pointed at each block in turn. The scores are not written to the operator's second
 output (as with PyTorch's kernels). BERT-base's heads (12 x 128 x 64, one thread): 0.71 ms against PyTorch's batched
 products and softmax over contiguous copies 0.73 ms (docs/benchmarks.md).
 """
@@ -21,12 +21,17 @@ from typing import Any
 import numpy as np
 
 from . import onednn
-from .attention_blocks import MIN_BLOCKED_SCORES, ROW_BLOCK_ELEMENTS
+from .attention_blocks import MIN_BLOCKED_SCORES
 from .blas_threads import threads_for
 from .onednn_buffers import thread_counts
 from .torch_cpu import MIN_OPENMP_FLOPS, Kernel
 
-__all__ = ["attention_onednn"]
+__all__ = ["BLOCK_SCORES", "attention_onednn"]
+
+#: scores of a block (one head's query rows) where they are computed in blocks: the larger a block, the fewer times
+#: oneDNN's products repack their right operand; Whisper-tiny's 6 heads of 1500 x 1500 (one thread, CPU time): 48 ms
+#: in blocks of 2^17 scores, 51 of 2^19, 42 of a whole head (PyTorch's blocks 47, onnxruntime 25); 16 MB, in L3
+BLOCK_SCORES = 1 << 22
 
 #: ``dnnl_softmax_accurate``
 _SOFTMAX_ACCURATE = 0x30000
@@ -52,15 +57,6 @@ def _dense_part(whole: np.ndarray, rows: int) -> np.ndarray:
     """The first elements of ``whole`` (``[..., step, N]``) as a dense ``[..., rows, N]`` array."""
     shape = (*whole.shape[:-2], rows, whole.shape[-1])
     return whole.reshape(-1)[: math.prod(shape)].reshape(shape)
-
-
-def _rows_per_block(batch: int, rows: int, width: int) -> int:
-    """Query rows per block: all of them where the scores fit in the cache, else about
-    :data:`~.attention_blocks.ROW_BLOCK_ELEMENTS` scores of every head, a multiple of 16 rows."""
-    if batch * rows * width < MIN_BLOCKED_SCORES:
-        return rows
-    step = ROW_BLOCK_ELEMENTS // max(batch * width, 1) // _ROW_ALIGN * _ROW_ALIGN
-    return min(rows, max(_ROW_ALIGN, step))
 
 
 class _Block:
@@ -177,27 +173,36 @@ def attention_onednn(
     a, b, v, out = (_aligned(x, rank) for x in (a, b, v, out))
     mask = None if mask is None else _aligned(mask, rank)
     *batch, rows, width = scores_shape
-    heads = math.prod(batch)
-    step = _rows_per_block(heads, rows, width)
-    flops = 4.0 * heads * step * width * (a.shape[-1] + v.shape[-1])
+    whole = math.prod(batch) * rows * width < MIN_BLOCKED_SCORES
+    # every head at once, else blocks of one head's query rows (the larger the row count, the faster each product)
+    step = rows if whole else min(rows, max(_ROW_ALIGN, BLOCK_SCORES // width // _ROW_ALIGN * _ROW_ALIGN))
+    heads = [None] if whole else list(np.ndindex(*batch))
+    scores = np.empty((*(batch if whole else [1] * len(batch)), step, width), np.float32)
+    flops = 4.0 * scores.size * (a.shape[-1] + v.shape[-1])
     counts = thread_counts(flops)
-    scores = np.empty((*batch, step, width), np.float32)
     flags = np.empty(scores.shape, np.bool_) if nan_to_zero else None
     starts = list(range(0, rows, step))
-    mask_rows = mask is not None and mask.shape[-2] != 1
 
-    def views(start: int, stop: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
-        block_mask = None if mask is None else mask[..., start:stop, :] if mask_rows else mask
-        return a[..., start:stop, :], b, v, block_mask, out[..., start:stop, :]
+    def views(head: tuple[int, ...] | None, start: int, stop: int) -> tuple[Any, ...]:
+        """The operands, the mask and the output of one block: ``head``'s (batch dimensions of one) or every head's
+        (None), query rows ``start:stop``."""
+        picked: list[Any] = []
+        for x in (a, b, v, mask, out):
+            if x is not None and head is not None:  # (a broadcast dimension of one stays)
+                x = x[tuple(slice(i, i + 1) if size != 1 else slice(None) for i, size in zip(head, x.shape))]
+            picked.append(x)
+        block_a, block_b, block_v, block_mask, block_out = picked
+        if block_mask is not None and block_mask.shape[-2] != 1:
+            block_mask = block_mask[..., start:stop, :]
+        return block_a[..., start:stop, :], block_b, block_v, block_mask, block_out[..., start:stop, :]
 
     blocks: dict[int, _Block] = {}
     for size, start in {step: 0, rows - starts[-1]: starts[-1]}.items():
         block = None
         for fused in (True, False) if mask is not None or post is not None else (True,):
             try:  # (a mask whose broadcast oneDNN's post-op lacks, e.g. [1, 1, S, S]: added by NumPy)
-                block = _Block(
-                    lib, views(start, start + size), _dense_part(scores, size), (factor, post), counts, fused
-                )
+                part = _dense_part(scores, size)
+                block = _Block(lib, views(heads[0], start, start + size), part, (factor, post), counts, fused)
                 break
             except onednn.OneDnnError:
                 continue
@@ -205,21 +210,23 @@ def attention_onednn(
             return None
         blocks[size] = block
     plan = []
-    for start in starts:
-        stop = min(start + step, rows)
-        block_a, _, _, block_mask, block_out = views(start, stop)
-        block = blocks[stop - start]
-        moved = [("a", _address(block_a)), ("out", _address(block_out))]
-        if block_mask is not None and block.fused:
-            moved.append(("mask", _address(block_mask)))
-        unfused = None if block.fused else (block_mask, post)
-        guard = None if flags is None else _dense_part(flags, stop - start)
-        plan.append(([(block.memories[name], address) for name, address in moved], block, unfused, guard))
+    for head in heads:
+        for start in starts:
+            stop = min(start + step, rows)
+            block = blocks[stop - start]
+            block_a, block_b, block_v, block_mask, block_out = views(head, start, stop)
+            moved = [("a", block_a), ("b", block_b), ("v", block_v), ("out", block_out)]
+            if block_mask is not None and block.fused:
+                moved.append(("mask", block_mask))
+            pointed = [(block.memories[name], _address(x)) for name, x in moved]
+            unfused = None if block.fused else (block_mask, post)
+            guard = None if flags is None else _dense_part(flags, stop - start)
+            plan.append((pointed, block, unfused, guard))
 
     def run() -> None:
         count = threads_for(flops, MIN_OPENMP_FLOPS)
-        for moved, block, unfused, guard in plan:
-            for memory, address in moved:
+        for pointed, block, unfused, guard in plan:
+            for memory, address in pointed:
                 memory.point(lib, address)
             first, softmax, second = block.by_count.get(count) or block.by_count[counts[0]]
             first.run()

@@ -56,6 +56,12 @@ UNARY = {
     "ERF": "erf",
 }
 
+#: activation types and unary ops whose NumPy kernel is as fast as PyTorch's on the CPU, which is therefore not
+#: offered there (importing torch costs ~190 MB of memory): one thread, 1 x 512 x 2048 FLOAT, NumPy against PyTorch,
+#: ReLU 0.113 against 0.088 ms, Clip 0.112 against 0.095, Exp 0.47 against 0.85, Log 0.38 against 1.05, Sin, Cos, Tan
+#: and Atan 0.41-0.55 against 1.25-2.50 (docs/benchmarks.md)
+NUMPY_AS_FAST = frozenset({"RELU", "CLIP", "EXP", "LOG", "SIN", "COS", "TAN", "ATAN"})
+
 #: activations with a PyTorch kernel: type -> fn(torch, x, out, alpha, beta) writing into ``out``
 ACTIVATIONS: dict[str, Callable[[Any, Any, Any, float, float], None]] = {
     "RELU": lambda torch, x, out, a, b: torch.clamp_min(x, 0.0, out=out),

@@ -24,6 +24,7 @@ from .onednn_elementwise import eltwise_onednn
 from .params import param
 from .shared_rules import SameShape, expect_type
 from .torch_cpu import Kernel, TorchOperator
+from .torch_cpu_kernels import NUMPY_AS_FAST
 from .torch_cpu_kernels import UNARY as TORCH_UNARY
 from .torch_cpu_kernels import unary as torch_unary
 
@@ -83,7 +84,9 @@ class UnaryOperator(SameShape, TorchOperator):
     def torch_supports(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> bool:
-        """FLOAT, for the ops in ``torch_cpu_kernels.UNARY``."""
+        """FLOAT, for the ops in ``torch_cpu_kernels.UNARY`` (on the CPU not those of ``NUMPY_AS_FAST``)."""
+        if self.xp is np and self.op in NUMPY_AS_FAST:  # (no torch import for them)
+            return False
         return self.op in TORCH_UNARY and super().torch_supports(types, shapes, constant)
 
     def direct_supports(
