@@ -311,3 +311,39 @@ def test_torch_is_imported_with_a_short_openmp_spin(monkeypatch: pytest.MonkeyPa
     with openmp_spin(False):
         assert os.environ["GOMP_SPINCOUNT"] == "5"
     assert os.environ["GOMP_SPINCOUNT"] == "5"
+
+
+@needs_torch
+def test_switched_off_the_tactic_never_imports_torch(tmp_path):
+    """``PLUGRT_TORCH=0``: building and running products (by a constant and by another input) and a softmax imports
+    no torch, though it is installed (an operator's support check must not import it)."""
+    import subprocess
+    import sys
+
+    from onnx import numpy_helper, save
+
+    w = numpy_helper.from_array(np.random.default_rng(1).standard_normal((8, 8)).astype(np.float32), "w")
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["m"]),
+        helper.make_node("MatMul", ["m", "x2"], ["p"]),
+        helper.make_node("Softmax", ["p"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in (("x", [4, 8]), ("x2", [8, 4]))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [w],
+    )
+    path = tmp_path / "m.onnx"
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    script = (
+        "import sys, numpy as np, plugrt\n"
+        "m = plugrt.compile(sys.argv[1])\n"
+        "m(x=np.ones((4, 8), np.float32), x2=np.ones((8, 4), np.float32))\n"
+        "print('torch' in sys.modules)\n"
+    )
+    env = {**__import__("os").environ, "PLUGRT_TORCH": "0"}
+    done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "False"

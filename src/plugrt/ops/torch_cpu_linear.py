@@ -30,7 +30,7 @@ import numpy as np
 from .linear_weights import packed_matrix
 from .onednn_matmul import MatmulWeight
 from .product_parts import as_rows
-from .torch_cpu import Kernel, torch_module, use_threads, view
+from .torch_cpu import Kernel, available, torch_module, use_threads, view
 
 __all__ = ["linear", "linear_available", "linear_function"]
 
@@ -48,7 +48,7 @@ def linear_function() -> Any:
 
 def linear_available() -> bool:
     """Whether this torch has oneDNN's linear (built with MKLDNN, the CPU default of its wheels)."""
-    return torch_module() is not None and linear_function() is not None
+    return available() and linear_function() is not None  # (PLUGRT_TORCH off: torch is not imported)
 
 
 def linear(
