@@ -8,8 +8,9 @@ child reports its resident memory before the build, its peak (``VmHWM`` from
 run, and the build's wall and CPU seconds; the weights' size is the model's initializer
 bytes. Peaks include the interpreter and the libraries each engine imports: plugrt's
 optional PyTorch tactic imports torch (~190 MB) where a layer needs one of its kernels (with
-oneDNN's library installed, only layers that none of its direct kernels runs; the last column
-says whether the child imported it; ``PLUGRT_TORCH=0`` turns the tactic off).
+oneDNN's library installed, only layers that none of its direct kernels runs), and numba's
+compiled loops numba (~100 MB with llvmlite); the last column says which of the two the child
+imported; ``PLUGRT_TORCH=0`` turns the tactic off).
 
 Usage: python benchmarks/real_models_memory.py [--models bert vit ...]
 """
@@ -74,6 +75,7 @@ def child(engine: str, name: str, cache: str) -> dict[str, Any]:
         "build_s": build_s,
         "build_cpu": build_cpu,
         "torch": "torch" in sys.modules,
+        "numba": "numba" in sys.modules,
     }
 
 
@@ -99,7 +101,7 @@ def main() -> None:
     print(f"# load {os.getloadavg()[0]:.2f}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(
         "| model | weights MB | engine | RSS before build MB | peak after build MB | peak after run MB "
-        "| / onnxruntime's | build s (CPU s) | torch imported |"
+        "| / onnxruntime's | build s (CPU s) | imported |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for name in args.models:
@@ -117,7 +119,7 @@ def main() -> None:
             ratio = f"{r['run'] / peaks['ort']:.2f}x" if engine != "ort" and "ort" in peaks else "-"
             print(
                 f"| {name} | {weights:.0f} | {engine} | {r['before']:.0f} | {r['built']:.0f} | {r['run']:.0f} | {ratio} "
-                f"| {r['build_s']:.1f} ({r['build_cpu']:.1f}) | {'yes' if r['torch'] else 'no'} |",
+                f"| {r['build_s']:.1f} ({r['build_cpu']:.1f}) | {', '.join(m for m in ('torch', 'numba') if r[m]) or '-'} |",
                 flush=True,
             )
     print(f"# load {os.getloadavg()[0]:.2f} at the end")

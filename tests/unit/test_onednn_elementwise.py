@@ -189,7 +189,7 @@ def test_global_pooling_of_any_rank(mode: str, shape: tuple[int, ...]) -> None:
     op = GlobalPoolingOperator({"mode": mode})
     x = RNG.standard_normal(shape).astype(np.float32)
     out = np.full((*shape[:2], *([1] * (len(shape) - 2))), np.nan, np.float32)
-    kernel = global_pooling_onednn(op, x, out, [LINEAR, LINEAR])
+    kernel = global_pooling_onednn(op.mode, x, out, [LINEAR, LINEAR])
     assert kernel is not None
     kernel()
     axes = tuple(range(2, len(shape)))
@@ -198,12 +198,12 @@ def test_global_pooling_of_any_rank(mode: str, shape: tuple[int, ...]) -> None:
     if len(shape) == 4:  # channels-last input: the output [N, C, 1, 1] is the same bytes in either layout
         stored = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
         out[...] = np.nan
-        kernel = global_pooling_onednn(op, stored, out, [HWC, LINEAR])
+        kernel = global_pooling_onednn(op.mode, stored, out, [HWC, LINEAR])
         assert kernel is not None
         kernel()
         np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
     else:
-        assert global_pooling_onednn(op, x, out, [HWC, LINEAR]) is None  # HWC is 4-D only
+        assert global_pooling_onednn(op.mode, x, out, [HWC, LINEAR]) is None  # HWC is 4-D only
 
 
 def _write_models(folder: Path) -> list[Path]:

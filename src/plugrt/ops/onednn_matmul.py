@@ -59,12 +59,21 @@ def _weight_desc(lib: Any, k: int, n: int, transposed: bool) -> onednn.Desc:
 
 
 def _primitives(
-    lib: Any, rows: int, k: int, n: int, row_stride: int, weight: Any, bias: bool, flops: float
+    lib: Any,
+    rows: int,
+    k: int,
+    n: int,
+    row_stride: int,
+    weight: Any,
+    bias: bool,
+    flops: float,
+    steps: Sequence[tuple[str, float, float]] = (),
 ) -> list[onednn.Primitive] | None:
     """The matmul primitives (one per thread count, :func:`~.onednn_buffers.thread_counts`) of ``[rows, K]`` (rows
     ``row_stride`` elements apart) by the weight ``weight`` describes (a :class:`~.onednn.Desc`, a primitive's
     descriptor, or None: the layout oneDNN picks) into a dense ``[rows, N]``, with an ``N``-value bias where
-    ``bias``; None where oneDNN has only its reference kernel for it."""
+    ``bias``, then the eltwise post-ops ``steps`` (algorithm, alpha, beta); None where oneDNN has only its reference
+    kernel for it."""
     src = onednn.Desc(lib, [rows, k], [row_stride, 1])
     weights = onednn.Desc(lib, [k, n], None) if weight is None else weight
     bias_desc = onednn.Desc(lib, [1, n], [n, 1]) if bias else None
@@ -82,7 +91,10 @@ def _primitives(
         )
         return status
 
-    return onednn.fast_primitives(lib, make, None, thread_counts(flops))
+    post_ops = onednn.PostOps(lib)
+    for name, alpha, beta in steps:
+        post_ops.eltwise(name, alpha, beta)
+    return onednn.fast_primitives(lib, make, post_ops, thread_counts(flops))
 
 
 def pack(matrix: np.ndarray, transposed: bool) -> MatmulWeight | None:
@@ -104,11 +116,17 @@ def pack(matrix: np.ndarray, transposed: bool) -> MatmulWeight | None:
 
 
 def product_onednn(
-    a: np.ndarray, weight: np.ndarray | MatmulWeight, transposed: bool, bias: np.ndarray | None, out: np.ndarray
+    a: np.ndarray,
+    weight: np.ndarray | MatmulWeight,
+    transposed: bool,
+    bias: np.ndarray | None,
+    out: np.ndarray,
+    steps: Sequence[tuple[str, float, float]] = (),
 ) -> Kernel | None:
-    """The kernel ``out = a @ weight (+ bias)`` as one matmul primitive: ``a`` is ``[..., M, K]``; ``weight`` a plain
-    ``[K, N]`` (``[N, K]`` where ``transposed``; leading dimensions of one allowed) or a :class:`MatmulWeight`;
-    ``bias`` has ``N`` values; ``out`` a C-contiguous ``[..., M, N]``. None where it does not apply: the library
+    """The kernel ``out = f(a @ weight (+ bias))`` as one matmul primitive: ``a`` is ``[..., M, K]``; ``weight`` a
+    plain ``[K, N]`` (``[N, K]`` where ``transposed``; leading dimensions of one allowed) or a :class:`MatmulWeight`;
+    ``bias`` has ``N`` values; ``out`` a C-contiguous ``[..., M, N]``; ``f`` the eltwise post-ops ``steps``
+    (algorithm, alpha, beta), none by default. None where it does not apply: the library
     absent, arrays that are not FLOAT, an empty ``K`` or ``N``, or only oneDNN's reference kernel for it."""
     lib = onednn.library()
     if lib is None or not all(isinstance(x, np.ndarray) and x.dtype == np.float32 for x in (a, out)):
@@ -136,7 +154,8 @@ def product_onednn(
         rows = staging
     flops = 2.0 * count * k * n
     try:
-        primitives = _primitives(lib, count, k, n, rows.strides[0] // a.itemsize, weight_desc, bias is not None, flops)
+        stride = rows.strides[0] // a.itemsize
+        primitives = _primitives(lib, count, k, n, stride, weight_desc, bias is not None, flops, steps)
         if primitives is None:
             return None
         first = primitives[0]

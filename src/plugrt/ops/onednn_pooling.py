@@ -25,7 +25,7 @@ from .onednn_buffers import AXES, fit, launcher, staged, thread_counts
 from .torch_cpu import Kernel
 
 if TYPE_CHECKING:
-    from .pooling import GlobalPoolingOperator, PoolingOperator
+    from .pooling import PoolingOperator
 
 __all__ = ["global_pooling_onednn", "pooling_onednn"]
 
@@ -76,14 +76,14 @@ def pooling_onednn(
 
 
 def global_pooling_onednn(
-    op: GlobalPoolingOperator, x: np.ndarray, out: np.ndarray, formats: Sequence[TensorFormat]
+    mode: str, x: np.ndarray, out: np.ndarray, formats: Sequence[TensorFormat]
 ) -> Kernel | None:
-    """Global MAX or AVERAGE pooling as oneDNN's pooling primitive with a window of the whole map; ``formats`` the
+    """Global MAX or AVERAGE pooling (``mode``) as oneDNN's pooling primitive with a window of the whole map; ``formats`` the
     input's (HWC or LINEAR) and the output's (LINEAR: one pixel, the same bytes as channels-last); a LINEAR input of
     one or three or more spatial axes is told as one ``S x 1`` map. None where it does not apply (other modes, no
     spatial axis, empty maps, the library absent)."""
     lib = onednn.library()
-    if lib is None or op.mode not in ("MAX", "AVERAGE") or x.ndim < 3:
+    if lib is None or mode not in ("MAX", "AVERAGE") or x.ndim < 3:
         return None
     if x.ndim != 4:  # [N, C, *S] stored LINEAR: the same bytes as [N, C, S, 1]
         if any(f != TensorFormat.LINEAR for f in formats) or not (x.flags.c_contiguous and out.flags.c_contiguous):
@@ -96,7 +96,7 @@ def global_pooling_onednn(
     if out_shape != [*shape[:2], 1, 1]:
         return None
     window = ([1, 1], shape[2:], [0, 0], [0, 0], [0, 0])
-    return _pooling(lib, _MAX if op.mode == "MAX" else _AVERAGE_EXCLUDING, x, out, formats, shape, out_shape, window)
+    return _pooling(lib, _MAX if mode == "MAX" else _AVERAGE_EXCLUDING, x, out, formats, shape, out_shape, window)
 
 
 def _pooling(

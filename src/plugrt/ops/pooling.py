@@ -379,7 +379,7 @@ class GlobalPoolingOperator(TorchOperator):
 
     def direct_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
         """oneDNN's pooling primitive over the whole map, called directly (``ops/onednn_pooling.py``)."""
-        return global_pooling_onednn(self, inputs[0], outputs[0], self.formats)
+        return global_pooling_onednn(self.mode, inputs[0], outputs[0], self.formats)
 
     def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
         torch = torch_module()

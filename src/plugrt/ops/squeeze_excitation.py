@@ -29,9 +29,11 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import ShapeError
-from ..core.types import DataType
+from ..core.types import DataType, TensorFormat
+from . import onednn
 from .activation import activation_kernel
 from .base import InputShapes, InputValues, ShapeExprs, register_operator
+from .onednn_squeeze import squeeze_excitation_onednn
 from .products import matmul_into
 from .shared_rules import SameShape, expect_float_inputs
 from .squeeze_numba import squeeze_excitation_channels_last
@@ -99,6 +101,19 @@ class SqueezeExcitationOperator(SameShape, TorchOperator):
     def channels_last_positions(self, inputs: int, outputs: int) -> list[int]:
         """The input and the output."""
         return [0, inputs]
+
+    def direct_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """``[N, C, H, W]`` inputs whose activations oneDNN has post-ops for (``ops/onednn_squeeze.py``)."""
+        return len(shapes[0]) == 4 and all(not name or name in onednn.ACTIVATIONS for name, _, _ in self._acts)
+
+    def direct_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
+        """oneDNN's primitives called directly (``ops/onednn_squeeze.py``), channels-last in a channels-last run."""
+        if self.tactic != CHANNELS_LAST_TACTIC and any(f != TensorFormat.LINEAR for f in self.formats):
+            return None
+        weights = (self._w1, self._b1, self._w2, self._b2)
+        return squeeze_excitation_onednn(self._acts, weights, inputs[0], outputs[0], self.formats)
 
     def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
         weights = (self._w1, self._b1, self._w2, self._b2)

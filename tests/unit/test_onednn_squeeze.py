@@ -1,0 +1,71 @@
+"""Squeeze-and-excitation blocks as oneDNN's primitives called directly (``ops/onednn_squeeze.py``): the NumPy
+kernel's results in both layouts, with and without biases and activations, and the cases it declines. Skips without
+the library."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plugrt.core.types import DataType, TensorFormat
+from plugrt.ops import onednn
+from plugrt.ops.onednn_squeeze import squeeze_excitation_onednn
+from plugrt.ops.squeeze_excitation import SqueezeExcitationOperator
+
+pytestmark = pytest.mark.skipif(not onednn.available(), reason="needs oneDNN (pip install 'plugrt[onednn]')")
+
+RNG = np.random.default_rng(31)
+LINEAR, HWC = TensorFormat.LINEAR, TensorFormat.HWC
+
+
+@pytest.fixture(autouse=True)
+def _onednn_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(onednn.ENV_SWITCH, raising=False)
+    monkeypatch.delenv(onednn.LIBRARY_VARIABLE, raising=False)
+
+
+def _block(channels: int, squeezed: int, acts: tuple[str, str], biases: bool) -> SqueezeExcitationOperator:
+    params = {"activation1": acts[0], "activation2": acts[1], "activation2_alpha": 0.2, "activation2_beta": 0.5}
+    weights = {
+        "kernel1": RNG.standard_normal((squeezed, channels)).astype(np.float32),
+        "kernel2": RNG.standard_normal((channels, squeezed)).astype(np.float32),
+    }
+    if biases:
+        weights["bias1"] = RNG.standard_normal(squeezed).astype(np.float32)
+        weights["bias2"] = RNG.standard_normal(channels).astype(np.float32)
+    return SqueezeExcitationOperator(params, weights)
+
+
+def _weights(op: SqueezeExcitationOperator) -> tuple:  # type: ignore[type-arg]
+    return op._w1, op._b1, op._w2, op._b2
+
+
+@pytest.mark.parametrize("fmt", [LINEAR, HWC])
+@pytest.mark.parametrize(
+    "acts, biases", [(("RELU", "HARD_SIGMOID"), True), (("", ""), False), (("RELU", "SIGMOID"), True)]
+)
+def test_the_block_computes_what_the_numpy_kernel_does(fmt: TensorFormat, acts: tuple[str, str], biases: bool) -> None:
+    op = _block(40, 10, acts, biases)
+    x = RNG.standard_normal((2, 40, 7, 9)).astype(np.float32)
+    want = np.empty_like(x)
+    op.run([x], [want], np)
+    stored = x if fmt == LINEAR else np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    out = np.full_like(stored, np.nan)
+    kernel = squeeze_excitation_onednn(op._acts, _weights(op), stored, out, [fmt, fmt])
+    assert kernel is not None
+    kernel()
+    got = out if fmt == LINEAR else out.transpose(0, 3, 1, 2)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+def test_what_it_declines() -> None:
+    op = _block(8, 2, ("RELU", "HARD_SIGMOID"), True)
+    x = np.zeros((1, 8, 3, 3), np.float32)
+    assert squeeze_excitation_onednn([("SELU", 0.0, 0.0), op._acts[1]], _weights(op), x, x.copy(), [LINEAR] * 2) is None
+    assert squeeze_excitation_onednn(op._acts, _weights(op), x[0], x[0].copy(), [LINEAR] * 2) is None  # rank 3
+    assert squeeze_excitation_onednn(op._acts, _weights(op), x.astype(np.float64), x.copy(), [LINEAR] * 2) is None
+    wrong = np.zeros((1, 6, 3, 3), np.float32)  # another channel count than the weights'
+    assert squeeze_excitation_onednn(op._acts, _weights(op), wrong, wrong.copy(), [LINEAR] * 2) is None
+    selu = _block(8, 2, ("SELU", "HARD_SIGMOID"), True)
+    assert not selu.direct_supports([DataType.FLOAT], [(1, 8, 3, 3)], [False])
+    assert op.direct_supports([DataType.FLOAT], [(1, 8, 3, 3)], [False])
