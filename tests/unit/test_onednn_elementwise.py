@@ -169,7 +169,8 @@ def test_layer_normalization_declines_what_it_does_not_compute() -> None:
     x, out = np.zeros((2, 8), np.float32), np.zeros((2, 8), np.float32)
     scale = np.ones(8, np.float32)
     op = NormalizationOperator({"mode": "layer", "axis": -1, "epsilon": 1e-5, "has_bias": False})
-    assert layer_norm_onednn(op, [x, np.ones((1, 8), np.float32)], out) is None  # a scale that only broadcasts
+    assert layer_norm_onednn(op, [x, np.ones((2, 8), np.float32)], out) is None  # a scale of another shape
+    assert layer_norm_onednn(op, [x, np.ones((1, 8), np.float32)], out) is not None  # leading ones: taken
     assert layer_norm_onednn(op, [x, scale[::1].reshape(8)[::-1]], out) is None  # not dense
     assert layer_norm_onednn(op, [x.astype(np.float64), scale], out) is None
     assert layer_norm_onednn(op, [np.zeros((0, 8), np.float32), scale], np.zeros((0, 8), np.float32)) is None
@@ -336,3 +337,31 @@ def test_without_torch_the_operators_with_a_direct_kernel_still_offer_the_tactic
     assert {getattr(fn, "__module__", "") for _, fn, _ in compiled.context._executor._calls} == {
         "plugrt.ops.onednn_buffers"
     }
+
+
+def test_softmax_over_the_last_axis_and_its_special_values() -> None:
+    """Within 2e-7 of float64 over the last axis; a row holding +inf or NaN is NaN there and 0 elsewhere (PyTorch's
+    and NumPy's kernels make the whole row NaN), a row of -inf is NaN throughout; another axis is declined (oneDNN
+    3.2 has only its reference kernel there) and so is a scaled softmax."""
+    from plugrt.ops.onednn_elementwise import softmax_onednn
+    from plugrt.ops.softmax import SoftmaxOperator
+
+    x = (RNG.standard_normal((3, 5, 40)) * 10).astype(np.float32)
+    out = np.empty_like(x)
+    kernel = softmax_onednn(2, x, out)
+    assert kernel is not None
+    kernel()
+    e = np.exp(x.astype(np.float64) - x.max(axis=2, keepdims=True))
+    np.testing.assert_allclose(out, e / e.sum(axis=2, keepdims=True), rtol=0, atol=2e-7)
+    special = np.array([[-np.inf] * 4, [1, np.inf, 2, 3], [1, np.nan, 2, 3], [1, -np.inf, 2, 3]], np.float32)
+    got = np.empty_like(special)
+    kernel = softmax_onednn(1, special, got)
+    assert kernel is not None
+    kernel()
+    assert np.isnan(got[0]).all()
+    for row in (1, 2):
+        assert np.isnan(got[row, 1]) and np.array_equal(got[row, [0, 2, 3]], [0.0, 0.0, 0.0])
+    np.testing.assert_allclose(got[3], [0.09003057, 0.0, 0.24472848, 0.6652409], rtol=1e-6)
+    assert softmax_onednn(1, x, np.empty_like(x)) is None
+    scaled = SoftmaxOperator({"axes": 4, "scaled": True})
+    assert not scaled.direct_supports([DataType.FLOAT] * 2, [(3, 5, 40), ()], [False, True])

@@ -46,6 +46,7 @@ __all__ = [
     "ENV_SWITCH",
     "FORWARD_INFERENCE",
     "LIBRARY_VARIABLE",
+    "SOFTMAX_ACCURATE",
     "STANDALONE_ACTIVATIONS",
     "UNARY",
     "Desc",
@@ -112,6 +113,8 @@ STANDALONE_ACTIVATIONS = frozenset({"LEAKY_RELU", "SIGMOID", "TANH", "HARD_SWISH
 #: the unary functions oneDNN computes as NumPy does: the engine's op -> eltwise algorithm (oneDNN 3.2's exp gives a
 #: NaN +inf, its log is off for subnormal inputs)
 UNARY = {"SQRT": "sqrt"}
+#: ``dnnl_softmax_accurate``
+SOFTMAX_ACCURATE = 0x30000
 ARG_SRC = 1
 ARG_SRC_1 = 2
 #: a recurrent primitive's initial hidden and cell states, final ones, and recurrent weights

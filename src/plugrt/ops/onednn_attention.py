@@ -33,8 +33,6 @@ __all__ = ["BLOCK_SCORES", "attention_onednn"]
 #: in blocks of 2^17 scores, 51 of 2^19, 42 of a whole head (PyTorch's blocks 47, onnxruntime 25); 16 MB, in L3
 BLOCK_SCORES = 1 << 22
 
-#: ``dnnl_softmax_accurate``
-_SOFTMAX_ACCURATE = 0x30000
 #: blocks are a multiple of this many query rows
 _ROW_ALIGN = 16
 
@@ -103,7 +101,7 @@ class _Block:
                 pd,
                 lib.engine,
                 onednn.FORWARD_INFERENCE,
-                _SOFTMAX_ACCURATE,
+                onednn.SOFTMAX_ACCURATE,
                 descs["s"].handle,
                 descs["s"].handle,
                 axis,

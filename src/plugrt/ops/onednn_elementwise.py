@@ -1,7 +1,7 @@
 """Activations, unary functions and normalizations on the CPU as oneDNN's eltwise and layer-normalization
 primitives called directly (:mod:`.onednn`).
 
-The tactic's kernels of the activation, unary (``Sqrt``) and normalization operators take these first where the
+The tactic's kernels of the activation, unary (``Sqrt``), softmax and normalization operators take these first where the
 library is there, so a transformer's GELUs and LayerNorms run without importing torch. A tensor is described as one
 dense run of its elements (an activation) or as ``[rows, normalized size]``: a layer normalization's trailing axes, an
 instance normalization's channel, a group normalization's group (their per-channel scale and bias applied by NumPy
@@ -22,13 +22,13 @@ import numpy as np
 
 from ..core.types import TensorFormat
 from . import onednn
-from .onednn_buffers import launcher, thread_counts
+from .onednn_buffers import dense_strides, launcher, thread_counts
 from .torch_cpu import Kernel
 
 if TYPE_CHECKING:
     from .normalization import NormalizationOperator
 
-__all__ = ["eltwise_onednn", "layer_norm_onednn"]
+__all__ = ["eltwise_onednn", "layer_norm_onednn", "softmax_onednn"]
 
 #: an activation's cost in operations per element, for its thread count (as PyTorch's kernels are sized)
 _ELEMENT_FLOPS = 20
@@ -68,9 +68,27 @@ def eltwise_onednn(name: str, alpha: float, beta: float, x: np.ndarray, out: np.
     return _bound(lib, make, flops, [(arg, desc, array) for arg, array in args], out)
 
 
+def softmax_onednn(axis: int, x: np.ndarray, out: np.ndarray) -> Kernel | None:
+    """``out = softmax(x)`` over ``axis`` (``out`` may be ``x``) as one softmax primitive; None where it does not apply
+    (arrays that are not dense FLOAT of one shape, an empty tensor, the library absent)."""
+    lib = onednn.library()
+    if lib is None or not _dense([x, out]) or x.shape != out.shape or not x.size or not 0 <= axis < x.ndim:
+        return None
+    desc = onednn.Desc(lib, x.shape, dense_strides(x.shape))
+
+    def make(pd: Any, attr: Any) -> int:
+        status: int = lib.dll.dnnl_softmax_forward_primitive_desc_create(
+            pd, lib.engine, onednn.FORWARD_INFERENCE, onednn.SOFTMAX_ACCURATE, desc.handle, desc.handle, axis, attr
+        )
+        return status
+
+    args = [(onednn.ARG_SRC, desc, x), (onednn.ARG_DST, desc, out)]
+    return _bound(lib, make, float(_ELEMENT_FLOPS * x.size), args, out)
+
+
 def layer_norm_onednn(op: NormalizationOperator, inputs: Sequence[Any], out: np.ndarray) -> Kernel | None:
     """Layer normalization over the trailing axes from ``op.axis`` (scale and bias of the normalized shape, weights or
-    inputs), or instance or group normalization (one scale and bias per channel), as one layer-normalization
+    inputs; leading dimensions of one allowed), or instance or group normalization (one scale and bias per channel), as one layer-normalization
     primitive over rows of the normalized elements (a channel's or a group's for the latter, whose per-channel scale
     and bias NumPy applies after it); None where it does not apply: statistics outputs, a residual, per-group affine
     values, a scale or bias of another shape, arrays that are not dense FLOAT, an empty tensor, the library absent."""
@@ -95,8 +113,8 @@ def layer_norm_onednn(op: NormalizationOperator, inputs: Sequence[Any], out: np.
         value = (np.asarray(op.weights[name]) if name in op.weights else inputs[index]) if wanted else None
         if value is not None and (value.size != math.prod(affine_shape) or not _dense([value])):
             return None
-        if value is not None and op.mode == "layer" and tuple(value.shape) != affine_shape:
-            return None
+        if value is not None and op.mode == "layer" and tuple(value.shape[value.ndim - len(affine_shape) :]) != affine_shape:
+            return None  # (leading dimensions of one allowed: PP-OCR's [1, 1, C])
         affine.append(value)
     width = x.size // rows
     data = onednn.Desc(lib, [rows, width], [width, 1])

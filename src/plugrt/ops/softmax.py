@@ -22,6 +22,7 @@ from ..core.types import DataType
 from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .concatenation import default_axis
 from .elementwise import FLOAT_TYPES, expect_inputs, label
+from .onednn_elementwise import softmax_onednn
 from .params import param
 from .reduce import axes_from_mask
 from .torch_cpu import Kernel, TorchOperator
@@ -107,6 +108,20 @@ class SoftmaxOperator(TorchOperator):
     ) -> bool:
         """FLOAT over one axis."""
         return len(self.axes_for(len(shapes[0]))) == 1 and super().torch_supports(types, shapes, constant)
+
+    def direct_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """Over the last axis, without a scale (``ops/onednn_elementwise.py``; oneDNN 3.2 has only its reference
+        kernel for another axis)."""
+        return tuple(self.axes_for(len(shapes[0]))) == (len(shapes[0]) - 1,) and not self.scaled
+
+    def direct_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
+        """oneDNN's softmax primitive called directly (``ops/onednn_elementwise.py``)."""
+        axes = self.axes_for(inputs[0].ndim)
+        if len(axes) != 1 or self.scaled:
+            return None
+        return softmax_onednn(axes[0], inputs[0], outputs[0])
 
     def torch_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
         axes = self.axes_for(inputs[0].ndim)
