@@ -1,6 +1,6 @@
-"""Squeeze-and-excitation blocks as oneDNN's primitives called directly (``ops/onednn_squeeze.py``): the NumPy
-kernel's results in both layouts, with and without biases and activations, and the cases it declines. Skips without
-the library."""
+"""Squeeze-and-excitation blocks and channel concatenations as oneDNN's primitives called directly
+(``ops/onednn_squeeze.py``, ``ops/onednn_concat.py``): the NumPy kernels' results in both layouts and across a
+channels-last run's ends, and the cases they decline. Skips without the library."""
 
 from __future__ import annotations
 
@@ -70,3 +70,26 @@ def test_what_it_declines() -> None:
     selu = _block(8, 2, ("SELU", "HARD_SIGMOID"), True)
     assert not selu.direct_supports([DataType.FLOAT], [(1, 8, 3, 3)], [False])
     assert op.direct_supports([DataType.FLOAT], [(1, 8, 3, 3)], [False])
+
+
+@pytest.mark.parametrize(
+    "formats",
+    [(HWC, HWC, HWC), (LINEAR, LINEAR, LINEAR), (LINEAR, HWC, HWC), (HWC, LINEAR, LINEAR), (HWC, HWC, LINEAR)],
+)
+@pytest.mark.parametrize("size", [(5, 7), (1, 40)])
+def test_concatenation_along_the_channels_in_any_layouts(formats: tuple, size: tuple) -> None:  # type: ignore[type-arg]
+    """oneDNN's concat (``ops/onednn_concat.py``), the LINEAR buffers staged channels-last where the layouts differ;
+    1-high maps (PP-OCR's recogniser) too."""
+    from plugrt.ops.onednn_concat import concatenation_onednn
+
+    parts = [RNG.standard_normal((2, c, *size)).astype(np.float32) for c in (3, 5)]
+    want = np.concatenate(parts, axis=1)
+    stored = [p if f == LINEAR else np.ascontiguousarray(p.transpose(0, 2, 3, 1)) for p, f in zip(parts, formats)]
+    out = np.full(want.shape if formats[-1] == LINEAR else want.transpose(0, 2, 3, 1).shape, np.nan, np.float32)
+    kernel = concatenation_onednn(stored, out, list(formats))
+    assert kernel is not None
+    kernel()
+    np.testing.assert_array_equal(out if formats[-1] == LINEAR else out.transpose(0, 3, 1, 2), want)
+    wrong = np.zeros((2, 9, *size), np.float32)  # 3 + 5 channels do not make 9
+    assert concatenation_onednn(parts, wrong, [LINEAR] * 3) is None
+    assert concatenation_onednn([p.astype(np.float64) for p in parts], want, [LINEAR] * 3) is None

@@ -21,6 +21,7 @@ from ..core.types import DataType
 from ..shape import DimensionOperation, operation
 from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .elementwise import label, merge_dim
+from .onednn_concat import concatenation_onednn
 from .params import param
 from .torch_channels_last import concatenation_channels_last
 from .torch_cpu import CHANNELS_LAST_TACTIC, NUMPY_TACTIC, TORCH_TACTIC, Kernel, TorchOperator
@@ -120,6 +121,18 @@ class ConcatenationOperator(TorchOperator):
     def channels_last_positions(self, inputs: int, outputs: int) -> list[int]:
         """Every input and the output."""
         return [*range(inputs), inputs]
+
+    def direct_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """Where the channels-last kernel applies (``ops/onednn_concat.py``)."""
+        return self.channels_last_supports(types, shapes, constant)
+
+    def direct_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
+        """oneDNN's concat primitive called directly, for the channels-last tactic (``ops/onednn_concat.py``)."""
+        if self.tactic != CHANNELS_LAST_TACTIC:
+            return None
+        return concatenation_onednn(inputs, outputs[0], self.formats)
 
     def torch_kernel(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> Kernel | None:
         if self.tactic != CHANNELS_LAST_TACTIC:

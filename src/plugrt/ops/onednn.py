@@ -36,6 +36,7 @@ __all__ = [
     "ARG_DST",
     "ARG_DST_ITER",
     "ARG_DST_ITER_C",
+    "ARG_MULTIPLE_SRC",
     "ARG_SCRATCHPAD",
     "ARG_SRC",
     "ARG_SRC_ITER",
@@ -123,6 +124,8 @@ ARG_DST = 17
 ARG_WEIGHTS = 33
 ARG_BIAS = 41
 ARG_SCRATCHPAD = 80
+#: the first of a concat's sources (``DNNL_ARG_MULTIPLE_SRC``; the k-th is this plus k)
+ARG_MULTIPLE_SRC = 1024
 _POST_OP_BASE = 32768
 _MAX_DIMS = 12
 
