@@ -33,6 +33,7 @@ def concatenation_onednn(inputs: Sequence[Any], out: Any, formats: Sequence[Tens
         return None
     flops = float(out.size)
     try:
+        sources: list[tuple[onednn.Memory, onednn.Primitive | None]]
         if len(set(formats)) == 1:  # one layout: the buffers as they are
             sources = [
                 (onednn.Memory(lib, described(lib, s, f), x.ctypes.data, hold=x), None)
