@@ -342,7 +342,7 @@ def test_without_torch_the_operators_with_a_direct_kernel_still_offer_the_tactic
 def test_softmax_over_the_last_axis_and_its_special_values() -> None:
     """Within 2e-7 of float64 over the last axis; a row holding +inf or NaN is NaN there and 0 elsewhere (PyTorch's
     and NumPy's kernels make the whole row NaN), a row of -inf is NaN throughout; another axis is declined (oneDNN
-    3.2 has only its reference kernel there) and so is a scaled softmax."""
+    3.2 has only its reference kernel there); a scaled one is NumPy's product, then the primitive."""
     from plugrt.ops.onednn_elementwise import softmax_onednn
     from plugrt.ops.softmax import SoftmaxOperator
 
@@ -364,4 +364,12 @@ def test_softmax_over_the_last_axis_and_its_special_values() -> None:
     np.testing.assert_allclose(got[3], [0.09003057, 0.0, 0.24472848, 0.6652409], rtol=1e-6)
     assert softmax_onednn(1, x, np.empty_like(x)) is None
     scaled = SoftmaxOperator({"axes": 4, "scaled": True})
-    assert not scaled.direct_supports([DataType.FLOAT] * 2, [(3, 5, 40), ()], [False, True])
+    scaled.prepare([x.shape, ()], [x.shape])
+    scale = np.array(0.37, np.float32)
+    kernel = scaled.direct_kernel([x, scale], [out])
+    assert kernel is not None
+    kernel()
+    unscaled = np.empty_like(x)
+    softmax_onednn(2, x * scale, unscaled)()  # the unfused Mul, then the softmax: the same float operations
+    np.testing.assert_array_equal(out, unscaled)
+    assert not SoftmaxOperator({"axes": 2}).direct_supports([DataType.FLOAT], [(3, 5, 40)], [False])

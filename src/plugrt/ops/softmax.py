@@ -112,16 +112,27 @@ class SoftmaxOperator(TorchOperator):
     def direct_supports(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> bool:
-        """Over the last axis, without a scale (``ops/onednn_elementwise.py``; oneDNN 3.2 has only its reference
-        kernel for another axis)."""
-        return tuple(self.axes_for(len(shapes[0]))) == (len(shapes[0]) - 1,) and not self.scaled
+        """Over the last axis (``ops/onednn_elementwise.py``; oneDNN 3.2 has only its reference kernel for another
+        axis)."""
+        return tuple(self.axes_for(len(shapes[0]))) == (len(shapes[0]) - 1,)
 
     def direct_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
-        """oneDNN's softmax primitive called directly (``ops/onednn_elementwise.py``)."""
+        """oneDNN's softmax primitive called directly (``ops/onednn_elementwise.py``); with a scale, NumPy's product
+        into the output first (the unfused ``Mul``'s float operations), the softmax then in place."""
         axes = self.axes_for(inputs[0].ndim)
-        if len(axes) != 1 or self.scaled:
+        x, out = inputs[0], outputs[0]
+        if len(axes) != 1 or (self.scaled and out.shape != x.shape):
             return None
-        return softmax_onednn(axes[0], inputs[0], outputs[0])
+        softmax = softmax_onednn(axes[0], out if self.scaled else x, out)
+        if softmax is None or not self.scaled:
+            return softmax
+        scale = inputs[1]
+
+        def run_scaled() -> None:
+            np.multiply(x, scale, out=out)
+            softmax()
+
+        return run_scaled
 
     def torch_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
         axes = self.axes_for(inputs[0].ndim)

@@ -15,8 +15,8 @@ CUDA graph like its own kernels. A PyTorch kernel takes FLOAT tensors on the CPU
 HALF on a GPU (HALF where the builder's precision pass chose it under ``BuilderFlag.FP16``).
 
 Kernels that call oneDNN directly: on the CPU, where oneDNN's library is installed (:mod:`.onednn`), an operator's
-:meth:`TorchOperator.direct_kernel` (convolution, pooling, LSTM, products, attention, layer norm, activations) is tried
-before its PyTorch kernel under the same tactics, and the tactic is offered where :meth:`TorchOperator.direct_supports`
+:meth:`TorchOperator.direct_kernel` (convolution, pooling, LSTM, products, attention, normalizations, activations,
+softmax, SE blocks, channel concatenations) is tried before its PyTorch kernel under the same tactics, and the tactic is offered where :meth:`TorchOperator.direct_supports`
 a layer, with or without torch, without importing it: torch is imported only for a layer that needs one of its
 kernels, so an engine oneDNN runs whole never imports it (~190 MB of memory).
 
@@ -280,9 +280,10 @@ class TorchOperator(Operator):
     def tactics(
         self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
     ) -> list[int]:
-        """The own kernel, and PyTorch's where it runs on this device and :meth:`torch_supports` these inputs, or
-        on the CPU where oneDNN's library is there and :meth:`direct_supports` them (without importing torch; PyTorch alone with ``PLUGRT_TORCH=always``, or on a GPU for :attr:`same_kernel_on_gpu` operators), and the
-        channels-last one where :meth:`channels_last_supports` them. On a GPU the channels-last kernel is offered
+        """The own kernel, and PyTorch's where it runs on this device and :meth:`torch_supports` these inputs or,
+        on the CPU where oneDNN's library is there, where :meth:`direct_supports` them (asked first, without
+        importing torch; PyTorch alone with ``PLUGRT_TORCH=always``, or on a GPU for :attr:`same_kernel_on_gpu`
+        operators), and the channels-last one where :meth:`channels_last_supports` them. On a GPU the channels-last kernel is offered
         for HALF inputs only (or with ``PLUGRT_TORCH=nhwc``), and then alone: cuDNN's HALF convolutions run NHWC
         kernels (given NCHW tensors it reorders them in and out around each one: 53% of ResNet-50's fp16 kernel
         time at batch 32), and timing every layer of a run in both layouts there cost minutes of build time
@@ -372,9 +373,9 @@ class TorchOperator(Operator):
 
     def bind(self, inputs: Sequence[Binding], outputs: Sequence[Binding], workspace: int) -> None:
         """The tactic's kernel for these arrays under tactic :data:`TORCH_TACTIC` or :data:`CHANNELS_LAST_TACTIC`
-        (:meth:`direct_kernel` first, then PyTorch's), else the own kernel's binding; bound to channels-last (HWC) tensors, the own kernel reads copies of
-        them in the linear layout and its results are copied back (a plan that chose the channels-last
-        kernel, run where torch is not)."""
+        (:meth:`direct_kernel` first, then PyTorch's), else the own kernel's binding; bound to channels-last (HWC)
+        tensors, the own kernel reads copies of them in the linear layout and its results are copied back (a plan
+        that chose the channels-last kernel, run where neither applies)."""
         self._torch_call = None
         self._relaid = None
         self.formats = [b.format for b in (*inputs, *outputs)]
