@@ -176,7 +176,7 @@ def attention_onednn(
     step = rows if whole else min(rows, max(_ROW_ALIGN, BLOCK_SCORES // width // _ROW_ALIGN * _ROW_ALIGN))
     heads = [None] if whole else list(np.ndindex(*batch))
     scores = np.empty((*(batch if whole else [1] * len(batch)), step, width), np.float32)
-    flops = 4.0 * scores.size * (a.shape[-1] + v.shape[-1])
+    flops = 2.0 * scores.size * (a.shape[-1] + v.shape[-1])  # a block's two products
     counts = thread_counts(flops)
     flags = np.empty(scores.shape, np.bool_) if nan_to_zero else None
     starts = list(range(0, rows, step))
