@@ -23,10 +23,11 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import NetworkError, ShapeError
-from ..core.types import DataType
+from ..core.types import DataType, TensorFormat
 from ..shape import DimensionOperation, IDimensionExpr, constant, operation
 from .base import InputShapes, InputValues, ShapeExprs, register_operator
 from .elementwise import label
+from .onednn_deconv import deconvolution_onednn
 from .product_parts import matmul_parts_into
 from .shared_rules import expect_float_inputs
 from .spatial import Window, kernel_taps
@@ -129,6 +130,18 @@ class DeconvolutionOperator(TorchOperator):
     ) -> bool:
         """FLOAT 1-, 2- and 3-D transposed convolutions."""
         return super().torch_supports(types, shapes, constant) and self.window.rank <= 3
+
+    def direct_supports(
+        self, types: Sequence[DataType], shapes: Sequence[tuple[int, ...]], constant: Sequence[bool]
+    ) -> bool:
+        """2-D transposed convolutions whose kernel (and bias) are weights (``ops/onednn_deconv.py``)."""
+        return self.window.rank == 2 and "kernel" in self.weights and (not self.has_bias or "bias" in self.weights)
+
+    def direct_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
+        """oneDNN's deconvolution primitive called directly (``ops/onednn_deconv.py``)."""
+        if any(f != TensorFormat.LINEAR for f in self.formats):
+            return None
+        return deconvolution_onednn(self, inputs[0], outputs[0], self.formats[:1] + self.formats[-1:])
 
     def torch_kernel(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> Kernel | None:
         kernel = None if "kernel" in self.weights else inputs[1]

@@ -44,6 +44,7 @@ __all__ = [
     "ARG_WEIGHTS",
     "ARG_WEIGHTS_ITER",
     "CONVOLUTION_DIRECT",
+    "DECONVOLUTION_DIRECT",
     "ENV_SWITCH",
     "FORWARD_INFERENCE",
     "LIBRARY_VARIABLE",
@@ -72,6 +73,8 @@ _F32 = 3
 #: ``dnnl_forward_inference`` and ``dnnl_convolution_direct``
 FORWARD_INFERENCE = 96
 CONVOLUTION_DIRECT = 1
+#: ``dnnl_deconvolution_direct``
+DECONVOLUTION_DIRECT = 10
 _FORMAT_ANY = 1
 _CPU_ENGINE = 1
 _IN_ORDER = 1
