@@ -365,3 +365,23 @@ def test_cast_types_values_and_misuse() -> None:
         network.add_cast(x, "int32")  # type: ignore[arg-type]
     with pytest.raises(TypeMismatchError, match=r"ICastLayer.to_type: DataType.FP8 has no NumPy equivalent"):
         layer.to_type = DataType.FP8
+
+
+def test_a_small_float64_erf_needs_no_scipy() -> None:
+    """Up to ``SMALL_ERF`` elements, float64 Erf is the fallback series (within 1e-14): no SciPy import (~22 MB) for
+    the builder's GELU probes; larger arrays take SciPy where it is installed."""
+    import subprocess
+    import sys
+
+    script = (
+        "import math, sys, numpy as np\n"
+        "from plugrt.ops.unary import erf\n"
+        "x = np.linspace(-6, 6, 1001)\n"
+        "out = np.empty_like(x)\n"
+        "erf(np, x, out)\n"
+        "assert max(abs(o - math.erf(v)) for o, v in zip(out, x)) < 1e-14\n"
+        "print('scipy' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

@@ -119,14 +119,22 @@ def erf(xp: Any, x: Any, out: Any) -> None:
     """Write the error function of ``x`` into ``out``.
 
     float32 and float16 NumPy arrays use :func:`~plugrt.ops.fast_math.erf_into` (within
-    0.54 ulp, faster than SciPy's); other types SciPy (NumPy arrays) or CuPy's
+    0.54 ulp, faster than SciPy's); other NumPy arrays of at most :data:`SMALL_ERF` elements
+    :func:`erf_fallback`; other types SciPy (NumPy arrays) or CuPy's
     ``cupyx.scipy.special`` (the backend's ``special_function``) when present, else :func:`erf_fallback`.
     """
     if xp is np and out.dtype in (np.float32, np.float16):
         erf_into(x, out)
         return
+    if xp is np and out.size <= SMALL_ERF:  # (no SciPy import, ~22 MB, for the builder's float64 GELU probes)
+        out[...] = erf_fallback(xp, x)
+        return
     _erf_function(xp)(x, out=out)
 
+
+#: other NumPy arrays of at most this many elements take :func:`erf_fallback` (within 1e-14) rather than SciPy, whose
+#: import costs ~22 MB of memory: the builder's GELU rule evaluates its probes in float64 (``builder/passes/gelu.py``)
+SMALL_ERF = 1 << 14
 
 _ERF_CACHE: dict[str, Callable[..., Any]] = {}
 
