@@ -57,3 +57,12 @@ def numpy_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
     """The NumPy kernels whatever ``PLUGRT_TORCH`` says (it is read at build and bind): for tests of one kernel
     path's own behaviour (a fused chain bit-identical to its unfused layers, an operator's patched ``run``)."""
     monkeypatch.setenv("PLUGRT_TORCH", "0")
+
+
+@pytest.fixture
+def onednn_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """oneDNN's direct kernels switched on: ``PLUGRT_ONEDNN`` and ``PLUGRT_ONEDNN_LIBRARY`` unset for the test."""
+    from plugrt.ops import onednn
+
+    monkeypatch.delenv(onednn.ENV_SWITCH, raising=False)
+    monkeypatch.delenv(onednn.LIBRARY_VARIABLE, raising=False)

@@ -8,18 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plugrt.ops import onednn
+from onednn_support import ONEDNN_TESTS
 from plugrt.ops.onednn_attention import attention_onednn
 
-pytestmark = pytest.mark.skipif(not onednn.available(), reason="needs oneDNN (pip install 'plugrt[onednn]')")
+pytestmark = ONEDNN_TESTS
 
 RNG = np.random.default_rng(23)
 
-
-@pytest.fixture(autouse=True)
-def _onednn_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(onednn.ENV_SWITCH, raising=False)
-    monkeypatch.delenv(onednn.LIBRARY_VARIABLE, raising=False)
 
 
 def _heads(batch: int, seq: int, heads: int, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -20,23 +20,19 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import plugrt
+from onednn_support import ONEDNN_TESTS
 from plugrt.core.types import TensorFormat
 from plugrt.ops import onednn, onednn_buffers, onednn_conv
 from plugrt.ops.conv import ConvolutionOperator, pack_conv_kernel
 from plugrt.ops.hand_over import hand_over
 from plugrt.ops.torch_cpu import MIN_OPENMP_FLOPS
 
-pytestmark = pytest.mark.skipif(not onednn.available(), reason="needs oneDNN (pip install 'plugrt[onednn]')")
+pytestmark = ONEDNN_TESTS
 
 HWC, LINEAR = TensorFormat.HWC, TensorFormat.LINEAR
 RTOL = 1e-5
 ATOL = 1e-5  # times the reference's largest magnitude (at least 1)
 
-
-@pytest.fixture(autouse=True)
-def _onednn_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(onednn.ENV_SWITCH, raising=False)
-    monkeypatch.delenv(onednn.LIBRARY_VARIABLE, raising=False)
 
 
 # --- helpers ------------------------------------------------------------------------------------------------------

@@ -9,20 +9,15 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import plugrt
+from onednn_support import ONEDNN_TESTS
 from plugrt.core.types import TensorFormat
-from plugrt.ops import onednn
 from plugrt.ops.deconv import DeconvolutionOperator
 from plugrt.ops.onednn_deconv import deconvolution_onednn
 
-pytestmark = pytest.mark.skipif(not onednn.available(), reason="needs oneDNN (pip install 'plugrt[onednn]')")
+pytestmark = ONEDNN_TESTS
 
 RNG = np.random.default_rng(41)
 
-
-@pytest.fixture(autouse=True)
-def _onednn_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(onednn.ENV_SWITCH, raising=False)
-    monkeypatch.delenv(onednn.LIBRARY_VARIABLE, raising=False)
 
 
 def _model(channels: int, maps: int, kernel: int, **attrs: object) -> object:

@@ -15,6 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper, save
 
 import plugrt
+from onednn_support import ONEDNN_TESTS
 from plugrt.core.logger import ILogger, Severity
 from plugrt.core.types import DataType, TensorFormat
 from plugrt.ops import onednn
@@ -25,17 +26,15 @@ from plugrt.ops.onednn_pooling import global_pooling_onednn
 from plugrt.ops.pooling import GlobalPoolingOperator
 from plugrt.ops.unary import UnaryOperator
 
-pytestmark = pytest.mark.skipif(not onednn.available(), reason="needs oneDNN (pip install 'plugrt[onednn]')")
+pytestmark = ONEDNN_TESTS
 
 RNG = np.random.default_rng(11)
 LINEAR, HWC = TensorFormat.LINEAR, TensorFormat.HWC
 
 
 @pytest.fixture(autouse=True)
-def _onednn_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(onednn.ENV_SWITCH, raising=False)
-    monkeypatch.delenv(onednn.LIBRARY_VARIABLE, raising=False)
-    monkeypatch.setenv("PLUGRT_TORCH", "1")
+def _tactic_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PLUGRT_TORCH", "1")  # (the tactic's switch turns its direct kernels off too)
 
 
 def _erf(x: np.ndarray) -> np.ndarray:

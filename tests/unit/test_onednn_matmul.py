@@ -9,21 +9,17 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import plugrt
+from onednn_support import ONEDNN_TESTS
 from plugrt.ops import blas_threads, onednn, onednn_buffers
 from plugrt.ops.linear_weights import PackedMatrix, matmul_weight, packed_matrix, placeholder, stored_weights, unpacked
 from plugrt.ops.onednn_matmul import MatmulWeight, pack, product_onednn
 from plugrt.ops.torch_cpu_linear import linear
 
-pytestmark = pytest.mark.skipif(not onednn.available(), reason="needs oneDNN (pip install 'plugrt[onednn]')")
+pytestmark = ONEDNN_TESTS
 
 RNG = np.random.default_rng(5)
 K, N = 72, 56
 
-
-@pytest.fixture(autouse=True)
-def _onednn_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(onednn.ENV_SWITCH, raising=False)
-    monkeypatch.delenv(onednn.LIBRARY_VARIABLE, raising=False)
 
 
 def _random(*shape: int) -> np.ndarray:

@@ -12,13 +12,14 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import plugrt
+from onednn_support import ONEDNN_TESTS
 from plugrt.core.types import DataType, TensorFormat
 from plugrt.ops import onednn
 from plugrt.ops.hand_over import hand_over
 from plugrt.ops.onednn_pooling import end_padding, pooling_onednn
 from plugrt.ops.pooling import PoolingOperator
 
-pytestmark = pytest.mark.skipif(not onednn.available(), reason="needs oneDNN (pip install 'plugrt[onednn]')")
+pytestmark = ONEDNN_TESTS
 
 HWC, LINEAR = TensorFormat.HWC, TensorFormat.LINEAR
 

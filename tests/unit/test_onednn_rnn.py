@@ -11,13 +11,11 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import plugrt
+from onednn_support import ONEDNN_TESTS
 from plugrt.ops import onednn
 from plugrt.ops.recurrent import RecurrentOperator
 
-pytestmark = [
-    pytest.mark.skipif(not onednn.available(), reason="needs oneDNN (pip install 'plugrt[onednn]')"),
-    pytest.mark.filterwarnings("ignore::UserWarning"),
-]
+pytestmark = [*ONEDNN_TESTS, pytest.mark.filterwarnings("ignore::UserWarning")]
 torch = pytest.importorskip("torch")
 ort = pytest.importorskip("onnxruntime")
 

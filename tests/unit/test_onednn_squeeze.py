@@ -7,21 +7,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from onednn_support import ONEDNN_TESTS
 from plugrt.core.types import DataType, TensorFormat
-from plugrt.ops import onednn
 from plugrt.ops.onednn_squeeze import squeeze_excitation_onednn
 from plugrt.ops.squeeze_excitation import SqueezeExcitationOperator
 
-pytestmark = pytest.mark.skipif(not onednn.available(), reason="needs oneDNN (pip install 'plugrt[onednn]')")
+pytestmark = ONEDNN_TESTS
 
 RNG = np.random.default_rng(31)
 LINEAR, HWC = TensorFormat.LINEAR, TensorFormat.HWC
 
-
-@pytest.fixture(autouse=True)
-def _onednn_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(onednn.ENV_SWITCH, raising=False)
-    monkeypatch.delenv(onednn.LIBRARY_VARIABLE, raising=False)
 
 
 def _block(channels: int, squeezed: int, acts: tuple[str, str], biases: bool) -> SqueezeExcitationOperator:

@@ -217,7 +217,7 @@ def attention_onednn(
             if block_mask is not None and block.fused:
                 moved.append(("mask", block_mask))
             pointed = [(block.memories[name], _address(x)) for name, x in moved]
-            unfused = None if block.fused else (block_mask, post)
+            unfused = None if block.fused else (block_mask, None if post is None else np.float32(post))
             guard = None if flags is None else _dense_part(flags, stop - start)
             plan.append((pointed, block, unfused, guard))
 
@@ -233,7 +233,7 @@ def attention_onednn(
                 if unfused[0] is not None:
                     np.add(s, unfused[0], out=s)
                 if unfused[1] is not None:
-                    np.multiply(s, np.float32(unfused[1]), out=s)
+                    np.multiply(s, unfused[1], out=s)
             softmax.run()
             if guard is not None:  # a row the mask removes entirely: NaN probabilities, made 0
                 np.isnan(block.scores, out=guard)

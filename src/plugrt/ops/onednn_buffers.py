@@ -23,7 +23,7 @@ from .depthwise_numba import source_pixels
 from .hand_over import hand_over
 from .torch_cpu import MIN_OPENMP_FLOPS, Kernel
 
-__all__ = ["AXES", "described", "fit", "launcher", "staged", "thread_counts"]
+__all__ = ["AXES", "bound_run", "described", "fit", "launcher", "one_layout", "staged", "thread_counts"]
 
 #: the axes of a stored tensor in the logical [N, C, H, W] order, by its format
 AXES = {TensorFormat.HWC: (0, 3, 1, 2), TensorFormat.LINEAR: (0, 1, 2, 3)}
@@ -80,6 +80,49 @@ def staged(
         move = onednn.reordering(lib, stage_desc, buffer_desc)
         move.bind([(onednn.ARG_SRC, stage_memory), (onednn.ARG_DST, buffer)])
     return stage_memory, move
+
+
+def one_layout(
+    lib: Any,
+    sources: Sequence[tuple[np.ndarray, TensorFormat, list[int]]],
+    out: np.ndarray,
+    out_format: TensorFormat,
+    out_shape: list[int],
+) -> tuple[list[tuple[onednn.Memory, onednn.Primitive | None]], tuple[onednn.Memory, onednn.Primitive | None]]:
+    """The memories a primitive of several tensors reads (``sources``: buffer, format, logical shape) and writes
+    (``out``), in one layout: the buffers as they are where their formats agree, else each staged channels-last
+    (:func:`staged`; oneDNN's concat and binary primitives have only their reference kernels across layouts); each
+    with its reorder or None."""
+    if all(fmt == out_format for _, fmt, _ in sources):
+        reads: list[tuple[onednn.Memory, onednn.Primitive | None]] = [
+            (onednn.Memory(lib, described(lib, shape, fmt), x.ctypes.data, hold=x), None) for x, fmt, shape in sources
+        ]
+        return reads, (onednn.Memory(lib, described(lib, out_shape, out_format), out.ctypes.data, hold=out), None)
+    reads = [staged(lib, x, fmt, shape, into=True) for x, fmt, shape in sources]
+    return reads, staged(lib, out, out_format, out_shape, into=False)
+
+
+def bound_run(
+    lib: Any,
+    make: Any,
+    flops: float,
+    args: Sequence[tuple[int, onednn.Memory]],
+    out: np.ndarray,
+    out_format: TensorFormat,
+    reads: Sequence[tuple[np.ndarray, TensorFormat, onednn.Memory, onednn.Primitive | None]] = (),
+    after: Sequence[Any] = (),
+) -> Kernel | None:
+    """The primitives ``make`` describes (one per thread count, :func:`thread_counts`) bound to ``args`` (argument,
+    memory), as a :func:`launcher` run; None where oneDNN has only its reference kernel or a call fails."""
+    try:
+        primitives = onednn.fast_primitives(lib, make, None, thread_counts(flops))
+        if primitives is None:
+            return None
+        for primitive in primitives:
+            primitive.bind(args)
+    except onednn.OneDnnError:
+        return None
+    return launcher(lib, primitives, flops, reads, out, out_format, [step for step in after if step is not None])
 
 
 def thread_counts(flops: float) -> list[int]:

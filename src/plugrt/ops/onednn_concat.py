@@ -14,7 +14,7 @@ from typing import Any
 
 from ..core.types import TensorFormat
 from . import onednn
-from .onednn_buffers import AXES, described, fit, launcher, staged, thread_counts
+from .onednn_buffers import AXES, bound_run, fit, one_layout
 from .torch_cpu import Kernel
 
 __all__ = ["concatenation_onednn"]
@@ -33,33 +33,18 @@ def concatenation_onednn(inputs: Sequence[Any], out: Any, formats: Sequence[Tens
         return None
     flops = float(out.size)
     try:
-        sources: list[tuple[onednn.Memory, onednn.Primitive | None]]
-        if len(set(formats)) == 1:  # one layout: the buffers as they are
-            sources = [
-                (onednn.Memory(lib, described(lib, s, f), x.ctypes.data, hold=x), None)
-                for x, s, f in zip(inputs, shapes, formats)
-            ]
-            target = onednn.Memory(lib, described(lib, total, formats[-1]), out.ctypes.data, hold=out)
-            after = None
-        else:  # (oneDNN has only its reference concat across layouts: the LINEAR buffers staged channels-last)
-            sources = [staged(lib, x, f, s, into=True) for x, s, f in zip(inputs, shapes, formats)]
-            target, after = staged(lib, out, formats[-1], total, into=False)
+        sources, (target, after) = one_layout(lib, list(zip(inputs, formats, shapes)), out, formats[-1], total)
         handles = (ctypes.c_void_p * len(sources))(*(memory.desc for memory, _ in sources))
-
-        def make(pd: Any, attr: Any) -> int:
-            status: int = lib.dll.dnnl_concat_primitive_desc_create(
-                pd, lib.engine, target.desc, len(sources), 1, handles, attr
-            )
-            return status
-
-        primitives = onednn.fast_primitives(lib, make, None, thread_counts(flops))
-        if primitives is None:
-            return None
-        args = [(onednn.ARG_MULTIPLE_SRC + k, memory) for k, (memory, _) in enumerate(sources)]
-        args.append((onednn.ARG_DST, target))
-        for primitive in primitives:
-            primitive.bind(args)
     except onednn.OneDnnError:
         return None
+
+    def make(pd: Any, attr: Any) -> int:
+        status: int = lib.dll.dnnl_concat_primitive_desc_create(
+            pd, lib.engine, target.desc, len(sources), 1, handles, attr
+        )
+        return status
+
+    args = [(onednn.ARG_MULTIPLE_SRC + k, memory) for k, (memory, _) in enumerate(sources)]
+    args.append((onednn.ARG_DST, target))
     reads = [(x, f, memory, move) for x, f, (memory, move) in zip(inputs, formats, sources)]
-    return launcher(lib, primitives, flops, reads, out, formats[-1], [after] if after is not None else [])
+    return bound_run(lib, make, flops, args, out, formats[-1], reads, [after])

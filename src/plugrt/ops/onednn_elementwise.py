@@ -22,16 +22,15 @@ import numpy as np
 
 from ..core.types import TensorFormat
 from . import onednn
-from .onednn_buffers import dense_strides, launcher, thread_counts
+from .onednn_buffers import bound_run, dense_strides
 from .torch_cpu import Kernel
+from .torch_cpu_kernels import ELEMENT_FLOPS
 
 if TYPE_CHECKING:
     from .normalization import NormalizationOperator
 
 __all__ = ["eltwise_onednn", "layer_norm_onednn", "softmax_onednn"]
 
-#: an activation's cost in operations per element, for its thread count (as PyTorch's kernels are sized)
-_ELEMENT_FLOPS = 20
 #: ``dnnl_use_scale`` and ``dnnl_use_shift``; execution arguments ``DNNL_ARG_SCALE`` and ``DNNL_ARG_SHIFT``
 _USE_SCALE, _USE_SHIFT, _ARG_SCALE, _ARG_SHIFT = 0x2, 0x4, 51, 52
 
@@ -48,7 +47,7 @@ def eltwise_onednn(name: str, alpha: float, beta: float, x: np.ndarray, out: np.
     if lib is None or not _dense([x, out]) or x.size != out.size or not x.size:
         return None
     desc = onednn.Desc(lib, [x.size], [1])
-    flops = float(_ELEMENT_FLOPS * x.size)
+    flops = float(ELEMENT_FLOPS * x.size)
 
     def make(pd: Any, attr: Any) -> int:
         status: int = lib.dll.dnnl_eltwise_forward_primitive_desc_create(
@@ -83,7 +82,7 @@ def softmax_onednn(axis: int, x: np.ndarray, out: np.ndarray) -> Kernel | None:
         return status
 
     args = [(onednn.ARG_SRC, desc, x), (onednn.ARG_DST, desc, out)]
-    return _bound(lib, make, float(_ELEMENT_FLOPS * x.size), args, out)
+    return _bound(lib, make, float(ELEMENT_FLOPS * x.size), args, out)
 
 
 def layer_norm_onednn(op: NormalizationOperator, inputs: Sequence[Any], out: np.ndarray) -> Kernel | None:
@@ -113,7 +112,11 @@ def layer_norm_onednn(op: NormalizationOperator, inputs: Sequence[Any], out: np.
         value = (np.asarray(op.weights[name]) if name in op.weights else inputs[index]) if wanted else None
         if value is not None and (value.size != math.prod(affine_shape) or not _dense([value])):
             return None
-        if value is not None and op.mode == "layer" and tuple(value.shape[value.ndim - len(affine_shape) :]) != affine_shape:
+        if (
+            value is not None
+            and op.mode == "layer"
+            and tuple(value.shape[value.ndim - len(affine_shape) :]) != affine_shape
+        ):
             return None  # (leading dimensions of one allowed: PP-OCR's [1, 1, C])
         affine.append(value)
     width = x.size // rows
@@ -138,7 +141,7 @@ def layer_norm_onednn(op: NormalizationOperator, inputs: Sequence[Any], out: np.
 
     args = [(onednn.ARG_SRC, data, x), (onednn.ARG_DST, data, out)]
     args += [(arg, vector, value) for arg, value in zip((_ARG_SCALE, _ARG_SHIFT), inside) if value is not None]
-    run = _bound(lib, make, float(_ELEMENT_FLOPS * x.size), args, out)
+    run = _bound(lib, make, float(ELEMENT_FLOPS * x.size), args, out)
     if run is None or op.mode == "layer" or all(value is None for value in affine):
         return run
     channels = out.reshape(out.shape[0], out.shape[1], -1)
@@ -155,15 +158,9 @@ def layer_norm_onednn(op: NormalizationOperator, inputs: Sequence[Any], out: np.
 
 
 def _bound(lib: Any, make: Any, flops: float, args: Sequence[tuple[int, onednn.Desc, np.ndarray]], out: Any) -> Any:
-    """The primitives ``make`` describes (one per thread count) bound to ``args`` (argument, descriptor, array), as a
-    run; None where oneDNN has only its reference kernel or a call fails."""
+    """:func:`~.onednn_buffers.bound_run` over ``args`` given as (argument, descriptor, array); a LINEAR output."""
     try:
-        primitives = onednn.fast_primitives(lib, make, None, thread_counts(flops))
-        if primitives is None:
-            return None
         memories = [(arg, onednn.Memory(lib, desc, array.ctypes.data, hold=array)) for arg, desc, array in args]
-        for primitive in primitives:
-            primitive.bind(memories)
     except onednn.OneDnnError:
         return None
-    return launcher(lib, primitives, flops, [], out, TensorFormat.LINEAR)
+    return bound_run(lib, make, flops, memories, out, TensorFormat.LINEAR)

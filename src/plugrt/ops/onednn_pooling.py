@@ -21,7 +21,7 @@ import numpy as np
 
 from ..core.types import TensorFormat
 from . import onednn
-from .onednn_buffers import AXES, fit, launcher, staged, thread_counts
+from .onednn_buffers import AXES, bound_run, fit, staged
 from .torch_cpu import Kernel
 
 if TYPE_CHECKING:
@@ -75,11 +75,9 @@ def pooling_onednn(
     return _pooling(lib, algorithm, x, out, formats, shape, out_shape, window)
 
 
-def global_pooling_onednn(
-    mode: str, x: np.ndarray, out: np.ndarray, formats: Sequence[TensorFormat]
-) -> Kernel | None:
-    """Global MAX or AVERAGE pooling (``mode``) as oneDNN's pooling primitive with a window of the whole map; ``formats`` the
-    input's (HWC or LINEAR) and the output's (LINEAR: one pixel, the same bytes as channels-last); a LINEAR input of
+def global_pooling_onednn(mode: str, x: np.ndarray, out: np.ndarray, formats: Sequence[TensorFormat]) -> Kernel | None:
+    """Global MAX or AVERAGE pooling (``mode``) as oneDNN's pooling primitive with a window of the whole map;
+    ``formats`` the input's (HWC or LINEAR) and the output's (LINEAR: one pixel, the same bytes as channels-last); a LINEAR input of
     one or three or more spatial axes is told as one ``S x 1`` map. None where it does not apply (other modes, no
     spatial axis, empty maps, the library absent)."""
     lib = onednn.library()
@@ -123,13 +121,7 @@ def _pooling(
             )
             return status
 
-        primitives = onednn.fast_primitives(lib, make, None, thread_counts(flops))
-        if primitives is None:
-            return None
-        for primitive in primitives:
-            primitive.bind([(onednn.ARG_SRC, source), (onednn.ARG_DST, target)])
     except onednn.OneDnnError:
         return None
-    return launcher(
-        lib, primitives, flops, [(x, formats[0], source, before)], out, formats[-1], [after] if after else []
-    )
+    args = [(onednn.ARG_SRC, source), (onednn.ARG_DST, target)]
+    return bound_run(lib, make, flops, args, out, formats[-1], [(x, formats[0], source, before)], [after])

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..core.types import TensorFormat
 from . import onednn
-from .onednn_buffers import AXES, described, fit, launcher, staged, thread_counts
+from .onednn_buffers import AXES, bound_run, fit, one_layout
 from .onednn_matmul import product_onednn
 from .onednn_pooling import global_pooling_onednn
 from .torch_cpu import Kernel
@@ -82,31 +82,18 @@ def _broadcast_multiply(
     """``out = x * scale`` (``scale`` ``[N, C, 1, 1]``) as a binary primitive on the buffers in their layouts (where
     they differ, the LINEAR one staged channels-last: oneDNN's binary has only its reference kernel across layouts)."""
     shape = [int(x.shape[a]) for a in AXES[formats[0]]]
-    factor = onednn.Desc(lib, scale.shape, [scale.shape[1], 1, 1, 1])
-    flops = float(x.size)
     try:
-        if formats[0] == formats[-1]:
-            source = onednn.Memory(lib, described(lib, shape, formats[0]), x.ctypes.data, hold=x)
-            target = onednn.Memory(lib, described(lib, shape, formats[-1]), out.ctypes.data, hold=out)
-            before, after = None, None
-        else:
-            source, before = staged(lib, x, formats[0], shape, into=True)
-            target, after = staged(lib, out, formats[-1], shape, into=False)
-
-        def make(pd: Any, attr: Any) -> int:
-            status: int = lib.dll.dnnl_binary_primitive_desc_create(
-                pd, lib.engine, _BINARY_MUL, source.desc, factor.handle, target.desc, attr
-            )
-            return status
-
-        primitives = onednn.fast_primitives(lib, make, None, thread_counts(flops))
-        if primitives is None:
-            return None
+        factor = onednn.Desc(lib, scale.shape, [scale.shape[1], 1, 1, 1])
+        [(source, before)], (target, after) = one_layout(lib, [(x, formats[0], shape)], out, formats[-1], shape)
         multiplier = onednn.Memory(lib, factor, scale.ctypes.data, hold=scale)
-        args = [(onednn.ARG_SRC, source), (onednn.ARG_SRC_1, multiplier), (onednn.ARG_DST, target)]
-        for primitive in primitives:
-            primitive.bind(args)
     except onednn.OneDnnError:
         return None
-    finishing = [after] if after is not None else []
-    return launcher(lib, primitives, flops, [(x, formats[0], source, before)], out, formats[-1], finishing)
+
+    def make(pd: Any, attr: Any) -> int:
+        status: int = lib.dll.dnnl_binary_primitive_desc_create(
+            pd, lib.engine, _BINARY_MUL, source.desc, factor.handle, target.desc, attr
+        )
+        return status
+
+    args = [(onednn.ARG_SRC, source), (onednn.ARG_SRC_1, multiplier), (onednn.ARG_DST, target)]
+    return bound_run(lib, make, float(x.size), args, out, formats[-1], [(x, formats[0], source, before)], [after])
