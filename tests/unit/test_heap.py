@@ -9,7 +9,7 @@ import ctypes.util
 import numpy as np
 import pytest
 
-from plugrt.ops import heap
+from plugrt.ops import heap, onednn
 
 
 class _MallInfo2(ctypes.Structure):
@@ -80,6 +80,25 @@ def test_a_channels_last_kernel_keeps_the_heap(monkeypatch: pytest.MonkeyPatch) 
     y = plugrt.compile(model, device="cpu")(x=x)["y"]
     assert not calls, "an NCHW PyTorch kernel changed the heap's thresholds"
     monkeypatch.setenv("PLUGRT_TORCH", "nhwc")  # the channels-last kernel: its results are handed over
+    monkeypatch.setenv(onednn.ENV_SWITCH, "0")  # (PyTorch's kernel, not oneDNN's called directly)
     y = plugrt.compile(model, device="cpu")(x=x)["y"]
     assert calls, "binding a channels-last kernel on the CPU did not keep the heap"
     assert y[0, 0, 3, 3] == 36.0 and y[0, 0, 0, 0] == 16.0
+    monkeypatch.delenv(onednn.ENV_SWITCH)
+    if onednn.available():  # oneDNN's kernel writes the engine's buffers: nothing is handed over, the heap stays
+        calls.clear()
+        y = plugrt.compile(model, device="cpu")(x=x)["y"]
+        assert not calls, "oneDNN's direct kernel changed the heap's thresholds"
+        assert y[0, 0, 3, 3] == 36.0
+
+
+def test_freed_memory_is_given_back_unless_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``return_freed_memory`` trims the heap, except where the process keeps its freed blocks."""
+    trims: list[int] = []
+    monkeypatch.setattr(heap, "_TRIM", [lambda pad: trims.append(pad)])
+    monkeypatch.setitem(heap._STATE, "kept", None)
+    heap.return_freed_memory()
+    assert trims == [0]
+    monkeypatch.setitem(heap._STATE, "kept", True)
+    heap.return_freed_memory()
+    assert trims == [0]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import math
 import random
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -197,3 +199,69 @@ def test_sequential_lifetimes_need_only_the_largest_block(sizes: list[int]) -> N
     arena, _ = plan_memory(blocks)
     assert arena == align(max(sizes))
     assert arena < sum(align(s) for s in sizes)
+
+
+# ---------------------------------------------------------------------------
+# memory_plans: constants computed before the first run
+# ---------------------------------------------------------------------------
+
+
+def _gate_reshuffle_model() -> tuple[bytes, np.ndarray, np.ndarray]:
+    """A weight too large to fold at import, its two halves swapped by Slice and Concat layers (as exporters
+    reorder an LSTM's gates), then read by a product: Slice's outputs are constants only Concat reads."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((128, 1024)).astype(np.float32)
+    v = rng.standard_normal((1024, 16)).astype(np.float32)
+    ints = {"s0": 0, "e0": 64, "s1": 64, "e1": 128, "ax": 0}
+    nodes = [
+        helper.make_node("Slice", ["W", "s0", "e0", "ax"], ["A"]),
+        helper.make_node("Slice", ["W", "s1", "e1", "ax"], ["B"]),
+        helper.make_node("Concat", ["B", "A"], ["C"], axis=0),
+        helper.make_node("MatMul", ["X", "C"], ["Y"]),
+        helper.make_node("Relu", ["Y"], ["R"]),
+        helper.make_node("MatMul", ["R", "V"], ["Z"]),
+    ]
+    initializers = [numpy_helper.from_array(w, "W"), numpy_helper.from_array(v, "V")]
+    initializers += [numpy_helper.from_array(np.array([value], np.int64), name) for name, value in ints.items()]
+    graph = helper.make_graph(
+        nodes,
+        "reshuffle",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["n", 128])],
+        [helper.make_tensor_value_info("Z", TensorProto.FLOAT, ["n", 16])],
+        initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    return model.SerializeToString(), w, v
+
+
+def test_constants_only_constants_read_share_memory_with_the_run() -> None:
+    """A constant read only by other constant layers is dead once the engine has computed the constants (before its
+    first run), so the run's tensors may take its memory; the constant the run reads keeps its own, and results stay
+    right call after call and at new shapes."""
+    import plugrt
+
+    data, w, v = _gate_reshuffle_model()
+    engine = plugrt.compile(data, shapes={"X": ((1, 128), (4, 128), (64, 128))})
+    rng = np.random.default_rng(1)
+    for rows in (4, 4, 9, 64):
+        x = rng.standard_normal((rows, 128)).astype(np.float32)
+        want = np.maximum(x @ np.concatenate([w[64:], w[:64]]), 0) @ v
+        np.testing.assert_allclose(engine(X=x)["Z"], want, rtol=1e-4, atol=1e-3)
+    plan = engine.engine.plan
+    offsets = plan.profiles[0].offsets
+    arrays = engine.context._executor.arrays  # (the last call's, at the profile's largest shapes)
+    ranges = {}
+    for index, tensor in enumerate(plan.tensors):
+        if index in offsets:
+            count = math.prod(int(d.evaluate({})) for d in tensor.shape) if tensor.role == "constant" else None
+            nbytes = 4 * count if count is not None else arrays[index].nbytes
+            ranges[tensor.name] = (tensor.role, offsets[index], offsets[index] + nbytes)
+    read_by_run = {"C", "V"}
+    dead = [(lo, hi) for name, (role, lo, hi) in ranges.items() if role == "constant" and name not in read_by_run]
+    run = [(lo, hi) for name, (role, lo, hi) in ranges.items() if role == "internal"]
+    assert dead and run
+    assert any(a < d and c < b for a, b in run for c, d in dead), ranges
+    kept = [ranges[name] for name in read_by_run]
+    assert not any(a < d and c < b for a, b in run for _, c, d in kept), ranges

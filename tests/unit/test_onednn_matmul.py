@@ -4,6 +4,8 @@ and the bias come, the cases it declines, and whole models whose products take i
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -176,3 +178,47 @@ def test_a_weight_packed_for_it_is_not_given_to_torch_s_linear() -> None:
     assert isinstance(packed, MatmulWeight)
     _close(_run(a, packed, False, None), a.astype(np.float64) @ weight)
     assert matmul_weight(weight) is weight  # a plain array as it is
+
+
+def test_each_thread_has_one_buffer_per_slot_its_layers_share() -> None:
+    """Transient memories (scratchpads, staging copies) live in aligned buffers of the running thread's, one per
+    slot, grown to the largest need; another slot or another thread has its own."""
+    slot = onednn.SCRATCH_SLOT
+    first = onednn.thread_buffer(slot, 1000)
+    assert first % onednn.SCRATCH_ALIGN == 0 and onednn.thread_buffer(slot, 10) == first
+    grown = onednn.thread_buffer(slot, 8 << 20)
+    assert grown % onednn.SCRATCH_ALIGN == 0 and onednn.thread_buffer(slot, 1000) == grown
+    assert onednn.thread_buffer(slot + 3, 1000) != grown
+    other: list[int] = []
+    helper_thread = threading.Thread(target=lambda: other.append(onednn.thread_buffer(slot, 1000)))
+    helper_thread.start()
+    helper_thread.join()
+    assert other and other[0] != grown
+
+
+def test_products_on_two_threads_at_once_keep_their_scratch_apart() -> None:
+    """Two products run over and over on two threads at the same time (each primitive's scratch in its thread's
+    buffer): every result is right."""
+    cases = []
+    for rows in (64, 96):
+        weight, a = _random(K, N), _random(rows, K)
+        out = np.zeros((rows, N), np.float32)
+        kernel = product_onednn(a, pack(weight, False), False, None, out)
+        assert kernel is not None
+        cases.append((kernel, out, a.astype(np.float64) @ weight))
+    failures: list[str] = []
+
+    def repeat(kernel: object, out: np.ndarray, want: np.ndarray) -> None:
+        for _ in range(200):
+            out[...] = np.nan
+            kernel()  # type: ignore[operator]
+            if not np.allclose(out, want, rtol=0, atol=2e-6 * max(float(np.abs(want).max()), 1.0)):
+                failures.append("wrong product")
+                return
+
+    threads = [threading.Thread(target=repeat, args=case) for case in cases]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures

@@ -21,6 +21,7 @@ from ..core.types import TensorFormat
 from ..engine.plan import EnginePlan
 from ..engine.plan_format import PluginRecord
 from ..network.definition import INetworkDefinition
+from ..ops.heap import return_freed_memory
 from ..shape.builder import constant, symbol
 from .config import BuilderFlag, IBuilderConfig
 from .control_flow import LoweredLayer, lower_control_flow
@@ -101,7 +102,7 @@ def build_plan(
         state.tensors[i].name: Dims([d.get_constant_value() if d.is_constant() else -1 for d in state.tensors[i].shape])
         for i in io
     }
-    return EnginePlan(
+    plan = EnginePlan(
         network.name,
         state.tensors,
         io,
@@ -113,6 +114,8 @@ def build_plan(
         io_shapes,
         config.get_flag(BuilderFlag.TF32),
     )
+    return_freed_memory()  # what the build's passes freed (glibc's heap would keep it)
+    return plan
 
 
 def _finish_nodes(state: BuildState) -> list[PluginRecord]:

@@ -64,14 +64,21 @@ def plan_memory(blocks: Sequence[Block]) -> tuple[int, dict[Hashable, int]]:
 
 def memory_plans(state: BuildState) -> list[ProfilePlan]:
     """Each profile's arena: tensors by lifetime (in-place outputs in their input's memory) and workspaces."""
+    end = len(state.layers)
+    # the engine computes constant layers once, before its first run (``Executor.bind``): on this timeline they take
+    # the steps before 0, so a constant that only other constant layers read (the Slice, Concat and Unsqueeze
+    # reshuffling an exported LSTM's gates: 46 MB of a BiLSTM's) shares memory with the run's tensors
+    constant_layer = [
+        bool(layer.outputs) and all(state.tensors[o].role == "constant" for o in layer.outputs) for layer in state.layers
+    ]
     last_use: dict[int, int] = {}
     producer: dict[int, int] = {}
     for step, layer in enumerate(state.layers):
+        when = step - end - 1 if constant_layer[step] else step
         for i in layer.inputs + layer.shape_inputs:
-            last_use[i] = step
+            last_use[i] = max(last_use.get(i, when), when)
         for o in layer.outputs:
-            producer[o] = step
-    end = len(state.layers)
+            producer[o] = when
     size_symbols = {sym for layer in state.layers for sym in layer.size_outputs.values()}
     # shape tensors the executor writes when shapes change live for the whole run, as constants do
     whole_run = {
@@ -91,8 +98,10 @@ def memory_plans(state: BuildState) -> list[ProfilePlan]:
             if tensor.role == "input" or (tensor.role == "output" and not data_dependent):
                 continue
             nbytes = tensor_max_bytes(tensor, profile.low, profile.high)
-            kept = tensor.role == "constant" or index in whole_run
-            start = 0 if kept else producer.get(index, 0)
+            constant = tensor.role == "constant"
+            read_by_run = last_use.get(index, -1) >= 0
+            kept = (constant and (read_by_run or index not in producer)) or index in whole_run
+            start = -end - 1 if kept else producer.get(index, 0)
             stop = end if kept or tensor.role == "output" else last_use.get(index, start)
             owner = root(index)
             if owner in lifetimes:

@@ -42,6 +42,7 @@ from ..engine.plan import LayerPlan
 from ..nodes.base import Binding
 from ..ops.base import Operator, create_operator, registered_operators
 from ..ops.blas_threads import machine_busy
+from ..ops.heap import return_freed_memory
 from ..ops.linear_weights import PackedMatrix, placeholder, timed_packing
 from ..ops.products import rows_first
 from ..ops.torch_cpu import TORCH_TACTIC
@@ -113,7 +114,9 @@ def _bindings(
     for k, (shape, dtype) in enumerate(specs):
         fmt = formats[k] if formats is not None else TensorFormat.LINEAR
         host = np.empty(storage_shape(shape, fmt), dtype=nptype(dtype))
-        if fill:
+        if fill and host.dtype in (np.float32, np.float64):  # drawn in place (a large table: no float64 copy)
+            rng.standard_normal(host.shape, dtype=host.dtype, out=host)
+        elif fill:
             host[...] = rng.standard_normal(host.shape) if host.dtype.kind == "f" else 0
         array = host if backend.host_memory else backend.xp.asarray(host)
         dims = Dims(shape)
@@ -158,6 +161,9 @@ def _time_variants(
     backend: Backend,
 ) -> list[float]:
     """Each (tactic, formats)'s fastest run of ``op`` in seconds, timed in alternation (see the module's note)."""
+    # the last layer's timing buffers are freed by now, but glibc's heap would keep them (up to its trim threshold,
+    # which it raises to 64 MiB): PP-OCR det's build held 61 MB of them
+    return_freed_memory()
     specs = [
         [(tuple(d.evaluate(env) for d in state.tensors[t].shape), state.tensors[t].dtype) for t in names]
         for names in (layer.inputs, layer.outputs)

@@ -177,12 +177,20 @@ class Operator(Node):
         return None
 
     def bind(self, inputs: Sequence[Binding], outputs: Sequence[Binding], workspace: int) -> None:
-        """:meth:`prepare` for the bound shapes; keep the arrays :meth:`launch` runs on."""
+        """:meth:`prepare` for the bound shapes; keep the arrays :meth:`launch` runs on (:meth:`bind_arrays`) and
+        its :meth:`direct_launch`."""
+        self.bind_arrays(inputs, outputs)
+        self._direct = self.direct_launch(*self._bound_args)
+
+    def bind_arrays(self, inputs: Sequence[Binding], outputs: Sequence[Binding]) -> None:
+        """:meth:`prepare` for the bound shapes and keep the arrays :meth:`launch` runs on, without asking for
+        :meth:`direct_launch` (an operator that may run another kernel asks only where it does not: the NumPy
+        kernel's own layouts of the weights cost memory)."""
         self.bound_values = [b.values for b in inputs]
         self.bound_constant = [b.constant for b in inputs]
         self.prepare([b.shape for b in inputs], [b.shape for b in outputs])
         self._bound_args = ([b.array for b in inputs], [b.array for b in outputs], self.xp)
-        self._direct = self.direct_launch(*self._bound_args)
+        self._direct = None
 
     def input_ints(self, position: int, array: Any) -> list[int]:
         """Input ``position``'s values as ints: a shape tensor's as the executor bound them (no device

@@ -22,7 +22,7 @@ import ctypes.util
 import os
 import threading
 
-__all__ = ["KEEP_BELOW", "SWITCH", "keep_freed_memory"]
+__all__ = ["KEEP_BELOW", "SWITCH", "keep_freed_memory", "return_freed_memory"]
 
 #: blocks below this size come from the heap and stay there when freed (glibc's default: 128 KiB rising to 32 MiB)
 KEEP_BELOW = 1 << 30
@@ -34,6 +34,7 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 
 _LOCK = threading.Lock()
 _STATE: dict[str, bool | None] = {"kept": None}
+_TRIM: list[object] = []
 
 
 def keep_freed_memory() -> bool:
@@ -56,3 +57,22 @@ def _set_thresholds() -> bool:
     mallopt = libc.mallopt
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return bool(mallopt(_M_MMAP_THRESHOLD, KEEP_BELOW)) and bool(mallopt(_M_TRIM_THRESHOLD, KEEP_BELOW))
+
+
+def return_freed_memory() -> None:
+    """Give the free pages of the C heap back to the system (glibc's ``malloc_trim``; nothing elsewhere, nor where
+    :func:`keep_freed_memory` is in effect). glibc keeps what is freed below its trim threshold, which it raises as
+    large blocks are freed (up to 64 MiB): after a build's timing buffers PP-OCR det held 61 MB of freed heap (196
+    -> 135 MB with this), and a plain weight freed after packing stays otherwise while the packed ones are
+    allocated elsewhere (BERT-base's peak after its first run 871 MB without this, 752 MB with it). A call costs
+    tens of microseconds."""
+    if _STATE["kept"]:
+        return
+    if not _TRIM:
+        try:
+            trim = ctypes.CDLL(None).malloc_trim
+        except (AttributeError, OSError):
+            trim = None
+        _TRIM.append(trim)
+    if _TRIM[0] is not None:
+        _TRIM[0](0)  # type: ignore[operator]

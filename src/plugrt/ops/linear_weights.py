@@ -18,13 +18,13 @@ after all (torch turned off after the engine was made).
 
 from __future__ import annotations
 
-import ctypes
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from .heap import return_freed_memory
 from .onednn_matmul import MatmulWeight, pack
 from .products import rows_first
 from .torch_cpu import TORCH_TACTIC, available, direct_runs, torch_module, view
@@ -42,7 +42,6 @@ __all__ = [
     "unpacked",
 ]
 
-_STATE: dict[str, Any] = {}
 
 
 class PackedMatrix:
@@ -71,7 +70,7 @@ class PackedMatrix:
                 if self._packed is None and self._plain is not None:
                     self._packed = self._pack(self._plain)
                     self._plain = None
-                    _return_freed_memory()
+                    return_freed_memory()
         assert self._packed is not None
         return self._packed
 
@@ -149,21 +148,6 @@ def unpacked(weight: np.ndarray, keep: bool = False) -> np.ndarray:
 def stored_weights(weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """``weights`` with every :class:`PackedWeight` unpacked (what a plan file stores)."""
     return {name: unpacked(array) for name, array in weights.items()}
-
-
-def _return_freed_memory() -> None:
-    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``; nothing elsewhere). A plain
-    weight freed after packing stays in the heap otherwise, while the packed ones are allocated elsewhere:
-    BERT-base's peak after its first run 871 MB without this, 752 MB with it (72 weights, 39 ms in all)."""
-    trim = _STATE.get("trim", False)
-    if trim is False:
-        try:
-            trim = ctypes.CDLL(None).malloc_trim
-        except (AttributeError, OSError):
-            trim = None
-        _STATE["trim"] = trim
-    if trim is not None:
-        trim(0)
 
 
 def _reader_of_constant(layer: Any, tensor: int, takes_linear: Callable[[Any], bool]) -> bool | None:

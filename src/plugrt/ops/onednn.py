@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.cpu import zeroed_pages
+
 __all__ = [
     "ACTIVATIONS",
     "ARG_BIAS",
@@ -48,6 +50,8 @@ __all__ = [
     "ENV_SWITCH",
     "FORWARD_INFERENCE",
     "LIBRARY_VARIABLE",
+    "SCRATCH_ALIGN",
+    "SCRATCH_SLOT",
     "SOFTMAX_ACCURATE",
     "STANDALONE_ACTIVATIONS",
     "UNARY",
@@ -60,6 +64,7 @@ __all__ = [
     "fast_primitives",
     "library",
     "pointer",
+    "thread_buffer",
 ]
 
 #: the environment variable that turns the direct oneDNN kernels off ("0", "off", "false", "no")
@@ -312,7 +317,7 @@ class Memory(_Owned):
     """A memory object over ``address`` described by ``desc`` (a :class:`Desc`, or a descriptor a primitive owns);
     ``hold``: the array at that address, kept alive with it."""
 
-    __slots__ = ("address", "desc", "hold", "owner")
+    __slots__ = ("address", "desc", "hold", "nbytes", "owner", "slot")
 
     def __init__(self, lib: _Library, desc: Any, address: int, hold: Any = None) -> None:
         super().__init__(lib.dll.dnnl_memory_destroy)
@@ -323,6 +328,21 @@ class Memory(_Owned):
             lib.dll.dnnl_memory_create(ctypes.byref(self.handle), self.desc, lib.engine, _P(address)), "memory_create"
         )
         self.address = address
+        #: for a :meth:`transient` memory, its slot among the running thread's buffers (else None) and its size
+        self.slot: int | None = None
+        self.nbytes = 0
+
+    @classmethod
+    def transient(cls, lib: _Library, desc: Any, slot: int) -> Memory:
+        """A memory whose contents live only during one layer's run (a staging copy, a scratchpad): in buffer
+        ``slot`` of the running thread's (:func:`thread_buffer`), where each :meth:`Primitive.run` that reads or
+        writes it points it first. The layers of an engine then share those bytes instead of each holding its
+        own: PP-OCR det's channels-last copies of its LINEAR tensors were 30 MB, one per layer. A layer gives
+        each of its transient memories a slot of its own (:data:`SCRATCH_SLOT` is the scratchpad's)."""
+        nbytes = int(lib.dll.dnnl_memory_desc_get_size(pointer(desc)))
+        memory = cls(lib, desc, thread_buffer(slot, nbytes))
+        memory.slot, memory.nbytes = slot, nbytes
+        return memory
 
     @property
     def desc_shape(self) -> list[int]:
@@ -334,6 +354,12 @@ class Memory(_Owned):
         if address != self.address:
             check(lib.set_handle(self.handle, _P(address)), "memory_set_data_handle")
             self.address = address
+
+    def settle(self, lib: _Library) -> int:
+        """Point a :meth:`transient` memory at this thread's buffer of its slot (others stay); its address."""
+        if self.slot is not None:
+            self.point(lib, thread_buffer(self.slot, self.nbytes))
+        return self.address
 
 
 class PostOps(_Owned):
@@ -370,8 +396,8 @@ def _post_op_input(index: int) -> int:
 
 class Primitive:
     """A primitive created from the descriptor ``make(pd_pointer, attr)`` returns the status of, on ``threads``
-    threads, with a scratchpad of its own; its arguments are set once (:meth:`bind`) and each :meth:`run` is one
-    execution."""
+    threads, with its scratchpad in the running thread's buffer (:func:`thread_buffer`); its arguments are set
+    once (:meth:`bind`) and each :meth:`run` is one execution."""
 
     def __init__(self, lib: _Library, make: Callable[[Any, Any], int], post_ops: PostOps | None, threads: int) -> None:
         self.lib = lib
@@ -392,13 +418,11 @@ class Primitive:
         check(lib.dll.dnnl_primitive_create(ctypes.byref(self._primitive.handle), self._pd.handle), "primitive_create")
         scratch_md = lib.dll.dnnl_primitive_desc_query_md(self._pd.handle, _QUERY_SCRATCHPAD_MD, 0)
         size = int(lib.dll.dnnl_memory_desc_get_size(scratch_md)) if scratch_md else 0
-        self._scratch = np.empty(max(size, 64) // 4 + 16, np.float32) if size else None
-        self._scratch_memory = (
-            None if self._scratch is None else Memory(lib, scratch_md, self._scratch.ctypes.data, hold=self._scratch)
-        )
+        self._scratch_memory = Memory.transient(lib, scratch_md, SCRATCH_SLOT) if size else None
         self._args: Any = None
         self._nargs = 0
         self._keep: list[Any] = []
+        self._transient: list[Memory] = []
 
     def arg_desc(self, arg: int) -> Any:
         """The descriptor of execution argument ``arg`` (e.g. :data:`ARG_WEIGHTS`) in the layout the primitive chose
@@ -411,13 +435,44 @@ class Primitive:
         if self._scratch_memory is not None:
             pairs.append((ARG_SCRATCHPAD, self._scratch_memory))
         self._keep = [m for _, m in pairs]
+        self._transient = [m for m in self._keep if m.slot is not None]
         self._args = (_Arg * len(pairs))(*(_Arg(index, memory.handle) for index, memory in pairs))
         self._nargs = len(pairs)
 
-    def run(self) -> None:
-        """Execute once on this thread's stream, on the threads it was made for."""
+    def run(self, pointed: Sequence[Memory] = ()) -> None:
+        """Execute once on this thread's stream, on the threads it was made for, its transient memories in this
+        thread's buffers (except those of ``pointed``, which a caller pointed elsewhere for this run)."""
         self.lib.use_threads(self.threads)
+        for memory in self._transient:
+            if memory not in pointed:
+                memory.settle(self.lib)
         check(self.lib.execute(self._primitive.handle, self.lib.stream(), self._nargs, self._args), "execute")
+
+
+#: transient buffers start on this many bytes (a cache line, a vector register of AVX-512)
+SCRATCH_ALIGN = 64
+#: the slot of a primitive's scratchpad among the thread's buffers (:meth:`Memory.transient`)
+SCRATCH_SLOT = 0
+
+
+def thread_buffer(slot: int, size: int) -> int:
+    """The address of this thread's buffer ``slot``, at least ``size`` bytes, grown (a new buffer) when too small.
+
+    What a :meth:`Memory.transient` memory holds is read only during one layer's run, and a thread runs one
+    layer at a time, so the layers share one buffer per slot and thread, as large as the largest need, rather
+    than each holding its own (a BiLSTM's two LSTM primitives asked for 11 MB of scratchpad each). Each run
+    points its memories here first, so a buffer left behind by growth is never read. Its pages are taken only
+    where written (no huge pages)."""
+    buffers: list[np.ndarray | None] | None = getattr(_LOCAL, "buffers", None)
+    if buffers is None:
+        buffers = _LOCAL.buffers = []
+    if len(buffers) <= slot:
+        buffers.extend([None] * (slot + 1 - len(buffers)))
+    held = buffers[slot]
+    if held is None or held.nbytes < size + SCRATCH_ALIGN:
+        held = buffers[slot] = zeroed_pages(size + SCRATCH_ALIGN)
+    address: int = held.ctypes.data
+    return -(-address // SCRATCH_ALIGN) * SCRATCH_ALIGN
 
 
 def fast_primitives(

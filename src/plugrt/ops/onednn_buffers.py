@@ -23,10 +23,24 @@ from .depthwise_numba import source_pixels
 from .hand_over import hand_over
 from .torch_cpu import MIN_OPENMP_FLOPS, Kernel
 
-__all__ = ["AXES", "bound_run", "described", "fit", "launcher", "one_layout", "staged", "thread_counts"]
+__all__ = [
+    "AXES",
+    "FIRST_STAGE",
+    "bound_run",
+    "described",
+    "fit",
+    "launcher",
+    "one_layout",
+    "staged",
+    "thread_counts",
+]
 
 #: the axes of a stored tensor in the logical [N, C, H, W] order, by its format
 AXES = {TensorFormat.HWC: (0, 3, 1, 2), TensorFormat.LINEAR: (0, 1, 2, 3)}
+
+
+#: the first of the thread buffers a layer stages its tensors in (:func:`staged`; before it, the scratchpad's)
+FIRST_STAGE = onednn.SCRATCH_SLOT + 1
 
 
 def fit(arrays: Sequence[Any], formats: Sequence[TensorFormat]) -> bool:
@@ -59,19 +73,20 @@ def dense_strides(shape: Sequence[int]) -> list[int]:
 
 
 def staged(
-    lib: Any, array: np.ndarray, fmt: TensorFormat, shape: list[int], into: bool
+    lib: Any, array: np.ndarray, fmt: TensorFormat, shape: list[int], into: bool, slot: int
 ) -> tuple[onednn.Memory, onednn.Primitive | None]:
     """The memory a primitive reads (``into``) or writes for the buffer ``array`` stored as ``fmt``, of logical shape
     ``shape`` as oneDNN is told it: the buffer itself, or for a LINEAR tensor of more than one channel and pixel a
-    channels-last buffer made here with the reorder primitive between the two (run before the layer's primitive for
-    what it reads, after it for what it writes)."""
+    channels-last copy with the reorder primitive between the two (run before the layer's primitive for what it
+    reads, after it for what it writes). The copy lives only during the layer's run, in the running thread's buffer
+    ``slot`` (:meth:`~.onednn.Memory.transient`; a layer stages each tensor in a slot of its own, from
+    :data:`FIRST_STAGE`)."""
     if fmt == TensorFormat.HWC or shape[1] == 1 or shape[2] * shape[3] == 1:  # (the same bytes as channels-last)
         desc = described(lib, shape, TensorFormat.HWC)
         return onednn.Memory(lib, desc, array.ctypes.data, hold=array), None
-    stage = np.empty((shape[0], shape[2], shape[3], shape[1]), np.float32)
     stage_desc = described(lib, shape, TensorFormat.HWC)
     buffer_desc = described(lib, shape, fmt)
-    stage_memory = onednn.Memory(lib, stage_desc, stage.ctypes.data, hold=stage)
+    stage_memory = onednn.Memory.transient(lib, stage_desc, slot)
     buffer = onednn.Memory(lib, buffer_desc, array.ctypes.data, hold=array)
     if into:
         move = onednn.reordering(lib, buffer_desc, stage_desc)
@@ -98,8 +113,8 @@ def one_layout(
             (onednn.Memory(lib, described(lib, shape, fmt), x.ctypes.data, hold=x), None) for x, fmt, shape in sources
         ]
         return reads, (onednn.Memory(lib, described(lib, out_shape, out_format), out.ctypes.data, hold=out), None)
-    reads = [staged(lib, x, fmt, shape, into=True) for x, fmt, shape in sources]
-    return reads, staged(lib, out, out_format, out_shape, into=False)
+    reads = [staged(lib, x, fmt, shape, True, FIRST_STAGE + k) for k, (x, fmt, shape) in enumerate(sources)]
+    return reads, staged(lib, out, out_format, out_shape, False, FIRST_STAGE + len(sources))
 
 
 def bound_run(

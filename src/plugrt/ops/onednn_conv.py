@@ -20,7 +20,7 @@ import numpy as np
 
 from ..core.types import TensorFormat
 from . import onednn
-from .onednn_buffers import AXES, dense_strides, fit, launcher, staged, thread_counts
+from .onednn_buffers import AXES, FIRST_STAGE, dense_strides, fit, launcher, staged, thread_counts
 from .torch_cpu import Kernel, torch_module
 from .torch_cpu_kernels import ACTIVATIONS, bias_tensor, logical_view, post_affine, same_maps
 
@@ -123,11 +123,13 @@ def convolution_onednn(
     geometry = _geometry(op, logical)
     x_shape = geometry.shape(x, formats[0])
     try:
-        source, before = staged(lib, x, formats[0], x_shape, into=True)
-        target, after = staged(lib, out, formats[-1], geometry.shape(out, formats[-1]), into=False)
+        source, before = staged(lib, x, formats[0], x_shape, True, FIRST_STAGE)
+        target, after = staged(lib, out, formats[-1], geometry.shape(out, formats[-1]), False, FIRST_STAGE + 1)
         added, before_added = None, None
         if residual is not None:
-            added, before_added = staged(lib, residual, formats[1], geometry.shape(residual, formats[1]), into=True)
+            added, before_added = staged(
+                lib, residual, formats[1], geometry.shape(residual, formats[1]), True, FIRST_STAGE + 2
+            )
         flops = 2.0 * math.prod(target.desc_shape) * (x_shape[1] // op.group) * math.prod(geometry.kernel)
         made = (
             None
@@ -265,7 +267,7 @@ def _equal_maps(
     try:
         for memory, array in moved:
             memory.point(lib, array.ctypes.data)
-        primitive.run()
+        primitive.run(pointed=[memory for memory, _ in moved])
     finally:
         for memory, address in kept:
             memory.point(lib, address)

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..core.types import TensorFormat
 from . import onednn
-from .onednn_buffers import AXES, dense_strides, fit, launcher, staged, thread_counts
+from .onednn_buffers import AXES, FIRST_STAGE, dense_strides, fit, launcher, staged, thread_counts
 from .torch_cpu import Kernel
 
 if TYPE_CHECKING:
@@ -63,8 +63,8 @@ def deconvolution_onednn(
     bias = np.ascontiguousarray(np.asarray(op.weights["bias"], np.float32).reshape(-1)) if op.has_bias else None
     flops = 2.0 * x.size * (op.maps // op.group) * int(np.prod(w.kernel))
     try:
-        source, before = staged(lib, x, formats[0], x_shape, into=True)
-        target, after = staged(lib, out, formats[-1], out_shape, into=False)
+        source, before = staged(lib, x, formats[0], x_shape, True, FIRST_STAGE)
+        target, after = staged(lib, out, formats[-1], out_shape, False, FIRST_STAGE + 1)
         any_weights = onednn.Desc(lib, shape, None)
         bias_desc = None if bias is None else onednn.Desc(lib, [op.maps], [1])
         geometry = [onednn.dims(v) for v in (w.strides, [d - 1 for d in w.dilations], begins, ends)]

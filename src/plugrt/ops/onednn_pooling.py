@@ -21,7 +21,7 @@ import numpy as np
 
 from ..core.types import TensorFormat
 from . import onednn
-from .onednn_buffers import AXES, bound_run, fit, staged
+from .onednn_buffers import AXES, FIRST_STAGE, bound_run, fit, staged
 from .torch_cpu import Kernel
 
 if TYPE_CHECKING:
@@ -111,8 +111,8 @@ def _pooling(
     ``window``'s strides, kernel, dilations (oneDNN's: 0 is none), padding at the beginnings and at the ends."""
     flops = float(out.size * math.prod(window[1]))
     try:
-        source, before = staged(lib, x, formats[0], shape, into=True)
-        target, after = staged(lib, out, formats[-1], out_shape, into=False)
+        source, before = staged(lib, x, formats[0], shape, True, FIRST_STAGE)
+        target, after = staged(lib, out, formats[-1], out_shape, False, FIRST_STAGE + 1)
         geometry = [onednn.dims(v) for v in window]
 
         def make(pd: Any, attr: Any) -> int:

@@ -379,7 +379,7 @@ class TorchOperator(Operator):
         self._torch_call = None
         self._relaid = None
         self.formats = [b.format for b in (*inputs, *outputs)]
-        super().bind(inputs, outputs, workspace)  # prepared for these shapes before a kernel is made
+        self.bind_arrays(inputs, outputs)  # prepared for these shapes before a kernel is made
         direct = direct_runs(self.xp)
         if self.tactic in (TORCH_TACTIC, CHANNELS_LAST_TACTIC) and (direct or runs_on(self.xp)):
             arrays = [b.array for b in inputs], [b.array for b in outputs]
@@ -389,12 +389,17 @@ class TorchOperator(Operator):
                 self._torch_call = self.direct_kernel(*arrays) if direct else None
                 if self._torch_call is None and runs_on(self.xp):  # (torch imported only here)
                     self._torch_call = self.torch_kernel(*arrays)
+                    if self._torch_call is not None and self.tactic == CHANNELS_LAST_TACTIC and self.xp is np:
+                        # PyTorch's tensors handed over at every run: from a heap that keeps them (oneDNN's direct
+                        # kernels write the engine's buffers: a heap that kept every freed block held PP-OCR det's
+                        # build buffers, 61 MB)
+                        keep_freed_memory()
             if self._torch_call is not None and self.xp is np:
                 quiet_blas_workers()  # no OpenBLAS worker spinning on the cores torch's OpenMP needs
-                if self.tactic == CHANNELS_LAST_TACTIC:
-                    keep_freed_memory()  # the tensors handed over at every run: from a heap that keeps them
-        if self._torch_call is None and any(f != TensorFormat.LINEAR for f in self.formats):
-            self._relaid = self._linear_copies(inputs, outputs)
+        if self._torch_call is None:  # the own kernel's
+            self._direct = self.direct_launch(*self._bound_args)
+            if any(f != TensorFormat.LINEAR for f in self.formats):
+                self._relaid = self._linear_copies(inputs, outputs)
 
     def _linear_copies(self, inputs: Sequence[Binding], outputs: Sequence[Binding]) -> tuple[Any, ...]:
         xp = self.xp
