@@ -13,7 +13,7 @@ import pytest
 
 import plugrt as trt
 from plugrt.backends.base import ALIGNMENT, Backend
-from plugrt.backends.cpu import MAPPED_FROM, CpuBackend, zeroed_pages
+from plugrt.backends.cpu import HUGE_PAGES_UP_TO, CpuBackend, zeroed_pages
 from plugrt.backends.registry import (
     DEVICES,
     active_backend,
@@ -189,25 +189,26 @@ def _resident_kib() -> int:
         return next(int(line.split()[1]) for line in status if line.startswith("VmRSS"))
 
 
-@pytest.mark.parametrize("nbytes", [0, 1, 4096, MAPPED_FROM - 1, MAPPED_FROM, 3 * MAPPED_FROM + 5])
-def test_zeroed_pages_are_zeroed_writable_bytes(nbytes: int) -> None:
-    """Every size: a writable uint8 buffer of that many bytes (one at least), all zeros; large ones are mappings
-    of their own (freed with the array)."""
-    pages = zeroed_pages(nbytes)
+@pytest.mark.parametrize("nbytes", [0, 1, 4096, (1 << 20) + 3])
+@pytest.mark.parametrize("huge_up_to", [0, HUGE_PAGES_UP_TO])
+def test_zeroed_pages_are_zeroed_writable_bytes(nbytes: int, huge_up_to: int) -> None:
+    """Every size: a writable uint8 buffer of that many bytes (one at least), all zeros; beyond ``huge_pages_up_to``
+    a mapping of its own (freed with the array)."""
+    pages = zeroed_pages(nbytes, huge_pages_up_to=huge_up_to)
     assert pages.dtype == np.uint8 and pages.size == max(nbytes, 1) and pages.flags.writeable
     assert not pages.any()
     pages[-1] = 7
     assert pages[-1] == 7
-    assert isinstance(getattr(pages.base, "obj", None), mmap.mmap) == (nbytes >= MAPPED_FROM)
+    assert isinstance(getattr(pages.base, "obj", None), mmap.mmap) == (max(nbytes, 1) > huge_up_to)
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads VmRSS from /proc")
 def test_an_arena_written_in_part_holds_only_the_pages_written() -> None:
-    """An arena's memory is taken 4 KiB at a time where it is written, not in 2 MiB huge pages (NumPy asks for
+    """A large arena's memory is taken 4 KiB at a time where it is written, not in 2 MiB huge pages (NumPy asks for
     those on its large arrays): one byte written every 2 MiB of 64 MiB holds well under 64 MiB."""
-    arena, _ = CpuBackend().allocate_arena(64 << 20)
+    arena, _ = CpuBackend().allocate_arena(HUGE_PAGES_UP_TO + (1 << 20))
     before = _resident_kib()
     arena[:: 2 << 20] = 1
     grown = _resident_kib() - before
-    assert grown < 8 << 10, f"{grown} KiB resident after writing 32 bytes"
-    assert int(arena.sum()) == 32
+    assert grown < 8 << 10, f"{grown} KiB resident after writing {arena[:: 2 << 20].size} bytes"
+    assert int(arena.sum()) == arena[:: 2 << 20].size

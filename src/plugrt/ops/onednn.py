@@ -358,7 +358,10 @@ class Memory(_Owned):
     def settle(self, lib: _Library) -> int:
         """Point a :meth:`transient` memory at this thread's buffer of its slot (others stay); its address."""
         if self.slot is not None:
-            self.point(lib, thread_buffer(self.slot, self.nbytes))
+            address = thread_buffer(self.slot, self.nbytes)
+            if address != self.address:
+                check(lib.set_handle(self.handle, _P(address)), "memory_set_data_handle")
+                self.address = address
         return self.address
 
 
@@ -463,16 +466,19 @@ def thread_buffer(slot: int, size: int) -> int:
     than each holding its own (a BiLSTM's two LSTM primitives asked for 11 MB of scratchpad each). Each run
     points its memories here first, so a buffer left behind by growth is never read. Its pages are taken only
     where written (no huge pages)."""
-    buffers: list[np.ndarray | None] | None = getattr(_LOCAL, "buffers", None)
-    if buffers is None:
-        buffers = _LOCAL.buffers = []
-    if len(buffers) <= slot:
-        buffers.extend([None] * (slot + 1 - len(buffers)))
-    held = buffers[slot]
-    if held is None or held.nbytes < size + SCRATCH_ALIGN:
-        held = buffers[slot] = zeroed_pages(size + SCRATCH_ALIGN)
-    address: int = held.ctypes.data
-    return -(-address // SCRATCH_ALIGN) * SCRATCH_ALIGN
+    try:
+        held = _LOCAL.buffers[slot]  # (size, aligned address, the buffer): a run's call costs a lookup
+        if held[0] >= size:
+            return held[1]  # type: ignore[no-any-return]
+    except (AttributeError, IndexError):
+        pass
+    buffers: list[tuple[int, int, np.ndarray | None]] = getattr(_LOCAL, "buffers", [])
+    _LOCAL.buffers = buffers
+    buffers.extend([(-1, 0, None)] * (slot + 1 - len(buffers)))
+    pages = zeroed_pages(size + SCRATCH_ALIGN, huge_pages_up_to=0)  # (a scratchpad is written in part)
+    address = -(-int(pages.ctypes.data) // SCRATCH_ALIGN) * SCRATCH_ALIGN
+    buffers[slot] = (size, address, pages)
+    return address
 
 
 def fast_primitives(
