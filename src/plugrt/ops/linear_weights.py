@@ -43,7 +43,6 @@ __all__ = [
 ]
 
 
-
 class PackedMatrix:
     """A product's constant ``[K, N]`` weight (``[N, K]`` where ``transposed``) packed in oneDNN's layout, when a
     kernel first asks for it (:attr:`matrix`), which then drops the plain array: for oneDNN's matmul primitive

@@ -355,14 +355,10 @@ class Memory(_Owned):
             check(lib.set_handle(self.handle, _P(address)), "memory_set_data_handle")
             self.address = address
 
-    def settle(self, lib: _Library) -> int:
-        """Point a :meth:`transient` memory at this thread's buffer of its slot (others stay); its address."""
+    def settle(self, lib: _Library) -> None:
+        """Point a :meth:`transient` memory at this thread's buffer of its slot (others stay where they are)."""
         if self.slot is not None:
-            address = thread_buffer(self.slot, self.nbytes)
-            if address != self.address:
-                check(lib.set_handle(self.handle, _P(address)), "memory_set_data_handle")
-                self.address = address
-        return self.address
+            self.point(lib, thread_buffer(self.slot, self.nbytes))
 
 
 class PostOps(_Owned):
