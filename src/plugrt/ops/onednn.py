@@ -60,6 +60,7 @@ __all__ = [
     "OneDnnError",
     "PostOps",
     "Primitive",
+    "activation_steps",
     "available",
     "fast_primitives",
     "library",
@@ -115,6 +116,17 @@ ACTIVATIONS: dict[str, Callable[[float, float], tuple[str, float, float]]] = {
     "GELU_ERF": lambda a, b: ("gelu_erf", 0.0, 0.0),
     "GELU_TANH": lambda a, b: ("gelu_tanh", 0.0, 0.0),
 }
+
+
+def activation_steps(name: str, alpha: float = 0.0, beta: float = 0.0) -> list[tuple[str, float, float]] | None:
+    """An activation of the engine's (its type, "" for none, and its alpha and beta) as eltwise post-ops: none, or
+    one; None where oneDNN has no algorithm for it (:data:`ACTIVATIONS`)."""
+    if not name:
+        return []
+    make = ACTIVATIONS.get(name)
+    return None if make is None else [make(alpha, beta)]
+
+
 #: the activation types a layer of its own runs as oneDNN's eltwise primitive: those whose special values are
 #: PyTorch's (oneDNN's relu, clip and hardsigmoid give a NaN a number; GELU of -inf, and of +inf in its erf form, is
 #: NaN as in PyTorch and onnxruntime)

@@ -69,12 +69,9 @@ def _geometry(op: ConvolutionOperator, x_shape: Sequence[int]) -> _Geometry:
 def post_ops_of(op: ConvolutionOperator) -> list[tuple[str, float, float]] | None:
     """The layer's epilogue after the bias and residual as eltwise post-ops in order (activation, then the scalar
     affine map as ``linear``); None where oneDNN has no post-op for its activation."""
-    steps: list[tuple[str, float, float]] = []
-    if op.activation:
-        make = onednn.ACTIVATIONS.get(op.activation)
-        if make is None:
-            return None
-        steps.append(make(*op.activation_range))
+    steps = onednn.activation_steps(op.activation, *op.activation_range)
+    if steps is None:
+        return None
     scale, shift = op.post_affine
     if scale != 1.0 or shift != 0.0:
         steps.append(("linear", scale, shift))

@@ -29,15 +29,6 @@ __all__ = ["squeeze_excitation_onednn"]
 _BINARY_MUL = 0x1FFF1
 
 
-def _steps(act: tuple[str, float, float]) -> list[tuple[str, float, float]] | None:
-    """An activation (type, alpha, beta; "" for none) as eltwise post-ops; None where oneDNN has none for it."""
-    name, alpha, beta = act
-    if not name:
-        return []
-    make = onednn.ACTIVATIONS.get(name)
-    return None if make is None else [make(alpha, beta)]
-
-
 def squeeze_excitation_onednn(
     acts: Sequence[tuple[str, float, float]],
     weights: tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray | None],
@@ -50,7 +41,7 @@ def squeeze_excitation_onednn(
     or None)``. None where it does not apply (the library absent, another rank or type, an activation oneDNN has no
     post-op for, empty tensors)."""
     lib = onednn.library()
-    steps = [_steps(act) for act in acts]
+    steps = [onednn.activation_steps(*act) for act in acts]
     if lib is None or any(s is None for s in steps) or x.ndim != 4 or not fit([x, out], formats):
         return None
     n, c, h, w = (int(x.shape[a]) for a in AXES[formats[0]])
