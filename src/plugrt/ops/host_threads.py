@@ -15,17 +15,24 @@ runs everything on the calling thread.
 :func:`in_two_parts` halves the work; :func:`pulled_by_two` lets both threads take
 the next of many items as they finish one, so when the other core is taken the
 thread that still has a core does most of the work instead of waiting for the
-other half (matrix products, ``ops/product_parts.py``).
+other half (matrix products, ``ops/product_parts.py``; convolutions in parts, ``ops/onednn_conv_parts.py``).
+
+On a busy machine (:func:`~plugrt.ops.blas_threads.machine_busy`) the helper keeps off the core the caller is
+on when it takes work (its affinity, changed only when it differs): Linux's scheduler otherwise often wakes it
+on the caller's core, where the two share one core while the other process keeps the other, and a split gains
+nothing (two 25 ms halves took 50 ms there; kept apart, the work pulled by two took 23 instead of 28 ms on one
+thread, docs/benchmarks.md). On a quiet machine it may run on every core the process may use.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from .blas_threads import engine_threads
+from .blas_threads import engine_threads, machine_busy
 
 __all__ = ["MIN_PARALLEL_ELEMENTS", "in_two_parts", "on_helper", "pulled_by_two"]
 
@@ -45,7 +52,42 @@ def _helper() -> ThreadPoolExecutor:
         return _POOL[0][1]
 
 
-def _as_helper(work: Callable[[int, int, int], None], start: int, stop: int) -> None:
+def _caller_core() -> int | None:
+    """The core this thread runs on, on a busy machine (where the helper keeps off it); else None."""
+    if not machine_busy():
+        return None
+    if not _GETCPU:
+        try:
+            _GETCPU.append(ctypes.CDLL(None).sched_getcpu)
+        except (OSError, AttributeError):
+            _GETCPU.append(None)
+    getcpu = _GETCPU[0]
+    core = int(getcpu()) if getcpu is not None else -1
+    return core if core >= 0 else None
+
+
+#: libc's ``sched_getcpu`` (None where there is none), looked up once
+_GETCPU: list[Callable[[], int] | None] = []
+
+
+def _place(apart: int | None) -> None:
+    """Keep the helper (the calling thread) off core ``apart``, or on every core the process may use (None)."""
+    if not hasattr(os, "sched_setaffinity"):
+        return
+    allowed = getattr(_LOCAL, "allowed", None)
+    if allowed is None:
+        allowed = _LOCAL.allowed = _LOCAL.placed = frozenset(os.sched_getaffinity(0))
+    wanted = allowed - {apart} if apart in allowed and len(allowed) > 1 else allowed
+    if wanted != _LOCAL.placed:
+        try:
+            os.sched_setaffinity(0, wanted)
+            _LOCAL.placed = wanted
+        except OSError:
+            pass
+
+
+def _as_helper(work: Callable[[int, int, int], None], start: int, stop: int, apart: int | None) -> None:
+    _place(apart)
     _LOCAL.helper = True
     try:
         work(1, start, stop)
@@ -62,7 +104,7 @@ def in_two_parts(count: int, elements: int, work: Callable[[int, int, int], None
         work(0, 0, count)
         return
     half = (count + 1) // 2
-    future = _helper().submit(_as_helper, work, half, count)
+    future = _helper().submit(_as_helper, work, half, count, _caller_core())
     try:
         work(0, 0, half)
     finally:
@@ -84,9 +126,10 @@ def _two_threads_allowed() -> bool:
 class _Items:
     """The items of one :func:`pulled_by_two` call: which is next, how many the helper is running, its error."""
 
-    def __init__(self, count: int, work: Callable[[int], None]) -> None:
+    def __init__(self, count: int, work: Callable[[int], None], apart: int | None) -> None:
         self.count = count
         self.work = work
+        self.apart = apart  # the caller's core on a busy machine, which the helper keeps off
         self.next = 0
         self.running = 0  # items the helper has taken and not finished
         self.error: BaseException | None = None
@@ -103,6 +146,7 @@ class _Items:
 
     def help(self) -> None:
         """The helper's part: items until none is left (none at all when it starts late)."""
+        _place(self.apart)
         _LOCAL.helper = True
         try:
             while (item := self.take(True)) is not None:
@@ -136,7 +180,7 @@ def pulled_by_two(count: int, work: Callable[[int], None]) -> None:
         for index in range(count):
             work(index)
         return
-    items = _Items(count, work)
+    items = _Items(count, work, _caller_core())
     _helper().submit(items.help)
     try:
         while (item := items.take(False)) is not None:

@@ -433,6 +433,7 @@ class Primitive:
         self._args: Any = None
         self._nargs = 0
         self._keep: list[Any] = []
+        self._bound: dict[int, Memory] = {}
         self._transient: list[Memory] = []
 
     def arg_desc(self, arg: int) -> Any:
@@ -446,9 +447,14 @@ class Primitive:
         if self._scratch_memory is not None:
             pairs.append((ARG_SCRATCHPAD, self._scratch_memory))
         self._keep = [m for _, m in pairs]
+        self._bound = dict(pairs)
         self._transient = [m for m in self._keep if m.slot is not None]
         self._args = (_Arg * len(pairs))(*(_Arg(index, memory.handle) for index, memory in pairs))
         self._nargs = len(pairs)
+
+    def bound(self, arg: int) -> Memory | None:
+        """The memory bound to execution argument ``arg`` (:meth:`bind`), or None."""
+        return self._bound.get(arg)
 
     def run(self, pointed: Sequence[Memory] = ()) -> None:
         """Execute once on this thread's stream, on the threads it was made for, its transient memories in this

@@ -11,14 +11,14 @@ own strides got only the reference kernel).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..core.types import TensorFormat
 from . import onednn
-from .blas_threads import engine_threads, threads_for
+from .blas_threads import engine_threads, machine_busy, threads_for
 from .depthwise_numba import source_pixels
 from .hand_over import hand_over
 from .torch_cpu import MIN_OPENMP_FLOPS, Kernel
@@ -157,18 +157,23 @@ def launcher(
     out_format: TensorFormat,
     after: Sequence[Any] = (),
     before: Sequence[Any] = (),
+    split: Callable[[], Any] | None = None,
 ) -> Kernel:
     """A layer's run: each buffer it ``reads`` (the buffer, its format, the memory the primitive reads, the reorder
     staging it or None) taken from its hand-over slot where a PyTorch kernel left a tensor there (HWC), LINEAR ones
     staged channels-last, and the steps ``before`` (callables) run; the primitive made for
     :func:`~.blas_threads.threads_for`'s count; then ``after`` (the output's reorder, other finishing steps: callables
-    or primitives) in order; an HWC output's slot emptied."""
+    or primitives) in order; an HWC output's slot emptied. ``split`` makes the layer's work in parts (an object
+    whose ``run`` runs them, or None: ``onednn_conv_parts.Parts``): on a busy machine
+    (:func:`~.blas_threads.machine_busy`) they are made at the first run and run instead of the primitive."""
     single = primitives[0] if len(primitives) == 1 else None
     by_count = {p.threads: p for p in primitives}
     handed = [(hand_over(a), a, memory) for a, fmt, memory, _ in reads if fmt == TensorFormat.HWC]
     moves = [move.run for _, _, _, move in reads if move is not None] + list(before)
     finishing = [step.run if isinstance(step, onednn.Primitive) else step for step in after]
     slot = hand_over(out) if out_format == TensorFormat.HWC else None
+
+    parts: list[Any] = []  # made at the first run on a busy machine (None where the layer has none)
 
     def run() -> None:
         primitive = single or by_count.get(threads_for(flops, MIN_OPENMP_FLOPS), primitives[0])
@@ -179,7 +184,12 @@ def launcher(
             taken.append(pixels)  # (held until oneDNN has read them)
         for move in moves:  # LINEAR tensors into the channels-last buffers the primitive reads, other preparations
             move()
-        primitive.run()
+        if split is not None and machine_busy():
+            if not parts:
+                parts.append(split())
+            (parts[0] or primitive).run()
+        else:
+            primitive.run()
         for step in finishing:
             step()
         if slot is not None:

@@ -21,6 +21,7 @@ import numpy as np
 from ..core.types import TensorFormat
 from . import onednn
 from .onednn_buffers import AXES, FIRST_STAGE, dense_strides, fit, launcher, staged, thread_counts
+from .onednn_conv_parts import BYTE_FLOPS, Parts, bands, part_primitives
 from .torch_cpu import Kernel, torch_module
 from .torch_cpu_kernels import ACTIVATIONS, bias_tensor, logical_view, post_affine, same_maps
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from .conv import ConvolutionOperator
 
 __all__ = ["convolution_onednn", "post_ops_of"]
+
 
 class _Geometry(NamedTuple):
     """The convolution as oneDNN is told it: its window, and whether the two spatial axes are swapped. A layer over
@@ -150,7 +152,30 @@ def convolution_onednn(
         *([after] if after is not None else []),
         *([_uniform_maps(op, out, formats[-1])] if uniform_after else []),
     ]
-    return launcher(lib, primitives, flops, reads, out, formats[-1], finish)
+    split = None
+    if not uniform_after and len(primitives) > 1:
+        split = functools.partial(_split, lib, geometry, source, target, added, primitives[0], steps or [], flops)
+    return launcher(lib, primitives, flops, reads, out, formats[-1], finish, split=split)
+
+
+def _split(
+    lib: Any,
+    geometry: _Geometry,
+    source: onednn.Memory,
+    target: onednn.Memory,
+    added: onednn.Memory | None,
+    whole: onednn.Primitive,
+    steps: list[tuple[str, float, float]],
+    flops: float,
+) -> Parts | None:
+    """The convolution's one-thread primitives over parts of its output (:mod:`.onednn_conv_parts`), or None."""
+    reach = (geometry.kernel[0] - 1) * geometry.dilations[0] + 1
+    images, _, rows, _ = source.desc_shape
+    work = flops + BYTE_FLOPS * 4 * (math.prod(source.desc_shape) + math.prod(target.desc_shape))
+    pads = (geometry.begins[0], geometry.ends[0])
+    parts = bands(images, rows, target.desc_shape[2], geometry.strides[0], reach, pads, work)
+    window = (geometry.strides, [d - 1 for d in geometry.dilations], geometry.begins, geometry.ends)
+    return part_primitives(lib, whole, parts, source, target, added, steps, window) if parts else None
 
 
 def _primitives(

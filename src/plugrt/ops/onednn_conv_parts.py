@@ -1,0 +1,193 @@
+"""A convolution's work in parts, for a machine whose other cores are busy.
+
+oneDNN's OpenMP kernels split a layer's work evenly between their threads when the primitive is made. Where another
+process keeps a core busy, the thread that shares a core with it finishes its half late while the other waits, so
+the engine runs its primitives on one thread there (``blas_threads.machine_busy``) and a run takes as long as on
+one core, where onnxruntime's pool, whose threads take small blocks of a layer as they are free, gets more than
+one. A convolution of enough work therefore also gets, the first time it runs on a busy machine, one-thread
+primitives over parts of its output: runs of whole images, or bands of an image's output rows, each reading the
+input rows its windows cover with the padding of the edges it touches. This thread and the engine's helper take the parts in
+turn as each is free (:func:`~plugrt.ops.host_threads.pulled_by_two`), so the thread that has a core does most of
+them. The parts share the layer's reordered kernel, bias and post-ops (a residual's band is added to its output's
+band); their results are the whole primitive's (the same kernels over the same windows, each output pixel summed
+in the same order).
+
+oneDNN's fast kernels take only dense channels-last tensors, so a part is a band of rows (contiguous in a
+channels-last buffer), never a range of channels.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from ..core.types import TensorFormat
+from . import onednn
+from .host_threads import pulled_by_two
+from .onednn_buffers import described
+
+__all__ = ["BYTE_FLOPS", "MAX_PARTS", "PART_FLOPS", "Band", "Parts", "bands", "part_primitives"]
+
+#: a part has at least about this much work, in floating-point operations (~200 us on one core here: the helper
+#: thread costs ~70 us to wake)
+PART_FLOPS = 2e7
+#: a byte a layer reads or writes counts as this many operations (a depthwise layer's time is its memory's: one
+#: core here runs oneDNN's dense convolutions at ~120 GFLOP/s and streams ~15 GB/s through its depthwise ones)
+BYTE_FLOPS = 8.0
+#: at most this many parts per layer (enough to even out a busy core; each is a primitive of its own)
+MAX_PARTS = 8
+
+
+class Band(NamedTuple):
+    """One part: output rows ``[row0, row1)`` of ``images`` images from ``image``, read from input rows
+    ``[first, last)`` with ``top`` and ``bottom`` rows of padding (several images: every row of each)."""
+
+    image: int
+    images: int
+    row0: int
+    row1: int
+    first: int
+    last: int
+    top: int
+    bottom: int
+
+
+def bands(
+    images: int, in_rows: int, out_rows: int, stride: int, reach: int, pads: tuple[int, int], work: float
+) -> list[Band]:
+    """The parts of a convolution of ``work`` (operations, :data:`BYTE_FLOPS` a byte moved) over ``images`` images
+    of ``in_rows`` input and ``out_rows`` output rows, its window ``reach`` rows tall (dilation included), moving
+    ``stride`` rows, with ``pads`` rows of padding (top, bottom): about ``work / PART_FLOPS`` of them, at most
+    :data:`MAX_PARTS`; runs of whole images where there are as many images as parts, else each image in bands of
+    rows of about equal height. None (an empty list) where the work makes fewer than two parts."""
+    count = min(MAX_PARTS, int(work // PART_FLOPS))
+    if count < 2:
+        return []
+    if images >= count:
+        edges = [k * images // count for k in range(count + 1)]
+        return [Band(i0, i1 - i0, 0, out_rows, 0, in_rows, *pads) for i0, i1 in itertools.pairwise(edges)]
+    per_image = min(out_rows, count // images)
+    edges = [k * out_rows // per_image for k in range(per_image + 1)]
+    parts = []
+    for image in range(images):
+        for row0, row1 in itertools.pairwise(edges):
+            first = row0 * stride - pads[0]
+            last = (row1 - 1) * stride - pads[0] + reach
+            top, bottom = max(0, -first), max(0, last - in_rows)
+            first, last = max(first, 0), min(last, in_rows)
+            if last <= first:  # a band wholly in the padding: no parts
+                return []
+            parts.append(Band(image, 1, row0, row1, first, last, top, bottom))
+    return parts if len(parts) >= 2 else []
+
+
+class Parts:
+    """One-thread primitives over parts of a layer, run by this thread and the helper together; the parts'
+    memories lie at fixed offsets in the layer's (``relative``: memory, the layer's, byte offset), followed at each
+    run wherever the layer's point (a staging copy in the running thread's buffer, a tensor taken from a slot)."""
+
+    def __init__(
+        self, lib: Any, primitives: Sequence[onednn.Primitive], relative: Sequence[tuple[Any, Any, int]]
+    ) -> None:
+        self.lib = lib
+        self.primitives = list(primitives)
+        self.relative = list(relative)
+        self.parents = list({id(parent): parent for _, parent, _ in relative}.values())
+
+    def __len__(self) -> int:
+        return len(self.primitives)
+
+    def run(self) -> None:
+        """Every part once, pulled by this thread and the helper (:func:`~.host_threads.pulled_by_two`)."""
+        lib = self.lib
+        for parent in self.parents:
+            parent.settle(lib)  # a staged tensor: this thread's buffer, where the layer's other steps run
+        for memory, parent, offset in self.relative:
+            memory.point(lib, parent.address + offset)
+        pulled_by_two(len(self.primitives), self._run)
+
+    def _run(self, item: int) -> None:
+        self.primitives[item].run()
+
+
+def part_primitives(
+    lib: Any,
+    whole: onednn.Primitive,
+    parts: Sequence[Band],
+    source: onednn.Memory,
+    target: onednn.Memory,
+    added: onednn.Memory | None,
+    steps: Sequence[tuple[str, float, float]],
+    window: tuple[Sequence[int], Sequence[int], Sequence[int], Sequence[int]],
+) -> Parts | None:
+    """One-thread primitives over ``parts`` of the convolution ``whole`` (its one-thread primitive: its kernel's
+    layout and memory, its bias) binds to ``source``, ``target`` and the residual ``added`` (dense channels-last
+    tensors, logical ``[N, C, H, W]``), with the eltwise post-ops ``steps``; ``window``: the strides, the dilations
+    (oneDNN's, less one) and the padding before and after along both axes. None where oneDNN makes any of them
+    with another kernel layout or only its reference implementation."""
+    weights = whole.bound(onednn.ARG_WEIGHTS)
+    bias = whole.bound(onednn.ARG_BIAS)
+    if weights is None:
+        return None
+    strides, dilations, begins, ends = window
+    _, channels, rows, width = source.desc_shape
+    _, maps, out_rows, out_width = target.desc_shape
+    made: list[onednn.Primitive] = []
+    relative: list[tuple[Any, Any, int]] = []
+    geometry = onednn.dims(strides), onednn.dims(dilations)
+
+    def band(parent: onednn.Memory, desc: onednn.Desc, offset: int) -> onednn.Memory:
+        memory = onednn.Memory(lib, desc, parent.address + offset, hold=parent)
+        relative.append((memory, parent, offset))
+        return memory
+
+    for part in parts:
+        band_in = described(lib, [part.images, channels, part.last - part.first, width], TensorFormat.HWC)
+        band_out = described(lib, [part.images, maps, part.row1 - part.row0, out_width], TensorFormat.HWC)
+        at_in = 4 * (part.image * rows + part.first) * width * channels
+        at_out = 4 * (part.image * out_rows + part.row0) * out_width * maps
+        post = onednn.PostOps(lib)
+        args = [
+            (onednn.ARG_SRC, band(source, band_in, at_in)),
+            (onednn.ARG_DST, band(target, band_out, at_out)),
+            (onednn.ARG_WEIGHTS, weights),
+        ]
+        if added is not None:
+            band_added = described(lib, [part.images, maps, part.row1 - part.row0, out_width], TensorFormat.HWC)
+            args.append((post.add(band_added), band(added, band_added, at_out)))
+        for name, alpha, beta in steps:
+            post.eltwise(name, alpha, beta)
+        if bias is not None:
+            args.append((onednn.ARG_BIAS, bias))
+        pads = onednn.dims([part.top, begins[1]]), onednn.dims([part.bottom, ends[1]])
+
+        def make(pd: Any, attr: Any, band_in: Any = band_in, band_out: Any = band_out, pads: Any = pads) -> int:
+            status: int = lib.dll.dnnl_convolution_forward_primitive_desc_create(
+                pd,
+                lib.engine,
+                onednn.FORWARD_INFERENCE,
+                onednn.CONVOLUTION_DIRECT,
+                band_in.handle,
+                weights.desc,
+                None if bias is None else bias.desc,
+                band_out.handle,
+                geometry[0],
+                geometry[1],
+                pads[0],
+                pads[1],
+                attr,
+            )
+            return status
+
+        try:
+            primitive = onednn.Primitive(lib, make, post, 1)
+        except onednn.OneDnnError:
+            return None
+        if primitive.implementation.startswith("ref") or not onednn.same_desc(
+            lib, primitive.arg_desc(onednn.ARG_WEIGHTS), weights.desc
+        ):
+            return None
+        primitive.bind(args)
+        made.append(primitive)
+    return Parts(lib, made, relative)
