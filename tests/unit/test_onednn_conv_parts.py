@@ -157,6 +157,26 @@ CASES = {
     "residual_linear_staged": ((1, 8, 16, 10), 8, (3, 3), 1, {"pads": [1, 1, 1, 1]}, "RELU", LINEAR, (LINEAR, LINEAR)),
     "stride2_unread_last_row_images": ((10, 4, 10, 9), 8, (3, 3), 1, {"strides": [2, 2]}, "", None, (HWC, HWC)),
     "one_pixel_wide_maps": ((2, 8, 40, 1), 16, (5, 1), 1, {}, "RELU", None, (HWC, HWC)),
+    "one_pixel_wide_one_image_strided": (
+        (1, 8, 41, 1),
+        16,
+        (5, 1),
+        1,
+        {"pads": [2, 0, 1, 0], "strides": [2, 1]},
+        "",
+        HWC,
+        (HWC, HWC),
+    ),
+    "one_row_maps_dilated": (
+        (1, 8, 1, 37),
+        8,
+        (1, 3),
+        1,
+        {"pads": [0, 2, 0, 2], "dilations": [1, 2]},
+        "",
+        None,
+        (LINEAR, LINEAR),
+    ),
 }
 
 
@@ -193,7 +213,7 @@ def test_parts_give_the_whole_primitives_bits(name: str, monkeypatch: pytest.Mon
     """On a busy machine the layer runs in parts (pulled by two threads): the whole primitive's bits, the float64
     reference's values, over one image's bands of rows, runs of images, strides, dilations, padding on some edges
     only, depthwise groups, residuals (HWC and staged LINEAR), staged LINEAR inputs and outputs, one-pixel-wide
-    maps."""
+    maps (as one row: bands of columns), one-row maps."""
     machine = _Machine(monkeypatch)
     whole, parts, want = _run_case(name, machine)
     assert machine.pulled and machine.pulled[0] >= 2

@@ -169,14 +169,17 @@ def _split(
     flops: float,
 ) -> Parts | None:
     """The convolution's one-thread primitives over parts of its output (:mod:`.onednn_conv_parts`), or None."""
-    reach = (geometry.kernel[0] - 1) * geometry.dilations[0] + 1
-    images, _, rows, _ = source.desc_shape
+    images, _, rows, cols = source.desc_shape
+    out_rows, out_cols = target.desc_shape[2:]
+    columns = rows == 1 and out_rows == 1  # maps one row high: bands of columns
+    axis = 1 if columns else 0
+    reach = (geometry.kernel[axis] - 1) * geometry.dilations[axis] + 1
     work = flops + BYTE_FLOPS * 4 * (math.prod(source.desc_shape) + math.prod(target.desc_shape))
-    pads = (geometry.begins[0], geometry.ends[0])
-    parts = bands(images, rows, target.desc_shape[2], geometry.strides[0], reach, pads, work)
+    pads = (geometry.begins[axis], geometry.ends[axis])
+    extent = (cols, out_cols) if columns else (rows, out_rows)
+    parts = bands(images, *extent, geometry.strides[axis], reach, pads, work)
     window = (geometry.strides, [d - 1 for d in geometry.dilations], geometry.begins, geometry.ends)
-    return part_primitives(lib, whole, parts, source, target, added, steps, window) if parts else None
-
+    return part_primitives(lib, whole, parts, source, target, added, steps, window, columns) if parts else None
 
 def _primitives(
     lib: Any,

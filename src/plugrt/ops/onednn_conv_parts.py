@@ -6,7 +6,8 @@ the engine runs its primitives on one thread there (``blas_threads.machine_busy`
 one core, where onnxruntime's pool, whose threads take small blocks of a layer as they are free, gets more than
 one. A convolution of enough work therefore also gets, the first time it runs on a busy machine, one-thread
 primitives over parts of its output: runs of whole images, or bands of an image's output rows, each reading the
-input rows its windows cover with the padding of the edges it touches. This thread and the engine's helper take the parts in
+input rows its windows cover with the padding of the edges it touches (for maps one row high, as magika's 1-D
+convolution is told, bands of columns). This thread and the engine's helper take the parts in
 turn as each is free (:func:`~plugrt.ops.host_threads.pulled_by_two`), so the thread that has a core does most of
 them. The parts share the layer's reordered kernel, bias and post-ops (a residual's band is added to its output's
 band); their results are the whole primitive's (the same kernels over the same windows, each output pixel summed
@@ -41,7 +42,8 @@ MAX_PARTS = 8
 
 class Band(NamedTuple):
     """One part: output rows ``[row0, row1)`` of ``images`` images from ``image``, read from input rows
-    ``[first, last)`` with ``top`` and ``bottom`` rows of padding (several images: every row of each)."""
+    ``[first, last)`` with ``top`` and ``bottom`` rows of padding (several images: every row of each). Of maps one
+    row high the rows are its columns (:func:`part_primitives`' ``columns``)."""
 
     image: int
     images: int
@@ -120,12 +122,14 @@ def part_primitives(
     added: onednn.Memory | None,
     steps: Sequence[tuple[str, float, float]],
     window: tuple[Sequence[int], Sequence[int], Sequence[int], Sequence[int]],
+    columns: bool = False,
 ) -> Parts | None:
     """One-thread primitives over ``parts`` of the convolution ``whole`` (its one-thread primitive: its kernel's
     layout and memory, its bias) binds to ``source``, ``target`` and the residual ``added`` (dense channels-last
     tensors, logical ``[N, C, H, W]``), with the eltwise post-ops ``steps``; ``window``: the strides, the dilations
-    (oneDNN's, less one) and the padding before and after along both axes. None where oneDNN makes any of them
-    with another kernel layout or only its reference implementation."""
+    (oneDNN's, less one) and the padding before and after along both axes; ``columns``: the parts' rows are the
+    columns of one-row maps. None where oneDNN makes any of them with another kernel layout or only its reference
+    implementation."""
     weights = whole.bound(onednn.ARG_WEIGHTS)
     bias = whole.bound(onednn.ARG_BIAS)
     if weights is None:
@@ -143,10 +147,20 @@ def part_primitives(
         return memory
 
     for part in parts:
-        band_in = described(lib, [part.images, channels, part.last - part.first, width], TensorFormat.HWC)
-        band_out = described(lib, [part.images, maps, part.row1 - part.row0, out_width], TensorFormat.HWC)
-        at_in = 4 * (part.image * rows + part.first) * width * channels
-        at_out = 4 * (part.image * out_rows + part.row0) * out_width * maps
+        if columns:  # one-row maps: a band of columns is a band of pixels
+            in_dims = [part.images, channels, 1, part.last - part.first]
+            out_dims = [part.images, maps, 1, part.row1 - part.row0]
+            at_in = 4 * (part.image * width + part.first) * channels
+            at_out = 4 * (part.image * out_width + part.row0) * maps
+            pads = onednn.dims([begins[0], part.top]), onednn.dims([ends[0], part.bottom])
+        else:
+            in_dims = [part.images, channels, part.last - part.first, width]
+            out_dims = [part.images, maps, part.row1 - part.row0, out_width]
+            at_in = 4 * (part.image * rows + part.first) * width * channels
+            at_out = 4 * (part.image * out_rows + part.row0) * out_width * maps
+            pads = onednn.dims([part.top, begins[1]]), onednn.dims([part.bottom, ends[1]])
+        band_in = described(lib, in_dims, TensorFormat.HWC)
+        band_out = described(lib, out_dims, TensorFormat.HWC)
         post = onednn.PostOps(lib)
         args = [
             (onednn.ARG_SRC, band(source, band_in, at_in)),
@@ -154,13 +168,12 @@ def part_primitives(
             (onednn.ARG_WEIGHTS, weights),
         ]
         if added is not None:
-            band_added = described(lib, [part.images, maps, part.row1 - part.row0, out_width], TensorFormat.HWC)
+            band_added = described(lib, out_dims, TensorFormat.HWC)
             args.append((post.add(band_added), band(added, band_added, at_out)))
         for name, alpha, beta in steps:
             post.eltwise(name, alpha, beta)
         if bias is not None:
             args.append((onednn.ARG_BIAS, bias))
-        pads = onednn.dims([part.top, begins[1]]), onednn.dims([part.bottom, ends[1]])
 
         def make(pd: Any, attr: Any, band_in: Any = band_in, band_out: Any = band_out, pads: Any = pads) -> int:
             status: int = lib.dll.dnnl_convolution_forward_primitive_desc_create(
