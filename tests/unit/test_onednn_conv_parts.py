@@ -126,7 +126,7 @@ class _Machine:
             self.pulled.append(count)
             pulled(count, work)
 
-        monkeypatch.setattr(onednn_conv_parts, "pulled_by_two", recording)
+        monkeypatch.setattr(onednn_buffers, "pulled_by_two", recording)
 
 
 #: name -> (x shape NCHW, maps, kernel, group, conv params, activation, residual format or None, (in, out) formats)

@@ -176,3 +176,46 @@ def test_the_numpy_kernels_weights_are_not_made(monkeypatch: pytest.MonkeyPatch)
         derived = {slot[1] for slot in layer._torch_weights if slot[0] == "derived"}
         assert ("rows_first_w" in derived) != direct, derived
         assert layer._direct is None or not direct
+
+
+# --- a busy machine -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize(
+    ("batch", "initial", "outputs"),
+    [(1, False, ("Y", "Y_h", "Y_c")), (5, True, ("Y", "Y_h", "Y_c")), (6, False, ("Y",))],
+    ids=["batch1", "batch5_initial_states", "batch6_sequence_only"],
+)
+def test_on_a_busy_machine_directions_and_batch_slices_run_apart(
+    monkeypatch: pytest.MonkeyPatch, direction: str, batch: int, initial: bool, outputs: tuple[str, ...]
+) -> None:
+    """Busy: one one-thread primitive per direction and slice of the batch (at most MAX_PARTS), pulled by two
+    threads, each on its slice of the buffers in place: the quiet run's bits, onnxruntime's values. One direction
+    over one sequence has nothing to split and runs whole."""
+    from plugrt.ops import blas_threads, onednn_buffers, onednn_conv_parts
+
+    busy = {"now": False}
+    pulled: list[int] = []
+    real = onednn_buffers.pulled_by_two
+    monkeypatch.setattr(blas_threads, "_machine_busy", lambda: busy["now"])
+    monkeypatch.setattr(onednn_buffers, "engine_threads", lambda: 2)
+    monkeypatch.setattr(onednn_buffers, "MIN_OPENMP_FLOPS", 0.0)
+    monkeypatch.setattr(onednn_conv_parts, "PART_FLOPS", 1.0)
+    monkeypatch.setattr(onednn_buffers, "pulled_by_two", lambda count, work: pulled.append(count) or real(count, work))
+    monkeypatch.setenv("PLUGRT_TORCH", "always")
+    model = _model(direction, 16, 12, initial=initial, outputs=outputs)
+    feeds = _feeds(model, 9, batch, initial=initial)
+    engine = plugrt.compile(model, device="cpu")
+    quiet = {k: np.array(v) for k, v in engine(**feeds).items()}
+    busy["now"] = True
+    loaded = {k: np.array(v) for k, v in engine(**feeds).items()}
+    dirs = 2 if direction == "bidirectional" else 1
+    parts = dirs * min(batch, onednn_conv_parts.MAX_PARTS // dirs)
+    assert pulled == ([parts] if parts >= 2 else [])
+    want = ort.InferenceSession(model.SerializeToString()).run(list(outputs), feeds)  # type: ignore[attr-defined]
+    for name, expected in zip(outputs, want):
+        np.testing.assert_array_equal(loaded[name], quiet[name])
+        np.testing.assert_allclose(
+            loaded[name], expected, rtol=2e-5, atol=2e-5 * max(1.0, float(np.abs(expected).max()))
+        )

@@ -25,10 +25,9 @@ from typing import Any, NamedTuple
 
 from ..core.types import TensorFormat
 from . import onednn
-from .host_threads import pulled_by_two
-from .onednn_buffers import described
+from .onednn_buffers import Parts, described
 
-__all__ = ["BYTE_FLOPS", "MAX_PARTS", "PART_FLOPS", "Band", "Parts", "bands", "part_primitives"]
+__all__ = ["BYTE_FLOPS", "MAX_PARTS", "PART_FLOPS", "Band", "bands", "part_primitives"]
 
 #: a part has at least about this much work, in floating-point operations (~200 us on one core here: the helper
 #: thread costs ~70 us to wake)
@@ -82,35 +81,6 @@ def bands(
                 return []
             parts.append(Band(image, 1, row0, row1, first, last, top, bottom))
     return parts if len(parts) >= 2 else []
-
-
-class Parts:
-    """One-thread primitives over parts of a layer, run by this thread and the helper together; the parts'
-    memories lie at fixed offsets in the layer's (``relative``: memory, the layer's, byte offset), followed at each
-    run wherever the layer's point (a staging copy in the running thread's buffer, a tensor taken from a slot)."""
-
-    def __init__(
-        self, lib: Any, primitives: Sequence[onednn.Primitive], relative: Sequence[tuple[Any, Any, int]]
-    ) -> None:
-        self.lib = lib
-        self.primitives = list(primitives)
-        self.relative = list(relative)
-        self.parents = list({id(parent): parent for _, parent, _ in relative}.values())
-
-    def __len__(self) -> int:
-        return len(self.primitives)
-
-    def run(self) -> None:
-        """Every part once, pulled by this thread and the helper (:func:`~.host_threads.pulled_by_two`)."""
-        lib = self.lib
-        for parent in self.parents:
-            parent.settle(lib)  # a staged tensor: this thread's buffer, where the layer's other steps run
-        for memory, parent, offset in self.relative:
-            memory.point(lib, parent.address + offset)
-        pulled_by_two(len(self.primitives), self._run)
-
-    def _run(self, item: int) -> None:
-        self.primitives[item].run()
 
 
 def part_primitives(

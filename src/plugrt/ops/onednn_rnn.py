@@ -8,20 +8,26 @@ execution over the whole sequence, then, for two directions, ``Y`` copied from o
 compiled loop (``recurrent_numba.py``) do not: one thread, bidirectional, 64 steps: 128 units at batch 8 3.29
 against PyTorch's 3.93 and onnxruntime's 2.79 ms; the CRNN's 512 -> 128 cell over 32 steps 0.525 against the
 loop's 0.652 and onnxruntime's 0.491 (``python benchmarks/lstm_cpu.py``, docs/benchmarks.md).
+
+On a busy machine (``blas_threads.machine_busy``), where the primitive runs on one thread, the layer runs as
+one-thread primitives over each direction and slices of its batch instead, made at its first run there, that this
+thread and the engine's helper take as each is free (``onednn_buffers.Parts``, :func:`_split`): the BiLSTM export at
+batch 1 with another process spinning 5.9 -> 3.4 ms (``python benchmarks/busy_cpu.py``).
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..core.types import TensorFormat
-from . import onednn
-from .onednn_buffers import dense_strides, launcher, thread_counts
+from . import onednn, onednn_conv_parts
+from .onednn_buffers import Parts, dense_strides, launcher, thread_counts
 from .torch_cpu import Kernel
 
 if TYPE_CHECKING:
@@ -113,7 +119,109 @@ def lstm_onednn(op: RecurrentOperator, inputs: Sequence[Any], outputs: Sequence[
         return None
     ordered = sequence.reshape(steps, batch, dirs, hidden).transpose(0, 2, 1, 3)  # as Y's [T, D, N, H]
     after = [] if dirs == 1 else [functools.partial(np.copyto, y, ordered)]
-    return launcher(lib, primitives, flops, [], y, TensorFormat.LINEAR, after)
+    split = None
+    if len(primitives) > 1:
+        buffers = {"x": x, "y": sequence, "h": finals[0], "c": finals[1], "h0": initial[0], "c0": initial[1]}
+        split = functools.partial(_split, lib, op, buffers, w, r, bias, flops)
+    return launcher(lib, primitives, flops, [], y, TensorFormat.LINEAR, after, split=split)
+
+
+def _split(
+    lib: Any,
+    op: RecurrentOperator,
+    arrays: dict[str, np.ndarray | None],
+    w: np.ndarray,
+    r: np.ndarray,
+    bias: np.ndarray,
+    flops: float,
+) -> Parts | None:
+    """The LSTM as one-thread primitives over its directions (one each way) and slices of its batch, for a busy
+    machine (``onednn_buffers.launcher``'s ``split``): each reads and writes its slice of the layer's buffers in
+    place (strided), its direction's weights reordered for it. Each direction's steps are a chain no thread can
+    share, so a bidirectional layer always has its two directions apart; a batch is sliced where its work makes
+    parts of :data:`~.onednn_conv_parts.PART_FLOPS` or more. None where that makes fewer than two parts or oneDNN
+    has only its reference kernel for them."""
+    x = arrays["x"]
+    assert x is not None
+    batch, dirs = x.shape[1], r.shape[0]
+    most, least = onednn_conv_parts.MAX_PARTS, onednn_conv_parts.PART_FLOPS
+    slices = min(batch, max(1, most // dirs), max(1, int(flops / dirs // least)))
+    edges = [k * batch // slices for k in range(slices + 1)]
+    if dirs * slices < 2 or most < 2:
+        return None
+    made = []
+    try:
+        for direction in range(dirs):
+            code = _DIRECTIONS[op.direction] if dirs == 1 else direction + 1  # (left to right, right to left)
+            for first, last in itertools.pairwise(edges):
+                made.append(_part(lib, op, arrays, (w, r, bias), code, direction, first, last - first))
+    except onednn.OneDnnError:
+        return None
+    if any(p.implementation.startswith("ref") for p in made):
+        return None
+    return Parts(lib, made, [])
+
+
+def _part(
+    lib: Any,
+    op: RecurrentOperator,
+    arrays: dict[str, np.ndarray | None],
+    weights: tuple[np.ndarray, np.ndarray, np.ndarray],
+    code: int,
+    direction: int,
+    first: int,
+    count: int,
+) -> onednn.Primitive:
+    """One direction (oneDNN's ``code``) of the LSTM over ``count`` sequences of its batch from ``first``."""
+    x, sequence = arrays["x"], arrays["y"]
+    assert x is not None and sequence is not None
+    w, r, bias = weights
+    steps, batch, width = x.shape
+    dirs, hidden = r.shape[0], r.shape[2]
+    state = onednn.Desc(lib, [1, 1, count, hidden], [dirs * batch * hidden, batch * hidden, hidden, 1])
+    descs = {
+        "x": onednn.Desc(lib, [steps, count, width], [batch * width, width, 1]),
+        "y": onednn.Desc(lib, [steps, count, hidden], [batch * dirs * hidden, dirs * hidden, 1]),
+        "layer": onednn.Desc(lib, [1, 1, width, 4, hidden], None),
+        "iter": onednn.Desc(lib, [1, 1, hidden, 4, hidden], None),
+        "bias": onednn.Desc(lib, [1, 1, 4, hidden], [4 * hidden, 4 * hidden, hidden, 1]),
+    }
+    starts = [None if arrays[name] is None else state.handle for name in ("h0", "c0")]
+
+    def make(pd: Any, attr: Any) -> int:
+        status: int = lib.dll.dnnl_lstm_forward_primitive_desc_create(
+            pd, lib.engine, onednn.FORWARD_INFERENCE, code, descs["x"].handle, *starts, descs["layer"].handle,
+            descs["iter"].handle, None, None, descs["bias"].handle, descs["y"].handle, state.handle, state.handle,
+            ctypes.c_uint(0), attr,
+        )  # fmt: skip
+        return status
+
+    primitive = onednn.Primitive(lib, make, None, 1)
+    at_state = 4 * (direction * batch + first) * hidden
+
+    def memory(desc: Any, array: np.ndarray, offset: int) -> onednn.Memory:
+        return onednn.Memory(lib, desc, array.ctypes.data + offset, hold=array)
+
+    args = [
+        (onednn.ARG_SRC, memory(descs["x"], x, 4 * first * width)),
+        (onednn.ARG_DST, memory(descs["y"], sequence, 4 * (first * dirs + direction) * hidden)),
+        (onednn.ARG_BIAS, memory(descs["bias"], bias, 4 * direction * 4 * hidden)),
+    ]
+    for arg, name in ((onednn.ARG_DST_ITER, "h"), (onednn.ARG_DST_ITER_C, "c"), (onednn.ARG_SRC_ITER, "h0"),
+                      (onednn.ARG_SRC_ITER_C, "c0")):  # fmt: skip
+        array = arrays[name]
+        if array is not None:
+            args.append((arg, memory(state, array, at_state)))
+    for arg, name, source in ((onednn.ARG_WEIGHTS, "layer", w), (onednn.ARG_WEIGHTS_ITER, "iter", r)):
+        layout = primitive.arg_desc(arg)
+        packed = op.derived_weight(
+            f"onednn-part-{name}-{direction}",
+            (source.ctypes.data, source.shape, count, steps),
+            functools.partial(_packed, lib, source[direction : direction + 1], layout),
+        )
+        args.append((arg, onednn.Memory(lib, layout, packed.ctypes.data, hold=packed)))
+    primitive.bind(args)
+    return primitive
 
 
 def _gate_major(weights: np.ndarray) -> np.ndarray:
