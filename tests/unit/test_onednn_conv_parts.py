@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from test_onednn_conv import _assert_close, _empty, _logical, _operator, _out_shape, _random, _reference, _stored
 
-from onednn_support import ONEDNN_TESTS
+from onednn_support import ONEDNN_TESTS, BusyMachine
 from plugrt.core.types import TensorFormat
 from plugrt.ops import blas_threads, host_threads, onednn_buffers, onednn_conv, onednn_conv_parts
 from plugrt.ops.onednn_conv_parts import MAX_PARTS, PART_FLOPS, Band, bands
@@ -110,23 +110,9 @@ def _with_onednn(test):  # type: ignore[no-untyped-def]
     return test
 
 
-class _Machine:
-    """A busy machine for the engine's choices (``machine_busy``), a low part size, and the parts' runs recorded."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.busy = True
-        self.pulled: list[int] = []
-        monkeypatch.setattr(blas_threads, "_machine_busy", lambda: self.busy)
-        monkeypatch.setattr(onednn_buffers, "engine_threads", lambda: 2)
-        monkeypatch.setattr(onednn_buffers, "MIN_OPENMP_FLOPS", 0.0)  # the small test layers get two primitives
-        monkeypatch.setattr(onednn_conv_parts, "PART_FLOPS", 1e4)
-        pulled = host_threads.pulled_by_two
-
-        def recording(count: int, work) -> None:
-            self.pulled.append(count)
-            pulled(count, work)
-
-        monkeypatch.setattr(onednn_buffers, "pulled_by_two", recording)
+def _machine(monkeypatch: pytest.MonkeyPatch) -> BusyMachine:
+    """A busy machine, parts of 1e4 operations (``onednn_support.BusyMachine``)."""
+    return BusyMachine(monkeypatch, busy=True)
 
 
 #: name -> (x shape NCHW, maps, kernel, group, conv params, activation, residual format or None, (in, out) formats)
@@ -180,7 +166,7 @@ CASES = {
 }
 
 
-def _run_case(name: str, machine: _Machine) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _run_case(name: str, machine: BusyMachine) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The layer's result on a quiet machine (the whole primitive), on a busy one (the parts), and the reference."""
     shape, maps, kernel, group, conv_params, activation, residual_fmt, (fin, fout) = CASES[name]
     op = _operator(shape[1], maps, kernel, group, seed=len(name), activation=activation,
@@ -214,7 +200,7 @@ def test_parts_give_the_whole_primitives_bits(name: str, monkeypatch: pytest.Mon
     reference's values, over one image's bands of rows, runs of images, strides, dilations, padding on some edges
     only, depthwise groups, residuals (HWC and staged LINEAR), staged LINEAR inputs and outputs, one-pixel-wide
     maps (as one row: bands of columns), one-row maps."""
-    machine = _Machine(monkeypatch)
+    machine = _machine(monkeypatch)
     whole, parts, want = _run_case(name, machine)
     assert machine.pulled and machine.pulled[0] >= 2
     np.testing.assert_array_equal(parts, whole)
@@ -225,7 +211,7 @@ def test_parts_give_the_whole_primitives_bits(name: str, monkeypatch: pytest.Mon
 def test_parts_are_made_once_and_follow_new_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
     """The parts are made at the first busy run and reused; new values in the buffers give new results; a quiet
     run between takes the whole primitive again."""
-    machine = _Machine(monkeypatch)
+    machine = _machine(monkeypatch)
     made: list[object] = []
     real = onednn_conv_parts.part_primitives
     monkeypatch.setattr(onednn_conv, "part_primitives", lambda *a: made.append(1) or real(*a))
@@ -253,7 +239,7 @@ def test_parts_read_a_tensor_taken_from_the_input_slot(monkeypatch: pytest.Monke
     torch = pytest.importorskip("torch")
     from plugrt.ops.hand_over import hand_over
 
-    machine = _Machine(monkeypatch)
+    machine = _machine(monkeypatch)
     op = _operator(8, 16, (3, 3), pads=[1, 1, 1, 1], activation="RELU")
     x = _random((1, 8, 14, 9), 5)
     x_buffer, out = np.zeros((1, 14, 9, 8), np.float32), _empty((1, 16, 14, 9), HWC)
@@ -284,7 +270,7 @@ def _run_twice_and_check(seed: int) -> None:
 @_with_onednn
 def test_an_engine_of_one_thread_makes_no_parts(monkeypatch: pytest.MonkeyPatch) -> None:
     """An engine allowed one thread has one primitive a layer and never splits it, busy or not."""
-    machine = _Machine(monkeypatch)
+    machine = _machine(monkeypatch)
     monkeypatch.setattr(onednn_buffers, "engine_threads", lambda: 1)
     _run_twice_and_check(seed=6)
     assert machine.pulled == []
@@ -293,7 +279,7 @@ def test_an_engine_of_one_thread_makes_no_parts(monkeypatch: pytest.MonkeyPatch)
 @_with_onednn
 def test_a_layer_without_parts_runs_whole_on_a_busy_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     """Too little work for two parts: the one-thread primitive runs, and the split is not tried again."""
-    machine = _Machine(monkeypatch)
+    machine = _machine(monkeypatch)
     monkeypatch.setattr(onednn_conv_parts, "PART_FLOPS", 1e12)
     tried: list[int] = []
     real = onednn_conv.bands

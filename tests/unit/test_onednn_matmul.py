@@ -11,8 +11,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import plugrt
-from onednn_support import ONEDNN_TESTS
-from plugrt.ops import blas_threads, onednn, onednn_buffers
+from onednn_support import ONEDNN_TESTS, BusyMachine
+from plugrt.ops import blas_threads, onednn, onednn_buffers, onednn_conv_parts
 from plugrt.ops.linear_weights import PackedMatrix, matmul_weight, packed_matrix, placeholder, stored_weights, unpacked
 from plugrt.ops.onednn_matmul import MatmulWeight, pack, product_onednn
 from plugrt.ops.torch_cpu_linear import linear
@@ -21,7 +21,6 @@ pytestmark = ONEDNN_TESTS
 
 RNG = np.random.default_rng(5)
 K, N = 72, 56
-
 
 
 def _random(*shape: int) -> np.ndarray:
@@ -121,12 +120,58 @@ def test_one_primitive_per_thread_count(monkeypatch: pytest.MonkeyPatch) -> None
         real(self, lib, make, post_ops, threads)
 
     monkeypatch.setattr(onednn.Primitive, "__init__", recording)
+    monkeypatch.setattr(onednn_conv_parts, "PART_FLOPS", 1e6)
     weight, a = _random(K, N), _random(4000, K)
     want = a.astype(np.float64) @ weight
     for busy in (False, True):
         monkeypatch.setattr(blas_threads, "_machine_busy", lambda busy=busy: busy)
         _close(_run(a, weight, False, None), want)
-    assert made == [1, 2, 1, 2]
+    assert made == [1, 2, 1, 2] + [1] * 8  # busy: one-thread primitives over 8 bands of rows (below)
+
+
+@pytest.mark.parametrize(
+    ("weight_kind", "with_bias", "steps", "rows_kind"),
+    [
+        ("plain", False, (), "strided"),
+        ("transposed", True, (("relu", 0.0, 0.0),), "dense"),
+        ("packed", True, (("gelu_erf", 0.0, 0.0),), "dense"),
+        ("packed_transposed", False, (), "staged"),
+    ],
+)
+def test_on_a_busy_machine_bands_of_rows_give_the_whole_products_bits(
+    monkeypatch: pytest.MonkeyPatch, weight_kind: str, with_bias: bool, steps: tuple, rows_kind: str
+) -> None:
+    """Busy: the product runs as one-thread primitives over bands of its rows (at most MAX_PARTS), pulled by two
+    threads, sharing the weight (plain, transposed or packed), the bias and the post-ops: the quiet run's bits,
+    rows read in place (strided) or staged."""
+    machine = BusyMachine(monkeypatch)
+    transposed = "transposed" in weight_kind
+    weight = _random(N, K) if transposed else _random(K, N)
+    plain = weight.T if transposed else weight
+    given = pack(weight, transposed) if weight_kind.startswith("packed") else weight
+    assert given is not None
+    bias = _random(N) if with_bias else None
+    a = {"dense": _random(37, K), "strided": _random(37, K + 8)[:, :K], "staged": _random(37, 1, K).transpose(1, 0, 2)}[
+        rows_kind
+    ]
+    out = np.full((*a.shape[:-1], N), np.nan, np.float32)
+    kernel = product_onednn(a, given, transposed, bias, out, steps)
+    assert kernel is not None
+    kernel()
+    quiet = out.copy()
+    machine.busy = True
+    out.fill(np.nan)
+    kernel()
+    assert machine.pulled == [min(37, onednn_conv_parts.MAX_PARTS)]
+    np.testing.assert_array_equal(out, quiet)
+    want = a.astype(np.float64) @ plain + (0 if bias is None else bias)
+    if steps and steps[0][0] == "relu":
+        want = np.maximum(want, 0.0)
+    if steps and steps[0][0] == "gelu_erf":
+        import math
+
+        want = want * 0.5 * (1.0 + np.vectorize(math.erf)(want / math.sqrt(2.0)))
+    _close(out, want)
 
 
 def _model(transposed: bool) -> object:

@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import plugrt
-from onednn_support import ONEDNN_TESTS
+from onednn_support import ONEDNN_TESTS, BusyMachine
 from plugrt.ops import onednn
 from plugrt.ops.recurrent import RecurrentOperator
 
@@ -193,26 +193,19 @@ def test_on_a_busy_machine_directions_and_batch_slices_run_apart(
     """Busy: one one-thread primitive per direction and slice of the batch (at most MAX_PARTS), pulled by two
     threads, each on its slice of the buffers in place: the quiet run's bits, onnxruntime's values. One direction
     over one sequence has nothing to split and runs whole."""
-    from plugrt.ops import blas_threads, onednn_buffers, onednn_conv_parts
+    from plugrt.ops import onednn_conv_parts
 
-    busy = {"now": False}
-    pulled: list[int] = []
-    real = onednn_buffers.pulled_by_two
-    monkeypatch.setattr(blas_threads, "_machine_busy", lambda: busy["now"])
-    monkeypatch.setattr(onednn_buffers, "engine_threads", lambda: 2)
-    monkeypatch.setattr(onednn_buffers, "MIN_OPENMP_FLOPS", 0.0)
-    monkeypatch.setattr(onednn_conv_parts, "PART_FLOPS", 1.0)
-    monkeypatch.setattr(onednn_buffers, "pulled_by_two", lambda count, work: pulled.append(count) or real(count, work))
+    machine = BusyMachine(monkeypatch, part_flops=1.0)
     monkeypatch.setenv("PLUGRT_TORCH", "always")
     model = _model(direction, 16, 12, initial=initial, outputs=outputs)
     feeds = _feeds(model, 9, batch, initial=initial)
     engine = plugrt.compile(model, device="cpu")
     quiet = {k: np.array(v) for k, v in engine(**feeds).items()}
-    busy["now"] = True
+    machine.busy = True
     loaded = {k: np.array(v) for k, v in engine(**feeds).items()}
     dirs = 2 if direction == "bidirectional" else 1
     parts = dirs * min(batch, onednn_conv_parts.MAX_PARTS // dirs)
-    assert pulled == ([parts] if parts >= 2 else [])
+    assert machine.pulled == ([parts] if parts >= 2 else [])
     want = ort.InferenceSession(model.SerializeToString()).run(list(outputs), feeds)  # type: ignore[attr-defined]
     for name, expected in zip(outputs, want):
         np.testing.assert_array_equal(loaded[name], quiet[name])

@@ -7,20 +7,23 @@ at each run) and writes the engine's output buffer itself, where ``torch.ops.mkl
 tensor that is then copied in. A weight the engine holds packed (``linear_weights.py``) is packed here, once, in the
 layout oneDNN's matmul picks for it (:func:`pack`; the same for every row count measured); a plain weight is read in
 place. One thread, a Zen 4 core, BERT-base's shapes (``benchmarks/onednn_matmul_cpu.py``, docs/benchmarks.md):
-1 x 768 by 768 x 768 0.036 ms against the linear's 0.060, 128 x 768 by 768 x 3072 5.49 against 5.73.
+1 x 768 by 768 x 768 0.036 ms against the linear's 0.060, 128 x 768 by 768 x 3072 5.49 against 5.73. On a busy
+machine a large product runs as one-thread primitives over bands of its rows that this thread and the engine's
+helper take as each is free (:func:`_split`, ``onednn_buffers.Parts``).
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ..core.types import TensorFormat
-from . import onednn
-from .onednn_buffers import launcher, thread_counts
+from . import onednn, onednn_conv_parts
+from .onednn_buffers import Parts, launcher, thread_counts
 from .product_parts import as_rows
 from .torch_cpu import Kernel
 
@@ -171,7 +174,48 @@ def product_onednn(
     except onednn.OneDnnError:
         return None
     before = [] if staging is None else [functools.partial(np.copyto, staging.reshape(a.shape), a)]
-    return launcher(lib, primitives, flops, [], out, TensorFormat.LINEAR, before=before)
+    split = None
+    if len(primitives) > 1:
+        split = functools.partial(_split, lib, primitives[0], rows, out.reshape(count, n), bias is not None, steps)
+    return launcher(lib, primitives, flops, [], out, TensorFormat.LINEAR, before=before, split=split)
+
+
+def _split(
+    lib: Any,
+    whole: onednn.Primitive,
+    rows: np.ndarray,
+    out: np.ndarray,
+    bias: bool,
+    steps: Sequence[tuple[str, float, float]],
+) -> Parts | None:
+    """The product as one-thread primitives over bands of its rows (each a band of ``rows`` into the same band of
+    ``out``, ``[M, N]``), sharing the weight and the bias ``whole`` (its one-thread primitive) binds, for a busy
+    machine (``onednn_buffers.launcher``'s ``split``): about one per :data:`~.onednn_conv_parts.PART_FLOPS`
+    operations, at most :data:`~.onednn_conv_parts.MAX_PARTS`. None where that makes fewer than two or oneDNN
+    picks another weight layout or its reference kernel for a band."""
+    count, (k, n) = rows.shape[0], (rows.shape[1], out.shape[1])
+    parts = min(count, onednn_conv_parts.MAX_PARTS, int(2.0 * count * k * n // onednn_conv_parts.PART_FLOPS))
+    weights, bias_memory = whole.bound(onednn.ARG_WEIGHTS), whole.bound(onednn.ARG_BIAS)
+    if parts < 2 or weights is None:
+        return None
+    edges = [p * count // parts for p in range(parts + 1)]
+    stride = rows.strides[0] // rows.itemsize
+    made = []
+    try:
+        for first, last in itertools.pairwise(edges):
+            band = _primitives(lib, last - first, k, n, stride, weights.desc, bias, 0.0, steps)
+            if band is None or not onednn.same_desc(lib, band[0].arg_desc(onednn.ARG_WEIGHTS), weights.desc):
+                return None
+            source = onednn.Memory(lib, band[0].arg_desc(onednn.ARG_SRC), rows[first:].ctypes.data, hold=rows)
+            target = onednn.Memory(lib, band[0].arg_desc(onednn.ARG_DST), out[first:].ctypes.data, hold=out)
+            args = [(onednn.ARG_SRC, source), (onednn.ARG_WEIGHTS, weights), (onednn.ARG_DST, target)]
+            if bias_memory is not None:
+                args.append((onednn.ARG_BIAS, bias_memory))
+            band[0].bind(args)
+            made.append(band[0])
+    except onednn.OneDnnError:
+        return None
+    return Parts(lib, made, [])
 
 
 def _nothing() -> None:
