@@ -333,15 +333,17 @@ def test_the_helper_gets_every_core_back_when_the_machine_is_quiet_again(monkeyp
     allowed = frozenset(os.sched_getaffinity(0))
     seen: list[frozenset[int]] = []
     caller = threading.get_ident()
+    helped = threading.Event()
 
     def item(index: int) -> None:
         if threading.get_ident() != caller:
             seen.append(frozenset(os.sched_getaffinity(0)))
+            helped.set()
         else:
-            threading.Event().wait(0.05)
+            helped.wait(1.0)  # leave the helper an item
 
-    host_threads.in_two_parts(2, 1 << 30, lambda part, start, stop: item(part))
-    state["busy"] = False
-    host_threads.in_two_parts(2, 1 << 30, lambda part, start, stop: item(part))
-    assert len(seen) == 2
-    assert seen[0] < allowed and seen[1] == allowed
+    for busy in (True, False):
+        state["busy"] = busy
+        helped.clear()
+        host_threads.pulled_by_two(4, item)
+    assert seen and seen[0] < allowed and seen[-1] == allowed
