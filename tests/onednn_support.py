@@ -20,7 +20,7 @@ class BusyMachine:
     work, parts of ``part_flops`` operations; ``pulled`` records each run's part count."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, part_flops: float = 1e4, busy: bool = False) -> None:
-        from plugrt.ops import blas_threads, onednn_buffers, onednn_conv_parts
+        from plugrt.ops import blas_threads, onednn_buffers
 
         self.busy = busy
         self.pulled: list[int] = []
@@ -33,5 +33,5 @@ class BusyMachine:
         monkeypatch.setattr(blas_threads, "_machine_busy", lambda: self.busy)
         monkeypatch.setattr(onednn_buffers, "engine_threads", lambda: 2)
         monkeypatch.setattr(onednn_buffers, "MIN_OPENMP_FLOPS", 0.0)  # small test layers get two primitives
-        monkeypatch.setattr(onednn_conv_parts, "PART_FLOPS", part_flops)
+        monkeypatch.setattr(onednn_buffers, "PART_FLOPS", part_flops)
         monkeypatch.setattr(onednn_buffers, "pulled_by_two", recording)

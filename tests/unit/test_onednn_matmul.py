@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import plugrt
 from onednn_support import ONEDNN_TESTS, BusyMachine
-from plugrt.ops import blas_threads, onednn, onednn_buffers, onednn_conv_parts
+from plugrt.ops import blas_threads, onednn, onednn_buffers
 from plugrt.ops.linear_weights import PackedMatrix, matmul_weight, packed_matrix, placeholder, stored_weights, unpacked
 from plugrt.ops.onednn_matmul import MatmulWeight, pack, product_onednn
 from plugrt.ops.torch_cpu_linear import linear
@@ -120,7 +120,7 @@ def test_one_primitive_per_thread_count(monkeypatch: pytest.MonkeyPatch) -> None
         real(self, lib, make, post_ops, threads)
 
     monkeypatch.setattr(onednn.Primitive, "__init__", recording)
-    monkeypatch.setattr(onednn_conv_parts, "PART_FLOPS", 1e6)
+    monkeypatch.setattr(onednn_buffers, "PART_FLOPS", 1e6)
     weight, a = _random(K, N), _random(4000, K)
     want = a.astype(np.float64) @ weight
     for busy in (False, True):
@@ -162,7 +162,7 @@ def test_on_a_busy_machine_bands_of_rows_give_the_whole_products_bits(
     machine.busy = True
     out.fill(np.nan)
     kernel()
-    assert machine.pulled == [min(37, onednn_conv_parts.MAX_PARTS)]
+    assert machine.pulled == [min(37, onednn_buffers.MAX_PARTS)]
     np.testing.assert_array_equal(out, quiet)
     want = a.astype(np.float64) @ plain + (0 if bias is None else bias)
     if steps and steps[0][0] == "relu":

@@ -27,12 +27,15 @@ from .torch_cpu import MIN_OPENMP_FLOPS, Kernel
 __all__ = [
     "AXES",
     "FIRST_STAGE",
+    "MAX_PARTS",
+    "PART_FLOPS",
     "Parts",
     "bound_run",
     "described",
     "fit",
     "launcher",
     "one_layout",
+    "part_count",
     "staged",
     "thread_counts",
 ]
@@ -198,6 +201,19 @@ def launcher(
             slot.tensor = None  # the buffer holds the result
 
     return run
+
+
+#: a part has at least about this much work, in floating-point operations (~200 us on one core here: the helper
+#: thread costs ~70 us to wake)
+PART_FLOPS = 2e7
+#: at most this many parts per layer (enough to even out a busy core; each is a primitive of its own)
+MAX_PARTS = 8
+
+
+def part_count(work: float) -> int:
+    """How many parts a layer of ``work`` operations is split into on a busy machine: one per :data:`PART_FLOPS`,
+    at most :data:`MAX_PARTS` (below two: none)."""
+    return min(MAX_PARTS, int(work // PART_FLOPS))
 
 
 class Parts:

@@ -10,8 +10,8 @@ input rows its windows cover with the padding of the edges it touches (for maps 
 convolution is told, bands of columns). This thread and the engine's helper take the parts in
 turn as each is free (:func:`~plugrt.ops.host_threads.pulled_by_two`), so the thread that has a core does most of
 them. The parts share the layer's reordered kernel, bias and post-ops (a residual's band is added to its output's
-band); their results are the whole primitive's (the same kernels over the same windows, each output pixel summed
-in the same order).
+band). Their results are the whole primitive's bits wherever they were compared (the tests' grid, and ResNet-18,
+MobileNetV2, magika: oneDNN picks the same kernel for a band as for the whole, so each pixel's sum runs alike).
 
 oneDNN's fast kernels take only dense channels-last tensors, so a part is a band of rows (contiguous in a
 channels-last buffer), never a range of channels.
@@ -24,19 +24,14 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from ..core.types import TensorFormat
-from . import onednn
+from . import onednn, onednn_buffers
 from .onednn_buffers import Parts, described
 
-__all__ = ["BYTE_FLOPS", "MAX_PARTS", "PART_FLOPS", "Band", "bands", "part_primitives"]
+__all__ = ["BYTE_FLOPS", "Band", "bands", "part_primitives"]
 
-#: a part has at least about this much work, in floating-point operations (~200 us on one core here: the helper
-#: thread costs ~70 us to wake)
-PART_FLOPS = 2e7
 #: a byte a layer reads or writes counts as this many operations (a depthwise layer's time is its memory's: one
 #: core here runs oneDNN's dense convolutions at ~120 GFLOP/s and streams ~15 GB/s through its depthwise ones)
 BYTE_FLOPS = 8.0
-#: at most this many parts per layer (enough to even out a busy core; each is a primitive of its own)
-MAX_PARTS = 8
 
 
 class Band(NamedTuple):
@@ -59,10 +54,10 @@ def bands(
 ) -> list[Band]:
     """The parts of a convolution of ``work`` (operations, :data:`BYTE_FLOPS` a byte moved) over ``images`` images
     of ``in_rows`` input and ``out_rows`` output rows, its window ``reach`` rows tall (dilation included), moving
-    ``stride`` rows, with ``pads`` rows of padding (top, bottom): about ``work / PART_FLOPS`` of them, at most
-    :data:`MAX_PARTS`; runs of whole images where there are as many images as parts, else each image in bands of
+    ``stride`` rows, with ``pads`` rows of padding (top, bottom): as many as
+    :func:`~.onednn_buffers.part_count` says; runs of whole images where there are as many images as parts, else each image in bands of
     rows of about equal height. None (an empty list) where the work makes fewer than two parts."""
-    count = min(MAX_PARTS, int(work // PART_FLOPS))
+    count = onednn_buffers.part_count(work)
     if count < 2:
         return []
     if images >= count:

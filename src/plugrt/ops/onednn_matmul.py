@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..core.types import TensorFormat
-from . import onednn, onednn_conv_parts
+from . import onednn, onednn_buffers
 from .onednn_buffers import Parts, launcher, thread_counts
 from .product_parts import as_rows
 from .torch_cpu import Kernel
@@ -190,11 +190,11 @@ def _split(
 ) -> Parts | None:
     """The product as one-thread primitives over bands of its rows (each a band of ``rows`` into the same band of
     ``out``, ``[M, N]``), sharing the weight and the bias ``whole`` (its one-thread primitive) binds, for a busy
-    machine (``onednn_buffers.launcher``'s ``split``): about one per :data:`~.onednn_conv_parts.PART_FLOPS`
-    operations, at most :data:`~.onednn_conv_parts.MAX_PARTS`. None where that makes fewer than two or oneDNN
+    machine (``onednn_buffers.launcher``'s ``split``): as many as :func:`~.onednn_buffers.part_count` says
+    for its work (at most one a row). None where that makes fewer than two or oneDNN
     picks another weight layout or its reference kernel for a band."""
     count, (k, n) = rows.shape[0], (rows.shape[1], out.shape[1])
-    parts = min(count, onednn_conv_parts.MAX_PARTS, int(2.0 * count * k * n // onednn_conv_parts.PART_FLOPS))
+    parts = min(count, onednn_buffers.part_count(2.0 * count * k * n))
     weights, bias_memory = whole.bound(onednn.ARG_WEIGHTS), whole.bound(onednn.ARG_BIAS)
     if parts < 2 or weights is None:
         return None

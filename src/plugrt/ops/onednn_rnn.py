@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.types import TensorFormat
-from . import onednn, onednn_conv_parts
+from . import onednn, onednn_buffers
 from .onednn_buffers import Parts, dense_strides, launcher, thread_counts
 from .torch_cpu import Kernel
 
@@ -139,13 +139,13 @@ def _split(
     machine (``onednn_buffers.launcher``'s ``split``): each reads and writes its slice of the layer's buffers in
     place (strided), its direction's weights reordered for it. Each direction's steps are a chain no thread can
     share, so a bidirectional layer always has its two directions apart; a batch is sliced where its work makes
-    parts of :data:`~.onednn_conv_parts.PART_FLOPS` or more. None where that makes fewer than two parts or oneDNN
+    parts (:func:`~.onednn_buffers.part_count` of a direction's work). None where that makes fewer than two parts or oneDNN
     has only its reference kernel for them."""
     x = arrays["x"]
     assert x is not None
     batch, dirs = x.shape[1], r.shape[0]
-    most, least = onednn_conv_parts.MAX_PARTS, onednn_conv_parts.PART_FLOPS
-    slices = min(batch, max(1, most // dirs), max(1, int(flops / dirs // least)))
+    most = onednn_buffers.MAX_PARTS
+    slices = min(batch, max(1, most // dirs), max(1, onednn_buffers.part_count(flops / dirs)))
     edges = [k * batch // slices for k in range(slices + 1)]
     if dirs * slices < 2 or most < 2:
         return None
