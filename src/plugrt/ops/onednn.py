@@ -62,6 +62,7 @@ __all__ = [
     "Primitive",
     "activation_steps",
     "available",
+    "convolution_maker",
     "fast_primitives",
     "library",
     "pointer",
@@ -502,6 +503,29 @@ def fast_primitives(
     reference implementations (``ref:...``, far slower than the layer's other kernels)."""
     primitives = [Primitive(lib, make, post_ops, count) for count in counts]
     return None if any(p.implementation.startswith("ref") for p in primitives) else primitives
+
+
+def convolution_maker(
+    lib: _Library,
+    source: Any,
+    weights: Any,
+    bias: Any,
+    target: Any,
+    window: tuple[Sequence[int], Sequence[int], Sequence[int], Sequence[int]],
+) -> Callable[[Any, Any], int]:
+    """The ``make`` of a :class:`Primitive` for oneDNN's direct forward-inference convolution of these descriptors
+    (``bias`` None for none; descriptors or pointers to them); ``window``: its strides, its dilations (oneDNN's: less
+    one) and its padding before and after, each along both axes."""
+    strides, dilations, left, right = (dims(values) for values in window)
+
+    def make(pd: Any, attr: Any) -> int:
+        status: int = lib.dll.dnnl_convolution_forward_primitive_desc_create(
+            pd, lib.engine, FORWARD_INFERENCE, CONVOLUTION_DIRECT, pointer(source), pointer(weights), pointer(bias),
+            pointer(target), strides, dilations, left, right, attr,
+        )  # fmt: skip
+        return status
+
+    return make
 
 
 def reordering(lib: _Library, source: Any, target: Any) -> Primitive:

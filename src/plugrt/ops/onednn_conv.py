@@ -49,6 +49,10 @@ class _Geometry(NamedTuple):
         n, c, h, w = AXES[fmt]
         return (n, c, w, h) if self.swapped else (n, c, h, w)
 
+    def window(self) -> tuple[list[int], list[int], list[int], list[int]]:
+        """The strides, the dilations as oneDNN counts them (less one) and the padding before and after."""
+        return list(self.strides), [d - 1 for d in self.dilations], list(self.begins), list(self.ends)
+
     def shape(self, array: np.ndarray, fmt: TensorFormat) -> list[int]:
         """The logical shape oneDNN is given for ``array`` stored as ``fmt``."""
         return [int(array.shape[a]) for a in self.axes(fmt)]
@@ -178,8 +182,10 @@ def _split(
     pads = (geometry.begins[axis], geometry.ends[axis])
     extent = (cols, out_cols) if columns else (rows, out_rows)
     parts = bands(images, *extent, geometry.strides[axis], reach, pads, work)
-    window = (geometry.strides, [d - 1 for d in geometry.dilations], geometry.begins, geometry.ends)
-    return part_primitives(lib, whole, parts, source, target, added, steps, window, columns) if parts else None
+    if not parts:
+        return None
+    return part_primitives(lib, whole, parts, source, target, added, steps, geometry.window(), columns)
+
 
 def _primitives(
     lib: Any,
@@ -214,27 +220,7 @@ def _primitives(
         bias_memory = onednn.Memory(lib, bias, bias_array.ctypes.data, hold=bias_array)
         args.append((onednn.ARG_BIAS, bias_memory))
     any_weights = onednn.Desc(lib, weight_shape, None)
-    strides, dilations = onednn.dims(geometry.strides), onednn.dims([d - 1 for d in geometry.dilations])
-    left, right = onednn.dims(geometry.begins), onednn.dims(geometry.ends)
-
-    def make(pd: Any, attr: Any) -> int:
-        status: int = lib.dll.dnnl_convolution_forward_primitive_desc_create(
-            pd,
-            lib.engine,
-            onednn.FORWARD_INFERENCE,
-            onednn.CONVOLUTION_DIRECT,
-            source.desc,
-            any_weights.handle,
-            None if bias is None else bias.handle,
-            target.desc,
-            strides,
-            dilations,
-            left,
-            right,
-            attr,
-        )
-        return status
-
+    make = onednn.convolution_maker(lib, source.desc, any_weights, bias, target.desc, geometry.window())
     primitives = onednn.fast_primitives(lib, make, post, thread_counts(flops))
     if primitives is None:
         return None

@@ -80,16 +80,7 @@ def lstm_onednn(op: RecurrentOperator, inputs: Sequence[Any], outputs: Sequence[
             "y": onednn.Desc(lib, [steps, batch, dirs * hidden], dense_strides([steps, batch, dirs * hidden])),
         }
         initial = [given.get("initial_h"), given.get("initial_c")]
-
-        def make(pd: Any, attr: Any) -> int:
-            starts = [None if s is None else descs["state"].handle for s in initial]
-            status: int = lib.dll.dnnl_lstm_forward_primitive_desc_create(
-                pd, lib.engine, onednn.FORWARD_INFERENCE, _DIRECTIONS[op.direction], descs["x"].handle, *starts,
-                descs["layer"].handle, descs["iter"].handle, None, None, descs["bias"].handle, descs["y"].handle,
-                descs["state"].handle, descs["state"].handle, ctypes.c_uint(0), attr,
-            )  # fmt: skip
-            return status
-
+        make = _maker(lib, _DIRECTIONS[op.direction], descs, [s is not None for s in initial])
         primitives = onednn.fast_primitives(lib, make, None, thread_counts(flops))
         if primitives is None:
             return None
@@ -105,15 +96,7 @@ def lstm_onednn(op: RecurrentOperator, inputs: Sequence[Any], outputs: Sequence[
             if start is not None:
                 args.append((arg, memory(descs["state"], start.ctypes.data, hold=start)))
         for primitive in primitives:
-            weights = []
-            for arg, name, source in ((onednn.ARG_WEIGHTS, "layer", w), (onednn.ARG_WEIGHTS_ITER, "iter", r)):
-                layout = primitive.arg_desc(arg)
-                packed = op.derived_weight(
-                    f"onednn-{name}-{primitive.threads}",
-                    (source.ctypes.data, source.shape, batch, steps),
-                    functools.partial(_packed, lib, source, layout),
-                )
-                weights.append((arg, memory(layout, packed.ctypes.data, hold=packed)))
+            weights = _weights(lib, op, primitive, (w, r), f"{primitive.threads}", (batch, steps), slice(None))
             primitive.bind([*args, *weights])
     except onednn.OneDnnError:
         return None
@@ -180,22 +163,14 @@ def _part(
     dirs, hidden = r.shape[0], r.shape[2]
     state = onednn.Desc(lib, [1, 1, count, hidden], [dirs * batch * hidden, batch * hidden, hidden, 1])
     descs = {
+        "state": state,
         "x": onednn.Desc(lib, [steps, count, width], [batch * width, width, 1]),
         "y": onednn.Desc(lib, [steps, count, hidden], [batch * dirs * hidden, dirs * hidden, 1]),
         "layer": onednn.Desc(lib, [1, 1, width, 4, hidden], None),
         "iter": onednn.Desc(lib, [1, 1, hidden, 4, hidden], None),
         "bias": onednn.Desc(lib, [1, 1, 4, hidden], [4 * hidden, 4 * hidden, hidden, 1]),
     }
-    starts = [None if arrays[name] is None else state.handle for name in ("h0", "c0")]
-
-    def make(pd: Any, attr: Any) -> int:
-        status: int = lib.dll.dnnl_lstm_forward_primitive_desc_create(
-            pd, lib.engine, onednn.FORWARD_INFERENCE, code, descs["x"].handle, *starts, descs["layer"].handle,
-            descs["iter"].handle, None, None, descs["bias"].handle, descs["y"].handle, state.handle, state.handle,
-            ctypes.c_uint(0), attr,
-        )  # fmt: skip
-        return status
-
+    make = _maker(lib, code, descs, [arrays[name] is not None for name in ("h0", "c0")])
     primitive = onednn.Primitive(lib, make, None, 1)
     at_state = 4 * (direction * batch + first) * hidden
 
@@ -212,16 +187,50 @@ def _part(
         array = arrays[name]
         if array is not None:
             args.append((arg, memory(state, array, at_state)))
-    for arg, name, source in ((onednn.ARG_WEIGHTS, "layer", w), (onednn.ARG_WEIGHTS_ITER, "iter", r)):
-        layout = primitive.arg_desc(arg)
-        packed = op.derived_weight(
-            f"onednn-part-{name}-{direction}",
-            (source.ctypes.data, source.shape, count, steps),
-            functools.partial(_packed, lib, source[direction : direction + 1], layout),
-        )
-        args.append((arg, onednn.Memory(lib, layout, packed.ctypes.data, hold=packed)))
+    args += _weights(lib, op, primitive, (w, r), f"part-{direction}", (count, steps), slice(direction, direction + 1))
     primitive.bind(args)
     return primitive
+
+
+def _maker(lib: Any, code: int, descs: dict[str, onednn.Desc], starts: Sequence[bool]) -> Any:
+    """The ``make`` of oneDNN's LSTM primitive in direction ``code`` over the descriptors ``descs`` (``x``, ``y``,
+    ``state``: each initial and final state, ``layer`` and ``iter``: the weights, ``bias``), reading the initial
+    hidden and cell states where ``starts`` says so."""
+    state = descs["state"].handle
+    initial = [state if given else None for given in starts]
+
+    def make(pd: Any, attr: Any) -> int:
+        status: int = lib.dll.dnnl_lstm_forward_primitive_desc_create(
+            pd, lib.engine, onednn.FORWARD_INFERENCE, code, descs["x"].handle, *initial, descs["layer"].handle,
+            descs["iter"].handle, None, None, descs["bias"].handle, descs["y"].handle, state, state, ctypes.c_uint(0),
+            attr,
+        )  # fmt: skip
+        return status
+
+    return make
+
+
+def _weights(
+    lib: Any,
+    op: RecurrentOperator,
+    primitive: onednn.Primitive,
+    weights: tuple[np.ndarray, np.ndarray],
+    label: str,
+    key: tuple[int, ...],
+    directions: slice,
+) -> list[tuple[int, onednn.Memory]]:
+    """``W`` and ``R`` (their ``directions``) as ``primitive`` reads them: reordered into the layouts it chose, once
+    per ``label`` and ``key`` (kept with the layer's derived weights across binds)."""
+    args = []
+    for arg, name, source in ((onednn.ARG_WEIGHTS, "layer", weights[0]), (onednn.ARG_WEIGHTS_ITER, "iter", weights[1])):
+        layout = primitive.arg_desc(arg)
+        packed = op.derived_weight(
+            f"onednn-{name}-{label}",
+            (source.ctypes.data, source.shape, *key),
+            functools.partial(_packed, lib, source[directions], layout),
+        )
+        args.append((arg, onednn.Memory(lib, layout, packed.ctypes.data, hold=packed)))
+    return args
 
 
 def _gate_major(weights: np.ndarray) -> np.ndarray:
