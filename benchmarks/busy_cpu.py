@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import real_models_cpu as models
 
-from plugrt.ops import host_threads, onednn_buffers
+from plugrt.ops import host_threads, onednn_parts
 
 DEFAULT = ["resnet18:1", "resnet18:8", "mobilenetv2:1", "mobilenetv2:8", "magika:8", "crnn:1", "ppocr-rec:1"]
 
@@ -50,14 +50,14 @@ def _parse() -> argparse.Namespace:
 @contextlib.contextmanager
 def _variant(parts: bool, apart: bool) -> Iterator[None]:
     """Parts made (at a layer's first busy run) or not; the helper kept off the caller's core or not."""
-    most, core = onednn_buffers.MAX_PARTS, host_threads._caller_core
-    onednn_buffers.MAX_PARTS = most if parts else 0
+    most, core = onednn_parts.MAX_PARTS, host_threads._caller_core
+    onednn_parts.MAX_PARTS = most if parts else 0
     if not apart:
         host_threads._caller_core = lambda: None  # type: ignore[assignment]
     try:
         yield
     finally:
-        onednn_buffers.MAX_PARTS, host_threads._caller_core = most, core  # type: ignore[assignment]
+        onednn_parts.MAX_PARTS, host_threads._caller_core = most, core  # type: ignore[assignment]
 
 
 VARIANTS = {"whole": (False, True), "parts, helper anywhere": (True, False), "parts": (True, True)}

@@ -16,9 +16,9 @@ from test_onednn_conv import _assert_close, _empty, _logical, _operator, _out_sh
 
 from onednn_support import ONEDNN_TESTS, BusyMachine
 from plugrt.core.types import TensorFormat
-from plugrt.ops import blas_threads, host_threads, onednn_buffers, onednn_conv, onednn_conv_parts
-from plugrt.ops.onednn_buffers import MAX_PARTS, PART_FLOPS
+from plugrt.ops import blas_threads, host_threads, onednn_buffers, onednn_conv, onednn_conv_parts, onednn_parts
 from plugrt.ops.onednn_conv_parts import Band, bands
+from plugrt.ops.onednn_parts import MAX_PARTS, PART_FLOPS
 
 HWC, LINEAR = TensorFormat.HWC, TensorFormat.LINEAR
 
@@ -281,7 +281,7 @@ def test_an_engine_of_one_thread_makes_no_parts(monkeypatch: pytest.MonkeyPatch)
 def test_a_layer_without_parts_runs_whole_on_a_busy_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     """Too little work for two parts: the one-thread primitive runs, and the split is not tried again."""
     machine = _machine(monkeypatch)
-    monkeypatch.setattr(onednn_buffers, "PART_FLOPS", 1e12)
+    monkeypatch.setattr(onednn_parts, "PART_FLOPS", 1e12)
     tried: list[int] = []
     real = onednn_conv.bands
     monkeypatch.setattr(onednn_conv, "bands", lambda *a: tried.append(1) or real(*a))

@@ -11,8 +11,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import plugrt
-from onednn_support import ONEDNN_TESTS, BusyMachine
-from plugrt.ops import blas_threads, onednn, onednn_buffers
+from onednn_support import NEEDS_NUMBA, ONEDNN_TESTS, BusyMachine
+from plugrt.ops import blas_threads, onednn, onednn_buffers, onednn_parts
 from plugrt.ops.linear_weights import PackedMatrix, matmul_weight, packed_matrix, placeholder, stored_weights, unpacked
 from plugrt.ops.onednn_matmul import MatmulWeight, pack, product_onednn
 from plugrt.ops.torch_cpu_linear import linear
@@ -120,7 +120,7 @@ def test_one_primitive_per_thread_count(monkeypatch: pytest.MonkeyPatch) -> None
         real(self, lib, make, post_ops, threads)
 
     monkeypatch.setattr(onednn.Primitive, "__init__", recording)
-    monkeypatch.setattr(onednn_buffers, "PART_FLOPS", 1e6)
+    monkeypatch.setattr(onednn_parts, "PART_FLOPS", 1e6)
     weight, a = _random(K, N), _random(4000, K)
     want = a.astype(np.float64) @ weight
     for busy in (False, True):
@@ -138,13 +138,14 @@ def test_one_primitive_per_thread_count(monkeypatch: pytest.MonkeyPatch) -> None
         ("packed_transposed", False, (), "staged"),
     ],
 )
+@pytest.mark.parametrize("compiled", [pytest.param(True, marks=NEEDS_NUMBA), False])
 def test_on_a_busy_machine_bands_of_rows_give_the_whole_products_bits(
-    monkeypatch: pytest.MonkeyPatch, weight_kind: str, with_bias: bool, steps: tuple, rows_kind: str
+    monkeypatch: pytest.MonkeyPatch, weight_kind: str, with_bias: bool, steps: tuple, rows_kind: str, compiled: bool
 ) -> None:
     """Busy: the product runs as one-thread primitives over bands of its rows (at most MAX_PARTS), pulled by two
     threads, sharing the weight (plain, transposed or packed), the bias and the post-ops: the quiet run's bits,
     rows read in place (strided) or staged."""
-    machine = BusyMachine(monkeypatch)
+    machine = BusyMachine(monkeypatch, compiled=compiled)
     transposed = "transposed" in weight_kind
     weight = _random(N, K) if transposed else _random(K, N)
     plain = weight.T if transposed else weight
@@ -162,7 +163,8 @@ def test_on_a_busy_machine_bands_of_rows_give_the_whole_products_bits(
     machine.busy = True
     out.fill(np.nan)
     kernel()
-    assert machine.pulled == [min(37, onednn_buffers.MAX_PARTS)]
+    assert machine.pulled == [min(37, onednn_parts.MAX_PARTS)]
+    assert len(machine.made) == 1 and (machine.made[0].compiled is not None) == compiled
     np.testing.assert_array_equal(out, quiet)
     want = a.astype(np.float64) @ plain + (0 if bias is None else bias)
     if steps and steps[0][0] == "relu":

@@ -193,7 +193,7 @@ def test_on_a_busy_machine_directions_and_batch_slices_run_apart(
     """Busy: one one-thread primitive per direction and slice of the batch (at most MAX_PARTS), pulled by two
     threads, each on its slice of the buffers in place: the quiet run's bits, onnxruntime's values. One direction
     over one sequence has nothing to split and runs whole."""
-    from plugrt.ops import onednn_buffers
+    from plugrt.ops import onednn_parts
 
     machine = BusyMachine(monkeypatch, part_flops=1.0)
     monkeypatch.setenv("PLUGRT_TORCH", "always")
@@ -204,7 +204,7 @@ def test_on_a_busy_machine_directions_and_batch_slices_run_apart(
     machine.busy = True
     loaded = {k: np.array(v) for k, v in engine(**feeds).items()}
     dirs = 2 if direction == "bidirectional" else 1
-    parts = dirs * min(batch, onednn_buffers.MAX_PARTS // dirs)
+    parts = dirs * min(batch, onednn_parts.MAX_PARTS // dirs)
     assert machine.pulled == ([parts] if parts >= 2 else [])
     want = ort.InferenceSession(model.SerializeToString()).run(list(outputs), feeds)  # type: ignore[attr-defined]
     for name, expected in zip(outputs, want):

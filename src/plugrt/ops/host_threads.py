@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from .blas_threads import engine_threads, machine_busy
 
-__all__ = ["MIN_PARALLEL_ELEMENTS", "in_two_parts", "on_helper", "pulled_by_two"]
+__all__ = ["MIN_PARALLEL_ELEMENTS", "SPIN_SECONDS", "in_two_parts", "on_helper", "pulled_by_two", "taken_by_two"]
 
 #: kernels over fewer elements than this run on the calling thread only
 MIN_PARALLEL_ELEMENTS = 1 << 18
@@ -191,3 +191,54 @@ def pulled_by_two(count: int, work: Callable[[int], None]) -> None:
         items.wait()
         raise
     items.wait()
+
+
+#: how long this thread spins for the items the helper took before it blocks (:func:`taken_by_two`): about a
+#: scheduler slice, the time a helper that shares its core with another process may wait for it
+SPIN_SECONDS = 0.002
+
+
+class _Taking:
+    """The helper's call of one :func:`taken_by_two`: its error, and when it returned."""
+
+    def __init__(self, take: Callable[[], None]) -> None:
+        self.take = take
+        self.error: BaseException | None = None
+        self.returned = threading.Event()
+
+    def help(self, apart: int | None) -> None:
+        _place(apart)
+        _LOCAL.helper = True
+        try:
+            self.take()
+        except BaseException as exc:  # raised on the caller's thread when it is still waiting
+            self.error = exc
+        finally:
+            _LOCAL.helper = False
+            self.returned.set()
+
+
+def taken_by_two(take: Callable[[], None], finished: Callable[[float], bool], stop: Callable[[], None]) -> None:
+    """Run work whose items compiled code takes itself, on this thread and the helper: ``take()`` takes the next
+    item not yet taken (an atomic counter the two threads share, the GIL released) and runs it, until none is left;
+    ``finished(seconds)`` spins, the GIL released, until every item taken is done (True) or the time is up (False);
+    ``stop()`` leaves the items not yet taken untaken. This thread never waits for the helper to start, and waits
+    for the items it took by spinning (up to :data:`SPIN_SECONDS`, then blocking until its ``take`` returns): a
+    thread that sleeps on a busy machine gives its core to the other process and waits for a slice to get it back
+    (the Python :func:`pulled_by_two` hands the GIL and a condition variable between the threads at every item).
+    On one core or from the helper itself, ``take()`` on this thread alone. The first exception is raised here."""
+    if not _two_threads_allowed():
+        take()
+        return
+    call = _Taking(take)
+    _helper().submit(call.help, _caller_core())
+    try:
+        take()
+    except BaseException:
+        stop()
+        raise
+    finally:
+        if not finished(SPIN_SECONDS):
+            call.returned.wait()
+    if call.error is not None and call.returned.is_set():
+        raise call.error

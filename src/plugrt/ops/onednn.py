@@ -457,6 +457,21 @@ class Primitive:
         """The memory bound to execution argument ``arg`` (:meth:`bind`), or None."""
         return self._bound.get(arg)
 
+    def table_row(self) -> tuple[int, int, int, int, int] | None:
+        """The primitive as a row of a compiled loop's table (``parts_numba_loops``): its handle, the address of its
+        argument array, their count, its scratchpad's memory (0: none) and the scratchpad's size in bytes; None
+        where it is not bound, or has transient memories other than the scratchpad (the loop points only that one
+        at the running thread's buffer). From then on the loop points the scratchpad's memory, so its
+        :meth:`Memory.point` here always sets it."""
+        scratch = self._scratch_memory
+        if self._args is None or any(m is not scratch for m in self._transient):
+            return None
+        row = (int(self._primitive.handle.value or 0), ctypes.addressof(self._args), self._nargs)
+        if scratch is None:
+            return (*row, 0, 0)
+        scratch.address = -1  # (where the loop last pointed it is not known here)
+        return (*row, int(scratch.handle.value or 0), scratch.nbytes)
+
     def run(self, pointed: Sequence[Memory] = ()) -> None:
         """Execute once on this thread's stream, on the threads it was made for, its transient memories in this
         thread's buffers (except those of ``pointed``, which a caller pointed elsewhere for this run)."""

@@ -21,21 +21,16 @@ from . import onednn
 from .blas_threads import engine_threads, machine_busy, threads_for
 from .depthwise_numba import source_pixels
 from .hand_over import hand_over
-from .host_threads import pulled_by_two
 from .torch_cpu import MIN_OPENMP_FLOPS, Kernel
 
 __all__ = [
     "AXES",
     "FIRST_STAGE",
-    "MAX_PARTS",
-    "PART_FLOPS",
-    "Parts",
     "bound_run",
     "described",
     "fit",
     "launcher",
     "one_layout",
-    "part_count",
     "staged",
     "thread_counts",
 ]
@@ -169,7 +164,7 @@ def launcher(
     staged channels-last, and the steps ``before`` (callables) run; the primitive made for
     :func:`~.blas_threads.threads_for`'s count; then ``after`` (the output's reorder, other finishing steps: callables
     or primitives) in order; an HWC output's slot emptied. ``split`` makes the layer's work in parts (an object
-    whose ``run`` runs them, or None: :class:`Parts`): on a busy machine
+    whose ``run`` runs them, or None: :class:`~.onednn_parts.Parts`): on a busy machine
     (:func:`~.blas_threads.machine_busy`) they are made at the first run and run instead of the primitive."""
     single = primitives[0] if len(primitives) == 1 else None
     by_count = {p.threads: p for p in primitives}
@@ -201,45 +196,3 @@ def launcher(
             slot.tensor = None  # the buffer holds the result
 
     return run
-
-
-#: a part has at least about this much work, in floating-point operations (~200 us on one core here: the helper
-#: thread costs ~70 us to wake)
-PART_FLOPS = 2e7
-#: at most this many parts per layer (enough to even out a busy core; each is a primitive of its own)
-MAX_PARTS = 8
-
-
-def part_count(work: float) -> int:
-    """How many parts a layer of ``work`` operations is split into on a busy machine: one per :data:`PART_FLOPS`,
-    at most :data:`MAX_PARTS` (below two: none)."""
-    return min(MAX_PARTS, int(work // PART_FLOPS))
-
-
-class Parts:
-    """One-thread primitives over parts of a layer, run by this thread and the helper together; the parts'
-    memories lie at fixed offsets in the layer's (``relative``: memory, the layer's, byte offset), followed at each
-    run wherever the layer's point (a staging copy in the running thread's buffer, a tensor taken from a slot)."""
-
-    def __init__(
-        self, lib: Any, primitives: Sequence[onednn.Primitive], relative: Sequence[tuple[Any, Any, int]]
-    ) -> None:
-        self.lib = lib
-        self.primitives = list(primitives)
-        self.relative = list(relative)
-        self.parents = list({id(parent): parent for _, parent, _ in relative}.values())
-
-    def __len__(self) -> int:
-        return len(self.primitives)
-
-    def run(self) -> None:
-        """Every part once, pulled by this thread and the helper (:func:`~.host_threads.pulled_by_two`)."""
-        lib = self.lib
-        for parent in self.parents:
-            parent.settle(lib)  # a staged tensor: this thread's buffer, where the layer's other steps run
-        for memory, parent, offset in self.relative:
-            memory.point(lib, parent.address + offset)
-        pulled_by_two(len(self.primitives), self._run)
-
-    def _run(self, item: int) -> None:
-        self.primitives[item].run()

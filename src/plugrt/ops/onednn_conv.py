@@ -20,8 +20,9 @@ import numpy as np
 
 from ..core.types import TensorFormat
 from . import onednn
-from .onednn_buffers import AXES, FIRST_STAGE, Parts, dense_strides, fit, launcher, staged, thread_counts
+from .onednn_buffers import AXES, FIRST_STAGE, dense_strides, fit, launcher, staged, thread_counts
 from .onednn_conv_parts import BYTE_FLOPS, bands, part_primitives
+from .onednn_parts import Parts
 from .torch_cpu import Kernel, torch_module
 from .torch_cpu_kernels import ACTIVATIONS, bias_tensor, logical_view, post_affine, same_maps
 

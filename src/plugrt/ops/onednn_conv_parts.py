@@ -24,8 +24,9 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from ..core.types import TensorFormat
-from . import onednn, onednn_buffers
-from .onednn_buffers import Parts, described
+from . import onednn
+from .onednn_buffers import described
+from .onednn_parts import Parts, part_count
 
 __all__ = ["BYTE_FLOPS", "Band", "bands", "part_primitives"]
 
@@ -56,9 +57,9 @@ def bands(
     """The parts of a convolution of ``work`` (operations, :data:`BYTE_FLOPS` a byte moved) over ``images`` images
     of ``in_rows`` input and ``out_rows`` output rows, its window ``reach`` rows tall (dilation included), moving
     ``stride`` rows, with ``pads`` rows of padding (top, bottom): as many as
-    :func:`~.onednn_buffers.part_count` says; runs of whole images where there are as many images as parts, else each image in bands of
+    :func:`~.onednn_parts.part_count` says; runs of whole images where there are as many images as parts, else each image in bands of
     rows of about equal height. None (an empty list) where the work makes fewer than two parts."""
-    count = onednn_buffers.part_count(work)
+    count = part_count(work)
     if count < 2:
         return []
     if images >= count:

@@ -9,7 +9,7 @@ layout oneDNN's matmul picks for it (:func:`pack`; the same for every row count 
 place. One thread, a Zen 4 core, BERT-base's shapes (``benchmarks/onednn_matmul_cpu.py``, docs/benchmarks.md):
 1 x 768 by 768 x 768 0.036 ms against the linear's 0.060, 128 x 768 by 768 x 3072 5.49 against 5.73. On a busy
 machine a large product runs as one-thread primitives over bands of its rows that this thread and the engine's
-helper take as each is free (:func:`_split`, ``onednn_buffers.Parts``).
+helper take as each is free (:func:`_split`, ``onednn_parts.Parts``).
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from typing import Any
 import numpy as np
 
 from ..core.types import TensorFormat
-from . import onednn, onednn_buffers
-from .onednn_buffers import Parts, launcher, thread_counts
+from . import onednn
+from .onednn_buffers import launcher, thread_counts
+from .onednn_parts import Parts, part_count
 from .product_parts import as_rows
 from .torch_cpu import Kernel
 
@@ -190,11 +191,11 @@ def _split(
 ) -> Parts | None:
     """The product as one-thread primitives over bands of its rows (each a band of ``rows`` into the same band of
     ``out``, ``[M, N]``), sharing the weight and the bias ``whole`` (its one-thread primitive) binds, for a busy
-    machine (``onednn_buffers.launcher``'s ``split``): as many as :func:`~.onednn_buffers.part_count` says
+    machine (``onednn_buffers.launcher``'s ``split``): as many as :func:`~.onednn_parts.part_count` says
     for its work (at most one a row). None where that makes fewer than two or oneDNN
     picks another weight layout or its reference kernel for a band."""
     count, (k, n) = rows.shape[0], (rows.shape[1], out.shape[1])
-    parts = min(count, onednn_buffers.part_count(2.0 * count * k * n))
+    parts = min(count, part_count(2.0 * count * k * n))
     weights, bias_memory = whole.bound(onednn.ARG_WEIGHTS), whole.bound(onednn.ARG_BIAS)
     if parts < 2 or weights is None:
         return None

@@ -11,7 +11,7 @@ loop's 0.652 and onnxruntime's 0.491 (``python benchmarks/lstm_cpu.py``, docs/be
 
 On a busy machine (``blas_threads.machine_busy``), where the primitive runs on one thread, the layer runs as
 one-thread primitives over each direction and slices of its batch instead, made at its first run there, that this
-thread and the engine's helper take as each is free (``onednn_buffers.Parts``, :func:`_split`): the BiLSTM export at
+thread and the engine's helper take as each is free (``onednn_parts.Parts``, :func:`_split`): the BiLSTM export at
 batch 1 with another process spinning 5.9 -> 3.4 ms (``python benchmarks/busy_cpu.py``).
 """
 
@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.types import TensorFormat
-from . import onednn, onednn_buffers
-from .onednn_buffers import Parts, dense_strides, launcher, thread_counts
+from . import onednn, onednn_parts
+from .onednn_buffers import dense_strides, launcher, thread_counts
+from .onednn_parts import Parts, part_count
 from .torch_cpu import Kernel
 
 if TYPE_CHECKING:
@@ -122,13 +123,13 @@ def _split(
     machine (``onednn_buffers.launcher``'s ``split``): each reads and writes its slice of the layer's buffers in
     place (strided), its direction's weights reordered for it. Each direction's steps are a chain no thread can
     share, so a bidirectional layer always has its two directions apart; a batch is sliced where its work makes
-    parts (:func:`~.onednn_buffers.part_count` of a direction's work). None where that makes fewer than two parts or oneDNN
+    parts (:func:`~.onednn_parts.part_count` of a direction's work). None where that makes fewer than two parts or oneDNN
     has only its reference kernel for them."""
     x = arrays["x"]
     assert x is not None
     batch, dirs = x.shape[1], r.shape[0]
-    most = onednn_buffers.MAX_PARTS
-    slices = min(batch, max(1, most // dirs), max(1, onednn_buffers.part_count(flops / dirs)))
+    most = onednn_parts.MAX_PARTS
+    slices = min(batch, max(1, most // dirs), max(1, part_count(flops / dirs)))
     edges = [k * batch // slices for k in range(slices + 1)]
     if dirs * slices < 2 or most < 2:
         return None
