@@ -135,9 +135,20 @@ def test_a_busy_machine_is_one_whose_other_processes_take_a_core(monkeypatch: py
     core does; the first sample, and a machine without /proc/stat, fall back to the load average."""
     # first sample (load 1.9: busy by the load average), then 3.8 s busy of which 3.6 ours, then 2 s of others
     assert _sampled(monkeypatch, [100.0, 103.8, 107.8], [10.0, 13.6, 15.6], 1.9) == [True, False, True]
-    assert _sampled(monkeypatch, [100.0, 102.9], [10.0, 12.0], 0.2) == [False, False]  # others 0.45 of a core
+    assert _sampled(monkeypatch, [100.0, 102.5], [10.0, 12.0], 0.2) == [False, False]  # others 0.25 of a core
+    assert _sampled(monkeypatch, [100.0, 102.9], [10.0, 12.0], 0.2) == [False, True]  # others 0.45 of a core
     assert _sampled(monkeypatch, [None, None], [10.0, 12.0], 0.2) == [False, False]
     assert _sampled(monkeypatch, [None, None], [10.0, 12.0], 1.6) == [True, True]
+
+
+def test_a_busy_machine_stays_busy_until_others_take_less(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Busy from 0.3 of a core beyond what the engine leaves free, quiet again below 0.15: a process that wants a
+    core gets about half of one while the engine runs its layers in parts, and must not flip it back to quiet."""
+    # first sample by the load average (quiet), then others at 0.45, 0.2, 0.2, 0.1, 0.2 of a core (2 s apart)
+    machine = [100.0, 102.9, 103.3, 103.7, 103.9, 104.3]
+    own = [10.0, 12.0, 12.0, 12.0, 12.0, 12.0]
+    assert _sampled(monkeypatch, machine, own, 0.2) == [False, True, True, True, False, False]
+    assert blas_threads.STAY_BUSY_MARGIN < blas_threads.BUSY_MARGIN
 
 
 def test_the_machine_is_sampled_at_most_once_a_second(monkeypatch: pytest.MonkeyPatch) -> None:

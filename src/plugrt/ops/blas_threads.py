@@ -7,7 +7,7 @@ on the same core, and a product that takes 1 ms alone takes 30: a BiLSTM measure
 small product gains nothing from a second thread even on a quiet machine. So a
 product runs on one thread unless it is large (``MIN_THREADED_FLOPS``) and the
 machine has a core to spare: other processes kept fewer than the cores the engine does
-not use, plus one half, busy since the last sample (:func:`others_cores`: the machine's
+not use, plus 0.3 of a core (:data:`BUSY_MARGIN`), busy since the last sample (:func:`others_cores`: the machine's
 CPU time from ``/proc/stat`` less this process's own, sampled at most once a second).
 The one-minute load average, where ``/proc/stat`` is not there, counts this process's
 own threads too (an engine timed against onnxruntime in one process saw "busy" from its
@@ -43,9 +43,11 @@ from collections.abc import Callable, Iterator
 
 __all__ = [
     "BLAS_ALONE_BELOW",
+    "BUSY_MARGIN",
     "GEMM_ALONE_AT_MOST",
     "MIN_THREADED_FLOPS",
     "SAMPLE_SECONDS",
+    "STAY_BUSY_MARGIN",
     "blas_runs_alone",
     "blas_threads_for",
     "engine_threads",
@@ -65,6 +67,13 @@ MIN_THREADED_FLOPS = 2e7
 
 #: seconds between two samples of the machine's CPU use (:func:`machine_busy`)
 SAMPLE_SECONDS = 1.0
+#: the machine turns busy when other processes keep more than the cores the engine leaves free plus this many
+#: cores busy, and stays busy while they keep more than those plus :data:`STAY_BUSY_MARGIN` (a process that wants
+#: a core gets about half of one beside an engine running its layers in parts on both: with one margin of half a
+#: core BERT's runs went from busy to quiet and back every second, half of them on two-thread primitives whose
+#: static halves waited on the shared core)
+BUSY_MARGIN = 0.3
+STAY_BUSY_MARGIN = 0.15
 
 _LOCK = threading.Lock()
 #: the last sample: when (monotonic), the machine's busy CPU seconds, this process's, and the decision
@@ -196,14 +205,16 @@ def _machine_busy() -> bool:
         busy = _busy_by_load()
     else:
         cores = os.cpu_count() or 1
-        busy = others > cores - min(engine_threads(), cores) + 0.5
+        margin = STAY_BUSY_MARGIN if _load["busy"] else BUSY_MARGIN
+        busy = others > cores - min(engine_threads(), cores) + margin
     _load.update(checked=now, machine=machine, own=own, busy=busy)
     return busy
 
 
 def machine_busy() -> bool:
     """True when the machine has no core to spare: other processes kept more cores busy since the last sample
-    (at most :data:`SAMPLE_SECONDS` old) than the engine leaves free, plus one half (:func:`others_cores`);
+    (at most :data:`SAMPLE_SECONDS` old) than the engine leaves free, plus :data:`BUSY_MARGIN` of a core (once
+    busy, plus :data:`STAY_BUSY_MARGIN`: :func:`others_cores`);
     before the first sample, or without ``/proc/stat``, when the one-minute load average is above the core
     count minus one half. Kernels then run on one thread."""
     return _machine_busy()
