@@ -1,14 +1,14 @@
-"""plugrt on a busy machine: its convolutions in parts or whole, the helper thread kept off the caller's core or
-not, against onnxruntime, interleaved in one process while other processes keep cores busy.
+"""plugrt on a busy machine: its layers in parts or whole, the parts taken by the compiled loop or as Python items,
+against onnxruntime, interleaved in one process while other processes keep cores busy.
 
-The engine on a machine whose other cores are busy runs its oneDNN primitives on one thread, and a convolution of
-enough work in parts that this thread and the helper take in turn (``ops/onednn_conv_parts.py``), the helper kept
-off the caller's core (``ops/host_threads.py``). This script builds each model three times and times, in
-alternating blocks with onnxruntime (same thread count, its spinning off):
+The engine on a machine whose other cores are busy runs its oneDNN primitives on one thread, and a layer of
+enough work (convolutions, LSTMs, products by a constant matrix) in parts that this thread and the helper take in
+turn (``ops/onednn_parts.py``), the helper kept off the caller's core (``ops/host_threads.py``). This script builds
+each model three times and times, in alternating blocks with onnxruntime (same thread count, its spinning off):
 
-- ``whole``: no parts (every layer one one-thread primitive, as before the parts),
-- ``parts, helper anywhere``: parts, the helper left where the scheduler puts it,
-- ``parts`` (the engine as it is): parts, the helper kept off the caller's core.
+- ``whole``: no parts (every layer one one-thread primitive),
+- ``parts, Python items``: parts, each a Python item of ``host_threads.pulled_by_two`` (the engine without numba),
+- ``parts`` (the engine as it is, with numba): parts taken by the compiled loop (``ops/parts_numba_loops.py``).
 
 Models come from ``real_models_cpu.py`` (its export cache; ``--models name:batch ...``). Reports the median over
 blocks of the fastest run of each block, in ms.
@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import real_models_cpu as models
 
-from plugrt.ops import host_threads, onednn_parts
+from plugrt.ops import onednn_parts
 
 DEFAULT = ["resnet18:1", "resnet18:8", "mobilenetv2:1", "mobilenetv2:8", "magika:8", "crnn:1", "ppocr-rec:1"]
 
@@ -48,19 +48,19 @@ def _parse() -> argparse.Namespace:
 
 
 @contextlib.contextmanager
-def _variant(parts: bool, apart: bool) -> Iterator[None]:
-    """Parts made (at a layer's first busy run) or not; the helper kept off the caller's core or not."""
-    most, core = onednn_parts.MAX_PARTS, host_threads._caller_core
+def _variant(parts: bool, compiled: bool) -> Iterator[None]:
+    """Parts made (at a layer's first busy run) or not; taken by the compiled loop or as Python items."""
+    most, made = onednn_parts.MAX_PARTS, onednn_parts._Compiled.made
     onednn_parts.MAX_PARTS = most if parts else 0
-    if not apart:
-        host_threads._caller_core = lambda: None  # type: ignore[assignment]
+    if not compiled:
+        onednn_parts._Compiled.made = lambda *args: None  # type: ignore[method-assign]
     try:
         yield
     finally:
-        onednn_parts.MAX_PARTS, host_threads._caller_core = most, core  # type: ignore[assignment]
+        onednn_parts.MAX_PARTS, onednn_parts._Compiled.made = most, made  # type: ignore[method-assign]
 
 
-VARIANTS = {"whole": (False, True), "parts, helper anywhere": (True, False), "parts": (True, True)}
+VARIANTS = {"whole": (False, True), "parts, Python items": (True, False), "parts": (True, True)}
 
 
 def _engines(path: str, shapes: dict[str, Any], feeds: dict[str, Any], threads: int) -> dict[str, Callable[[], Any]]:
@@ -69,13 +69,13 @@ def _engines(path: str, shapes: dict[str, Any], feeds: dict[str, Any], threads: 
     from plugrt.onnx.compile import compile as compile_model
 
     engines: dict[str, Callable[[], Any]] = {}
-    for name, (parts, apart) in VARIANTS.items():
-        with _variant(parts, apart):
+    for name, (parts, compiled) in VARIANTS.items():
+        with _variant(parts, compiled):
             engine = compile_model(path, shapes=shapes or None)
             engine(**feeds)  # (busy: the parts are made here)
 
-        def run(engine: Any = engine, parts: bool = parts, apart: bool = apart) -> Any:
-            with _variant(parts, apart):
+        def run(engine: Any = engine, parts: bool = parts, compiled: bool = compiled) -> Any:
+            with _variant(parts, compiled):
                 return engine(**feeds)
 
         engines[name] = run
