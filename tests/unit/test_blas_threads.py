@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -119,7 +121,9 @@ def _sampled(monkeypatch: pytest.MonkeyPatch, machine: list[float | None], own: 
     """machine_busy's answers, one sample apart each, on a 2-core machine with an engine of two threads."""
     clock = iter(range(10, 100, 2))
     machines, owns = iter(machine), iter(own)
-    monkeypatch.setattr(blas_threads, "_load", {"checked": -1e9, "machine": None, "own": 0.0, "busy": False})
+    monkeypatch.setattr(
+        blas_threads, "_load", {"checked": -1e9, "machine": None, "own": 0.0, "busy": False, "pid": os.getpid()}
+    )
     monkeypatch.setattr(blas_threads.time, "monotonic", lambda: float(next(clock)))
     monkeypatch.setattr(blas_threads, "_machine_cpu_seconds", lambda: next(machines))
     monkeypatch.setattr(blas_threads, "_own_cpu_seconds", lambda: next(owns))
@@ -151,8 +155,53 @@ def test_a_busy_machine_stays_busy_until_others_take_less(monkeypatch: pytest.Mo
     assert blas_threads.STAY_BUSY_MARGIN < blas_threads.BUSY_MARGIN
 
 
+def _from_import(monkeypatch: pytest.MonkeyPatch, after: float, machine: float, load: float) -> bool:
+    """The first decision ``after`` seconds past the import's sample (machine 100 s, own 10 s, load ``load``), the
+    machine's busy time then ``machine``, this process's 10 s (its own threads idle)."""
+    clock = [50.0]
+    monkeypatch.setattr(blas_threads.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(blas_threads, "_machine_cpu_seconds", lambda: 100.0)
+    monkeypatch.setattr(blas_threads, "_own_cpu_seconds", lambda: 10.0)
+    monkeypatch.setattr(blas_threads.os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(blas_threads.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(blas_threads, "engine_threads", lambda: 2)
+    monkeypatch.setattr(blas_threads, "_load", dict(blas_threads._load))
+    blas_threads._sample()
+    clock[0] += after
+    monkeypatch.setattr(blas_threads, "_machine_cpu_seconds", lambda: machine)
+    return blas_threads.machine_busy()
+
+
+def test_the_first_decision_measures_from_the_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process started right after a load went away (load average 1.9) is quiet once 0.2 s have passed since the
+    import; one started beside a spinning process (load average 0.2, the load just came) is busy."""
+    assert not _from_import(monkeypatch, 0.5, 100.01, 1.9)
+    assert _from_import(monkeypatch, 0.5, 100.5, 0.2)  # others: a whole core
+    assert _from_import(monkeypatch, 0.1, 100.0, 1.9)  # sooner: the load average decides
+
+
+def test_a_forked_process_does_not_measure_from_its_parents_sample(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parent's sample counts the parent's CPU time (a forked process starts its own at 0): a child takes its
+    own first sample, deciding by the load average until then."""
+    monkeypatch.setattr(
+        blas_threads,
+        "_load",
+        {"checked": 49.9, "machine": 100.0, "own": 500.0, "busy": False, "pid": os.getpid() + 1, "measured": True},
+    )
+    monkeypatch.setattr(blas_threads.time, "monotonic", lambda: 50.0)
+    monkeypatch.setattr(blas_threads, "_machine_cpu_seconds", lambda: 100.1)
+    monkeypatch.setattr(blas_threads, "_own_cpu_seconds", lambda: 0.1)  # (against the parent's 500: "others" 500)
+    monkeypatch.setattr(blas_threads.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
+    assert not blas_threads.machine_busy()
+    assert blas_threads._load["pid"] == os.getpid() and blas_threads._load["own"] == 0.1
+
+
 def test_the_machine_is_sampled_at_most_once_a_second(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(blas_threads, "_load", {"checked": 5.0, "machine": 1.0, "own": 0.0, "busy": True})
+    monkeypatch.setattr(
+        blas_threads,
+        "_load",
+        {"checked": 5.0, "machine": 1.0, "own": 0.0, "busy": True, "pid": os.getpid(), "measured": True},
+    )
     monkeypatch.setattr(blas_threads.time, "monotonic", lambda: 5.0 + blas_threads.SAMPLE_SECONDS / 2)
     monkeypatch.setattr(blas_threads, "_machine_cpu_seconds", lambda: pytest.fail("sampled again"))
     assert blas_threads.machine_busy()

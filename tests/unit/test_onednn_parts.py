@@ -80,7 +80,7 @@ def test_two_threads_run_every_part_once() -> None:
     assert all(scratch_of[part] == {50: 5, 70: 7}[stream] for part, stream, _, _ in recorder.runs)
     assert state[loops.DONE] == 12 and state[loops.STATUS] == 0
     now = np.zeros(2, np.int64)
-    assert loops.wait_done(onednn_parts._clock(), state, 12, 0, now)
+    assert loops.wait_done(onednn_parts._clock(), onednn_parts._MONOTONIC, state, 12, 0, now)
 
 
 @NEEDS_NUMBA
@@ -112,10 +112,10 @@ def test_waiting_for_a_part_still_running_gives_up_after_its_time() -> None:
     state[loops.NEXT], state[loops.DONE] = 4, 3  # one part taken and not done
     now, clock = np.zeros(2, np.int64), onednn_parts._clock()
     start = time.perf_counter()
-    assert not loops.wait_done(clock, state, 4, 3_000_000, now)
+    assert not loops.wait_done(clock, onednn_parts._MONOTONIC, state, 4, 3_000_000, now)
     assert 0.003 <= time.perf_counter() - start < 1.0
     state[loops.DONE] = 4
-    assert loops.wait_done(clock, state, 4, 0, now)
+    assert loops.wait_done(clock, onednn_parts._MONOTONIC, state, 4, 0, now)
 
 
 # --- taken_by_two ---------------------------------------------------------------------------------------------------

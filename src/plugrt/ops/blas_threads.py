@@ -8,8 +8,8 @@ small product gains nothing from a second thread even on a quiet machine. So a
 product runs on one thread unless it is large (``MIN_THREADED_FLOPS``) and the
 machine has a core to spare: other processes kept fewer than the cores the engine does
 not use, plus 0.3 of a core (:data:`BUSY_MARGIN`), busy since the last sample (:func:`others_cores`: the machine's
-CPU time from ``/proc/stat`` less this process's own, sampled at most once a second).
-The one-minute load average, where ``/proc/stat`` is not there, counts this process's
+CPU time from ``/proc/stat`` less this process's own, sampled at most once a second, the first sample
+at import). The one-minute load average, where ``/proc/stat`` is not there, counts this process's
 own threads too (an engine timed against onnxruntime in one process saw "busy" from its
 own runs and kept one thread on a quiet machine: ResNet-18 at two threads 16.6 against
 onnxruntime's 8.4 ms) and lags a new load by a minute (a busy core seen only after the
@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterator
 __all__ = [
     "BLAS_ALONE_BELOW",
     "BUSY_MARGIN",
+    "FIRST_SAMPLE_SECONDS",
     "GEMM_ALONE_AT_MOST",
     "MIN_THREADED_FLOPS",
     "SAMPLE_SECONDS",
@@ -77,7 +78,10 @@ STAY_BUSY_MARGIN = 0.15
 
 _LOCK = threading.Lock()
 #: the last sample: when (monotonic), the machine's busy CPU seconds, this process's, and the decision
-_load: dict[str, float | bool | None] = {"checked": -1e9, "machine": None, "own": 0.0, "busy": False}
+_load: dict[str, float | bool | None] = {"checked": -1e9, "machine": None, "own": 0.0, "busy": False, "pid": -1}
+#: the first decision measures the interval from the sample taken at import once this long has passed (rather than
+#: trusting the load average, which lags a load that came or went by a minute)
+FIRST_SAMPLE_SECONDS = 0.2
 
 
 def _libraries() -> Iterator[ctypes.CDLL]:
@@ -105,6 +109,8 @@ def _find() -> tuple[Callable[[int], None], Callable[[], int]] | None:
 
 _BLAS = _find()
 _CONFIGURED = _BLAS[1]() if _BLAS is not None else 1
+
+
 def quiet_blas_workers() -> None:
     """Make every engine run from now on keep the BLAS on one thread (:func:`run_scope`); called where a PyTorch
     CPU kernel is bound. OpenBLAS's workers spin on their cores for a long time after each product that used
@@ -193,10 +199,25 @@ def _busy_by_load() -> bool:
         return False
 
 
+def _sample() -> None:
+    """Take the first sample (this module's import): the machine's and this process's CPU time, the load average's
+    decision until a first interval is measured."""
+    _load.update(
+        checked=time.monotonic(),
+        machine=_machine_cpu_seconds(),
+        own=_own_cpu_seconds(),
+        busy=_busy_by_load(),
+        pid=os.getpid(),
+        measured=False,
+    )
+
+
 def _machine_busy() -> bool:
     now = time.monotonic()
+    if _load["pid"] != os.getpid():  # a forked process: the parent's sample counts the parent's CPU time
+        _load.update(checked=-1e9, machine=None, pid=os.getpid(), measured=False)
     seconds = now - float(_load["checked"])  # type: ignore[arg-type]
-    if seconds <= SAMPLE_SECONDS:
+    if seconds <= SAMPLE_SECONDS and (_load.get("measured") or seconds < FIRST_SAMPLE_SECONDS):
         return bool(_load["busy"])
     machine, own = _machine_cpu_seconds(), _own_cpu_seconds()
     last_machine = _load["machine"]
@@ -207,16 +228,16 @@ def _machine_busy() -> bool:
         cores = os.cpu_count() or 1
         margin = STAY_BUSY_MARGIN if _load["busy"] else BUSY_MARGIN
         busy = others > cores - min(engine_threads(), cores) + margin
-    _load.update(checked=now, machine=machine, own=own, busy=busy)
+    _load.update(checked=now, machine=machine, own=own, busy=busy, measured=others is not None)
     return busy
 
 
 def machine_busy() -> bool:
     """True when the machine has no core to spare: other processes kept more cores busy since the last sample
     (at most :data:`SAMPLE_SECONDS` old) than the engine leaves free, plus :data:`BUSY_MARGIN` of a core (once
-    busy, plus :data:`STAY_BUSY_MARGIN`: :func:`others_cores`);
-    before the first sample, or without ``/proc/stat``, when the one-minute load average is above the core
-    count minus one half. Kernels then run on one thread."""
+    busy, plus :data:`STAY_BUSY_MARGIN`: :func:`others_cores`), the first interval measured from the module's
+    import once :data:`FIRST_SAMPLE_SECONDS` have passed; sooner, or without ``/proc/stat``, when the one-minute
+    load average is above the core count minus one half. Kernels then run on one thread."""
     return _machine_busy()
 
 
@@ -342,3 +363,6 @@ def product_guard(rows: int, cols: int, inner: int) -> contextlib.AbstractContex
         return _NOTHING
     flops = 2.0 * rows * cols * inner
     return blas_threads_for(flops) if flops < MIN_THREADED_FLOPS else None
+
+
+_sample()  # (the first interval is measured from the import)

@@ -462,7 +462,7 @@ class Primitive:
         argument array, their count, its scratchpad's memory (0: none) and the scratchpad's size in bytes; None
         where it is not bound, or has transient memories other than the scratchpad (the loop points only that one
         at the running thread's buffer). From then on the loop points the scratchpad's memory, so its
-        :meth:`Memory.point` here always sets it."""
+        :meth:`Memory.point` here always sets it. The argument array's address holds until the next :meth:`bind`."""
         scratch = self._scratch_memory
         if self._args is None or any(m is not scratch for m in self._transient):
             return None

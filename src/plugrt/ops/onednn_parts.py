@@ -13,6 +13,7 @@ memories: the results are the same bits.
 from __future__ import annotations
 
 import ctypes
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -76,6 +77,8 @@ class Parts:
 _ENTRIES: dict[int, tuple[Any, Any]] = {}
 _SIZE = ctypes.c_size_t
 _CLOCK: list[Any] = []
+#: the clock the caller's spin is timed by
+_MONOTONIC = getattr(time, "CLOCK_MONOTONIC", 1)
 
 
 def _entries(lib: Any) -> tuple[Any, Any]:
@@ -112,14 +115,14 @@ def _clock() -> Any:
 
 class _Compiled:
     """The parts as a table the compiled loop runs from both threads: each thread points the parts' scratchpads at
-    its own buffer and runs them on its own stream."""
+    its own buffer and runs them on its own stream. The table holds the primitives' handles and argument arrays by
+    address: the :class:`Parts` holding it keeps the primitives, which are bound once, when made."""
 
-    def __init__(self, lib: Any, loops: Any, table: np.ndarray, scratch_bytes: int, threads: int) -> None:
+    def __init__(self, lib: Any, loops: Any, table: np.ndarray, scratch_bytes: int) -> None:
         self.lib = lib
         self.loops = loops
         self.table = table
         self.scratch_bytes = scratch_bytes
-        self.threads = threads
         self.execute, self.set_handle = _entries(lib)
         self.clock = _clock()
 
@@ -135,7 +138,7 @@ class _Compiled:
             return None
         table = np.array([row[:4] for row in rows if row is not None], np.uint64).reshape(-1, loops.TABLE_COLUMNS)
         scratch_bytes = max((row[4] for row in rows if row is not None), default=0)
-        return cls(lib, loops, table, scratch_bytes, 1)
+        return cls(lib, loops, table, scratch_bytes)
 
     def run(self) -> None:
         """Every part once (:func:`~.host_threads.taken_by_two`); a failing part raises
@@ -147,13 +150,13 @@ class _Compiled:
 
         def take() -> None:
             lib = self.lib
-            lib.use_threads(self.threads)
+            lib.use_threads(1)
             scratch = onednn.thread_buffer(onednn.SCRATCH_SLOT, self.scratch_bytes) if self.scratch_bytes else 0
             stream = int(lib.stream().value)
             loops.pull(self.execute, self.set_handle, state, self.table, scratch, stream)
 
         def finished(seconds: float) -> bool:
-            return bool(loops.wait_done(self.clock, state, count, int(seconds * 1e9), now))
+            return bool(loops.wait_done(self.clock, _MONOTONIC, state, count, int(seconds * 1e9), now))
 
         def stop() -> None:
             loops.leave(state, count)

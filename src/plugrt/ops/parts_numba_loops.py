@@ -115,11 +115,11 @@ def pull(execute: Any, set_handle: Any, state: Any, table: Any, scratch: int, st
 
 
 @njit(cache=True, nogil=True)
-def wait_done(clock: Any, state: Any, count: int, limit_ns: int, now: Any) -> bool:  # pragma: no cover
+def wait_done(clock: Any, clock_id: int, state: Any, count: int, limit_ns: int, now: Any) -> bool:  # pragma: no cover
     """Spin until every part taken from ``state`` (of ``count``) is done, at most ``limit_ns`` nanoseconds by
-    ``clock`` (``clock_gettime(CLOCK_MONOTONIC, now)``, ``now`` an int64 ``[2]`` array); True when they are."""
+    ``clock`` (``clock_gettime(clock_id, now)``, ``now`` an int64 ``[2]`` array); True when they are."""
     base = state.ctypes.data
-    clock(1, now.ctypes.data)
+    clock(clock_id, now.ctypes.data)
     start = now[0] * 1_000_000_000 + now[1]
     spins = 0
     while True:
@@ -129,7 +129,7 @@ def wait_done(clock: Any, state: Any, count: int, limit_ns: int, now: Any) -> bo
         _pause()
         spins += 1
         if spins % 64 == 0:
-            clock(1, now.ctypes.data)
+            clock(clock_id, now.ctypes.data)
             if now[0] * 1_000_000_000 + now[1] - start > limit_ns:
                 return False
 
