@@ -15,7 +15,9 @@ runs everything on the calling thread.
 :func:`in_two_parts` halves the work; :func:`pulled_by_two` lets both threads take
 the next of many items as they finish one, so when the other core is taken the
 thread that still has a core does most of the work instead of waiting for the
-other half (matrix products, ``ops/product_parts.py``; convolutions in parts, ``ops/onednn_conv_parts.py``).
+other half (matrix products, ``ops/product_parts.py``; layers in parts without numba, ``ops/onednn_parts.py``);
+:func:`taken_by_two` does the same for items that compiled code takes itself, without the GIL (layers in parts,
+``ops/parts_numba_loops.py``).
 
 On a busy machine (:func:`~plugrt.ops.blas_threads.machine_busy`) the helper keeps off the core the caller is
 on when it takes work (its affinity, changed only when it differs): Linux's scheduler otherwise often wakes it
