@@ -54,7 +54,14 @@ class _Recorder:
                 self.handles.append((memory, address))
             return 0
 
-        self.execute, self.set_handle = _EXECUTE(execute), _SET_HANDLE(set_handle)
+        self.functions = (_EXECUTE(execute), _SET_HANDLE(set_handle))  # (kept alive: the loop calls their addresses)
+        self.execute, self.set_handle = (_address(f) for f in self.functions)
+
+
+def _address(function: object) -> int:
+    address = ctypes.cast(function, ctypes.c_void_p).value
+    assert address
+    return address
 
 
 def _table(count: int, scratch: bool = False) -> np.ndarray:
@@ -199,7 +206,7 @@ def test_a_failing_part_raises_a_onednn_error(monkeypatch: pytest.MonkeyPatch) -
     failing = _EXECUTE(lambda primitive, stream, nargs, args: 5)  # oneDNN's "runtime error"
 
     def entries(lib):  # type: ignore[no-untyped-def]
-        return failing, real_entries(lib)[1]
+        return _address(failing), real_entries(lib)[1]
 
     monkeypatch.setattr(onednn_parts, "_entries", entries)
     a, weight = _random(64, 96), _random(96, 80)

@@ -73,23 +73,17 @@ class Parts:
         self.primitives[item].run()
 
 
-#: the entry points the compiled loop calls, typed with integer arguments (by library), and libc's clock
-_ENTRIES: dict[int, tuple[Any, Any]] = {}
-_SIZE = ctypes.c_size_t
-_CLOCK: list[Any] = []
+#: the addresses of the entry points the compiled loop calls (by library), and of libc's clock (None: none)
+_ENTRIES: dict[int, tuple[int, int]] = {}
+_CLOCK: list[int | None] = []
 #: the clock the caller's spin is timed by
 _MONOTONIC = getattr(time, "CLOCK_MONOTONIC", 1)
 
 
-def _entries(lib: Any) -> tuple[Any, Any]:
-    """oneDNN's ``dnnl_primitive_execute`` and ``dnnl_memory_set_data_handle`` as ctypes functions of integers."""
+def _entries(lib: Any) -> tuple[int, int]:
+    """The addresses of oneDNN's ``dnnl_primitive_execute`` and ``dnnl_memory_set_data_handle``."""
     if id(lib) not in _ENTRIES:
-        execute = ctypes.CFUNCTYPE(ctypes.c_int, _SIZE, _SIZE, ctypes.c_int, _SIZE)
-        set_handle = ctypes.CFUNCTYPE(ctypes.c_int, _SIZE, _SIZE)
-        _ENTRIES[id(lib)] = (
-            execute(_address(lib.dll.dnnl_primitive_execute)),
-            set_handle(_address(lib.dll.dnnl_memory_set_data_handle)),
-        )
+        _ENTRIES[id(lib)] = (_address(lib.dll.dnnl_primitive_execute), _address(lib.dll.dnnl_memory_set_data_handle))
     return _ENTRIES[id(lib)]
 
 
@@ -101,13 +95,11 @@ def _address(function: Any) -> int:
     return int(address)
 
 
-def _clock() -> Any:
-    """libc's ``clock_gettime`` as a ctypes function of integers (None where there is none)."""
+def _clock() -> int | None:
+    """The address of libc's ``clock_gettime`` (None where there is none)."""
     if not _CLOCK:
         try:
-            _CLOCK.append(
-                ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, _SIZE)(_address(ctypes.CDLL(None).clock_gettime))
-            )
+            _CLOCK.append(_address(ctypes.CDLL(None).clock_gettime))
         except (OSError, AttributeError, ValueError):
             _CLOCK.append(None)
     return _CLOCK[0]

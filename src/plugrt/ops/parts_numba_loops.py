@@ -8,8 +8,9 @@ spinning, until every part taken is done. Neither needs the GIL: in Python the t
 condition variable back and forth at every part, and a thread that sleeps on a busy machine gives its core to the
 other process and waits for a slice to get it back (0.9 ms median on a 2-core VM, docs/benchmarks.md).
 
-The oneDNN entry points, the clock and the table come in as arguments (ctypes function pointers), so the compiled
-code holds no address and numba's on-disk cache can keep it.
+The oneDNN entry points and the clock come in as arguments, their addresses as integers (called through
+an intrinsic), and the table too, so the compiled code holds no address and numba's on-disk cache can keep it,
+and a call's dispatch converts only integers and arrays.
 """
 
 from __future__ import annotations
@@ -76,6 +77,38 @@ def _set_once_typed(typingctx: Any, address: Any, value: Any) -> Any:
 _set_once: Any = intrinsic(_set_once_typed)
 
 
+def _called(builder: Any, args: Any, kinds: list[Any]) -> Any:
+    """The call of ``int f(...)`` at address ``args[0]`` with ``args[1:]``, each cut to its kind."""
+    target = builder.inttoptr(args[0], ir.FunctionType(ir.IntType(32), kinds).as_pointer())
+    values = [builder.trunc(v, kind) if kind.width < 64 else v for v, kind in zip(args[1:], kinds)]
+    return builder.call(target, values)
+
+
+def _call2_typed(typingctx: Any, function: Any, first: Any, second: Any) -> Any:
+    """``int f(a, b)`` at address ``function``, both arguments 64-bit integers: its result."""
+    signature = types.int32(types.uintp, types.uint64, types.uint64)
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        return _called(builder, args, [ir.IntType(64)] * 2)
+
+    return signature, codegen
+
+
+def _call4_typed(typingctx: Any, function: Any, first: Any, second: Any, third: Any, fourth: Any) -> Any:
+    """``int f(a, b, int c, d)`` at address ``function`` (oneDNN's execute: primitive, stream, argument count, the
+    arguments), the others 64-bit integers: its result."""
+    signature = types.int32(types.uintp, types.uint64, types.uint64, types.uint64, types.uint64)
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        return _called(builder, args, [ir.IntType(64), ir.IntType(64), ir.IntType(32), ir.IntType(64)])
+
+    return signature, codegen
+
+
+_call2: Any = intrinsic(_call2_typed)
+_call4: Any = intrinsic(_call4_typed)
+
+
 def _pause_typed(typingctx: Any) -> Any:
     """The CPU's spin-wait hint (x86 ``pause``)."""
     signature = types.void()
@@ -95,9 +128,10 @@ _pause: Any = intrinsic(_pause_typed)
 
 
 @njit(cache=True, nogil=True)
-def pull(execute: Any, set_handle: Any, state: Any, table: Any, scratch: int, stream: int) -> None:  # pragma: no cover
+def pull(execute: int, set_handle: int, state: Any, table: Any, scratch: int, stream: int) -> None:  # pragma: no cover
     """Take parts of ``table`` (``[count, TABLE_COLUMNS]`` uint64) one at a time and execute each on ``stream``,
-    its scratchpad at ``scratch`` (this thread's buffer), until none is left. The first failing status is kept in
+    its scratchpad at ``scratch`` (this thread's buffer), until none is left; ``execute`` and ``set_handle`` are
+    the addresses of oneDNN's ``dnnl_primitive_execute`` and ``dnnl_memory_set_data_handle``. The first failing status is kept in
     ``state[STATUS]``; parts taken after it are skipped (counted done, not executed)."""
     count = table.shape[0]
     base = state.ctypes.data
@@ -107,19 +141,20 @@ def pull(execute: Any, set_handle: Any, state: Any, table: Any, scratch: int, st
             return
         if _load(base + 8 * STATUS) == 0:
             if table[item, 3] != 0:
-                set_handle(table[item, 3], scratch)
-            status = execute(table[item, 0], stream, table[item, 2], table[item, 1])
+                _call2(set_handle, table[item, 3], scratch)
+            status = _call4(execute, table[item, 0], stream, table[item, 2], table[item, 1])
             if status != 0:
                 _set_once(base + 8 * STATUS, status)
         _fetch_add(base + 8 * DONE, 1)
 
 
 @njit(cache=True, nogil=True)
-def wait_done(clock: Any, clock_id: int, state: Any, count: int, limit_ns: int, now: Any) -> bool:  # pragma: no cover
+def wait_done(clock: int, clock_id: int, state: Any, count: int, limit_ns: int, now: Any) -> bool:  # pragma: no cover
     """Spin until every part taken from ``state`` (of ``count``) is done, at most ``limit_ns`` nanoseconds by
-    ``clock`` (``clock_gettime(clock_id, now)``, ``now`` an int64 ``[2]`` array); True when they are."""
+    ``clock`` (the address of ``clock_gettime``, called as ``clock_gettime(clock_id, now)``, ``now`` an int64
+    ``[2]`` array); True when they are."""
     base = state.ctypes.data
-    clock(clock_id, now.ctypes.data)
+    _call2(clock, clock_id, now.ctypes.data)
     start = now[0] * 1_000_000_000 + now[1]
     spins = 0
     while True:
@@ -129,7 +164,7 @@ def wait_done(clock: Any, clock_id: int, state: Any, count: int, limit_ns: int, 
         _pause()
         spins += 1
         if spins % 64 == 0:
-            clock(clock_id, now.ctypes.data)
+            _call2(clock, clock_id, now.ctypes.data)
             if now[0] * 1_000_000_000 + now[1] - start > limit_ns:
                 return False
 
