@@ -122,7 +122,9 @@ def _sampled(monkeypatch: pytest.MonkeyPatch, machine: list[float | None], own: 
     clock = iter(range(10, 100, 2))
     machines, owns = iter(machine), iter(own)
     monkeypatch.setattr(
-        blas_threads, "_load", {"checked": -1e9, "machine": None, "own": 0.0, "busy": False, "pid": os.getpid()}
+        blas_threads,
+        "_load",
+        {"checked": -1e9, "machine": None, "own": 0.0, "busy": False, "pid": os.getpid(), "measured": False},
     )
     monkeypatch.setattr(blas_threads.time, "monotonic", lambda: float(next(clock)))
     monkeypatch.setattr(blas_threads, "_machine_cpu_seconds", lambda: next(machines))

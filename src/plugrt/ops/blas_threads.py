@@ -77,8 +77,11 @@ BUSY_MARGIN = 0.3
 STAY_BUSY_MARGIN = 0.15
 
 _LOCK = threading.Lock()
-#: the last sample: when (monotonic), the machine's busy CPU seconds, this process's, and the decision
-_load: dict[str, float | bool | None] = {"checked": -1e9, "machine": None, "own": 0.0, "busy": False, "pid": -1}
+#: the last sample: when (monotonic), the machine's busy CPU seconds, this process's, the decision, the process
+#: that took it, and whether the decision came from a measured interval (not the load average)
+_load: dict[str, float | bool | None] = {
+    "checked": -1e9, "machine": None, "own": 0.0, "busy": False, "pid": -1, "measured": False
+}  # fmt: skip
 #: the first decision measures the interval from the sample taken at import once this long has passed (rather than
 #: trusting the load average, which lags a load that came or went by a minute)
 FIRST_SAMPLE_SECONDS = 0.2
@@ -217,7 +220,7 @@ def _machine_busy() -> bool:
     if _load["pid"] != os.getpid():  # a forked process: the parent's sample counts the parent's CPU time
         _load.update(checked=-1e9, machine=None, pid=os.getpid(), measured=False)
     seconds = now - float(_load["checked"])  # type: ignore[arg-type]
-    if seconds <= SAMPLE_SECONDS and (_load.get("measured") or seconds < FIRST_SAMPLE_SECONDS):
+    if seconds <= SAMPLE_SECONDS and (_load["measured"] or seconds < FIRST_SAMPLE_SECONDS):
         return bool(_load["busy"])
     machine, own = _machine_cpu_seconds(), _own_cpu_seconds()
     last_machine = _load["machine"]

@@ -73,8 +73,7 @@ class Parts:
         self.primitives[item].run()
 
 
-#: the addresses of the entry points the compiled loop calls (by library), and of libc's clock (None: none)
-_ENTRIES: dict[int, tuple[int, int]] = {}
+#: the address of libc's clock (None: none), looked up once
 _CLOCK: list[int | None] = []
 #: the clock the caller's spin is timed by
 _MONOTONIC = getattr(time, "CLOCK_MONOTONIC", 1)
@@ -82,9 +81,7 @@ _MONOTONIC = getattr(time, "CLOCK_MONOTONIC", 1)
 
 def _entries(lib: Any) -> tuple[int, int]:
     """The addresses of oneDNN's ``dnnl_primitive_execute`` and ``dnnl_memory_set_data_handle``."""
-    if id(lib) not in _ENTRIES:
-        _ENTRIES[id(lib)] = (_address(lib.dll.dnnl_primitive_execute), _address(lib.dll.dnnl_memory_set_data_handle))
-    return _ENTRIES[id(lib)]
+    return _address(lib.dll.dnnl_primitive_execute), _address(lib.dll.dnnl_memory_set_data_handle)
 
 
 def _address(function: Any) -> int:
