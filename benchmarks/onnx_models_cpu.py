@@ -19,10 +19,13 @@ onnxruntime runs with its default session options (all graph optimizations,
 intra-op threads = cores); plugrt runs NumPy with its BLAS's default threads.
 ``--threads N`` sets both to N (``OPENBLAS_NUM_THREADS``/``OMP_NUM_THREADS``
 and ``intra_op_num_threads``); ``--profile MODEL`` prints where plugrt's time
-goes, per operator kind and for the slowest layers.
+goes, per operator kind and for the slowest layers. ``--busy N`` times while N other processes keep a
+core busy each (``real_models_cpu.busy_cores``); ``--no-ort-spinning`` turns onnxruntime's spinning threads off
+(``session.intra_op.allow_spinning=0``), as the under-load comparison needs: run it once quiet and once busy,
+both with spinning off, and compare how each engine's latency grows.
 
 Usage: python benchmarks/onnx_models_cpu.py [--models resnet50 vgg19 ...] [--blocks 5] [--runs 3]
-       [--threads N] [--profile resnet50]
+       [--threads N] [--profile resnet50] [--busy 1] [--no-ort-spinning]
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ def _parse() -> argparse.Namespace:
         action="store_true",
         help="time with the calling thread's CPU time (with --threads 1: robust on a shared, busy machine)",
     )
+    parser.add_argument("--busy", type=int, default=0, help="processes keeping one core busy each while timing")
+    parser.add_argument("--no-ort-spinning", action="store_true", help="onnxruntime's threads block, never spin")
     return parser.parse_args()
 
 
@@ -102,6 +107,8 @@ def ort_session(path: str, threads: int, optimized: bool = True) -> Any:
     options.log_severity_level = 3
     if threads:
         options.intra_op_num_threads = threads
+    if ARGS is not None and ARGS.no_ort_spinning:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if not optimized:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
@@ -223,7 +230,9 @@ def main() -> None:
     print(
         f"machine: {platform.machine()} {platform.processor() or ''}, {os.cpu_count()} CPUs, Python "
         f"{platform.python_version()}, NumPy {np.__version__}, onnxruntime {onnxruntime.__version__}, "
-        f"threads: {ARGS.threads or 'defaults'}, clock: {'thread CPU time' if ARGS.cpu_time else 'wall'}"
+        f"threads: {ARGS.threads or 'defaults'}, clock: {'thread CPU time' if ARGS.cpu_time else 'wall'}, "
+        f"busy processes: {ARGS.busy}, onnxruntime spinning: {'off' if ARGS.no_ort_spinning else 'on'}, "
+        f"load {os.getloadavg()[0]:.2f}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
     )
     print(
         "| model | plugrt (ms) | onnxruntime (ms) | ratio | onnxruntime, no graph optimizations (ms) | ratio "
@@ -231,15 +240,19 @@ def main() -> None:
     )
     print("|---|---:|---:|---:|---:|---:|---:|---|")
     ratios, plain_ratios = [], []
-    for name in names:
-        row = measure(name, models[name], ARGS.blocks, ARGS.runs, ARGS.threads)
-        ratios.append(row["ratio"])
-        plain_ratios.append(row["plain_ratio"])
-        print(
-            f"| {name} | {row['plugrt_ms']:.1f} | {row['ort_ms']:.1f} | {row['ratio']:.2f} | {row['plain_ms']:.1f} "
-            f"| {row['plain_ratio']:.2f} | {row['build_s']:.1f} | {row['matches']} |",
-            flush=True,
-        )
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from real_models_cpu import busy_cores
+
+    with busy_cores(ARGS.busy):
+        for name in names:
+            row = measure(name, models[name], ARGS.blocks, ARGS.runs, ARGS.threads)
+            ratios.append(row["ratio"])
+            plain_ratios.append(row["plain_ratio"])
+            print(
+                f"| {name} | {row['plugrt_ms']:.1f} | {row['ort_ms']:.1f} | {row['ratio']:.2f} | {row['plain_ms']:.1f} "
+                f"| {row['plain_ratio']:.2f} | {row['build_s']:.1f} | {row['matches']} |",
+                flush=True,
+            )
     print(f"| **geometric mean** | | | **{geomean(ratios):.2f}** | | **{geomean(plain_ratios):.2f}** | | |")
     if ARGS.profile:
         profile(models[ARGS.profile])

@@ -36,6 +36,44 @@ def test_work_is_split_in_two_disjoint_parts_only_when_large(split: None, monkey
     assert [p[:3] for p in _parts(5, 10)] == [(0, 0, 5)]  # too little work
 
 
+def test_a_busy_machine_takes_runs_of_items_as_each_thread_is_free(
+    split: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Busy: up to ``BUSY_RUNS`` disjoint runs covering every item, part 0 on this thread and 1 on the helper."""
+    monkeypatch.setattr(host_threads, "machine_busy", lambda: True)
+    gate = threading.Event()
+    seen: list[tuple[int, int, int, str]] = []
+
+    def work(part: int, start: int, stop: int) -> None:
+        seen.append((part, start, stop, threading.current_thread().name))
+        if part == 0 and not gate.wait(5):  # the caller's first run waits until the helper has taken one
+            raise AssertionError("the helper took no run")
+        if part == 1:
+            gate.set()
+
+    host_threads.in_two_parts(20, 10, work)
+    runs = sorted(seen, key=lambda r: r[1])
+    assert len(runs) == host_threads.BUSY_RUNS
+    assert [r[1] for r in runs] == [0, *(r[2] for r in runs[:-1])] and runs[-1][2] == 20  # disjoint, all items
+    assert {r[0] for r in runs} == {0, 1}
+    for part, _, _, name in runs:
+        assert (part == 1) == name.startswith("plugrt-kernel")
+    seen.clear()
+    host_threads.in_two_parts(3, 10, lambda part, a, b: seen.append((part, a, b, "")))  # fewer items than runs
+    assert sorted(r[1:3] for r in seen) == [(0, 1), (1, 2), (2, 3)]
+
+
+def test_an_error_in_a_busy_run_reaches_the_caller(split: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(host_threads, "machine_busy", lambda: True)
+
+    def work(part: int, start: int, stop: int) -> None:
+        if start == 10:
+            raise ValueError(f"items {start}..{stop} failed")
+
+    with pytest.raises(ValueError, match=r"items 10\.\.12 failed"):
+        host_threads.in_two_parts(20, 10, work)
+
+
 def test_an_engine_of_one_thread_never_uses_the_helper(split: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """``OPENBLAS_NUM_THREADS=1`` (or ``OMP_NUM_THREADS=1``): the halves, and the items pulled by two, all run here."""
     monkeypatch.setattr(host_threads, "engine_threads", lambda: 1)

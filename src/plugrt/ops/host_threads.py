@@ -36,10 +36,20 @@ from concurrent.futures import ThreadPoolExecutor
 
 from .blas_threads import engine_threads, machine_busy
 
-__all__ = ["MIN_PARALLEL_ELEMENTS", "SPIN_SECONDS", "in_two_parts", "on_helper", "pulled_by_two", "taken_by_two"]
+__all__ = [
+    "BUSY_RUNS",
+    "MIN_PARALLEL_ELEMENTS",
+    "SPIN_SECONDS",
+    "in_two_parts",
+    "on_helper",
+    "pulled_by_two",
+    "taken_by_two",
+]
 
 #: kernels over fewer elements than this run on the calling thread only
 MIN_PARALLEL_ELEMENTS = 1 << 18
+#: on a busy machine, :func:`in_two_parts` cuts its items into at most this many runs, taken as each thread is free
+BUSY_RUNS = 8
 
 _LOCK = threading.Lock()
 #: (process id, the helper): a forked child has no helper thread and makes its own
@@ -100,10 +110,20 @@ def _as_helper(work: Callable[[int, int, int], None], start: int, stop: int, apa
 def in_two_parts(count: int, elements: int, work: Callable[[int, int, int], None]) -> None:
     """Run ``work(part, start, stop)`` over the items ``[0, count)``: as parts 0 and 1 on this thread and
     the helper when the ``elements`` they touch are many and there are two items; else as part 0 alone.
-    The parts' items are disjoint; ``work`` must keep per-part scratch apart."""
+    On a busy machine (:func:`~plugrt.ops.blas_threads.machine_busy`) the items are cut into up to
+    :data:`BUSY_RUNS` runs that the two threads take as each is free (:func:`pulled_by_two`), so ``work`` is called
+    several times, always with part 0 on this thread and part 1 on the helper: a half on the core the other
+    process shares took twice as long as the other (DenseNet-121's batch-norm + ReLU chains 10 -> 23.5 ms a run
+    under load, docs/benchmarks.md). The items of the calls are disjoint; ``work`` must keep per-part scratch
+    apart."""
     single = count < 2 or elements < MIN_PARALLEL_ELEMENTS or not _two_threads_allowed()
     if single:
         work(0, 0, count)
+        return
+    if machine_busy():  # fixed halves wait for the one on the shared core: runs of items, taken as each is free
+        runs = min(count, BUSY_RUNS)
+        edges = [r * count // runs for r in range(runs + 1)]
+        pulled_by_two(runs, lambda run: work(1 if on_helper() else 0, edges[run], edges[run + 1]))
         return
     half = (count + 1) // 2
     future = _helper().submit(_as_helper, work, half, count, _caller_core())
