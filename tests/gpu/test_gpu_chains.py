@@ -32,6 +32,9 @@ CHAINS = {
               n("Cos", ["t7"], ["t8"]), n("Erf", ["t8"], ["t9"]), n("Floor", ["t9"], ["t10"]), n("Sign", ["x"], ["t11"]),
               n("Add", ["t10", "t11"], ["y"])],
     "gelu_pow": [n("Pow", ["x", "two"], ["t0"]), n("Mul", ["t0", "x"], ["t1"]), n("Gelu", ["t1"], ["y"])],
+    # the normalization takes the Mul in, then joins the chain as two steps by constants the layer holds
+    "batch_norm": [n("BatchNormalization", ["x", "g", "beta", "mu", "var"], ["t0"]), n("Mul", ["t0", "b"], ["t1"]),
+                   n("Relu", ["t1"], ["y"])],
 }
 
 
@@ -39,7 +42,9 @@ def _model(name: str):  # type: ignore[no-untyped-def]
     rng = np.random.default_rng(3)
     inits = {"b": rng.standard_normal((1, 8, 1)).astype(np.float32), "two": np.array(2.0, np.float32),
              "h": rng.standard_normal((1, 8, 33)).astype(np.float32),
-             "lo": np.array(-0.5, np.float32), "hi": np.array(0.75, np.float32)}  # fmt: skip
+             "lo": np.array(-0.5, np.float32), "hi": np.array(0.75, np.float32),
+             "g": rng.uniform(0.5, 2, 8).astype(np.float32), "beta": rng.standard_normal(8).astype(np.float32),
+             "mu": rng.standard_normal(8).astype(np.float32), "var": rng.uniform(0.5, 2, 8).astype(np.float32)}  # fmt: skip
     nodes = CHAINS[name]
     used = {i for node in nodes for i in node.input}
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", 8, 33])]

@@ -144,3 +144,42 @@ def test_every_step_a_chain_may_hold_has_a_cuda_form() -> None:
     clip = chain_source([{"activation": "CLIP", "alpha": float("-inf"), "beta": 6.0}], 1)
     assert clip is not None and "clip_(v, __int_as_float(0xff800000), 6.0f)" in clip
     assert chain_source([{"unary": "NO_SUCH_OP"}], 1) is None
+
+
+def test_constants_the_layer_holds_are_operands_after_the_inputs() -> None:
+    """``-2 - k`` names weight ``c<k>``: a batch normalization's scale and shift, broadcast like an input."""
+    rng = np.random.default_rng(4)
+    x = rng.normal(0, 2, (2, 8, 150, 130)).astype(np.float32)  # several blocks
+    scale = rng.uniform(0.5, 2, (1, 8, 1, 1)).astype(np.float32)
+    shift = rng.normal(0, 1, (1, 8, 1, 1)).astype(np.float32)
+    residual = rng.normal(0, 1, x.shape).astype(np.float32)
+    steps = [
+        {"binary": "PROD", "left": -1, "right": -2},
+        {"binary": "SUM", "left": -1, "right": -3},
+        {"binary": "SUM", "left": 1, "right": -1},
+        {"activation": "RELU"},
+    ]
+    op = create_operator("fused_elementwise", {"steps": steps}, {"c0": scale, "c1": shift})
+    assert op.output_types([DataType.FLOAT] * 2) == [DataType.FLOAT]
+    assert op.output_shapes([[constant(d) for d in x.shape]] * 2, [None, None]) == [[constant(d) for d in x.shape]]
+    out = np.empty_like(x)
+    op.prepare([x.shape, residual.shape], [out.shape])
+    op.run([x, residual], [out], np)
+    np.testing.assert_array_equal(out, np.maximum(residual + (x * scale + shift), 0))
+    assert op.describe() == "fused_elementwise(RELU(SUM(in1, SUM(PROD(x, c0), c1))))"
+    small = x[:1, :, :2, :3].copy()  # one block: the calls resolved at bind
+    small_out = np.empty_like(small)
+    function, args = op.direct_launch([small, residual[:1, :, :2, :3].copy()], [small_out], np)
+    function(*args)
+    np.testing.assert_array_equal(small_out, np.maximum(residual[:1, :, :2, :3] + (small * scale + shift), 0))
+
+
+def test_a_constant_the_steps_name_must_be_a_weight_and_broadcast() -> None:
+    steps = [{"binary": "PROD", "left": -1, "right": -3}]  # c1, and c0 too (operands in order)
+    with pytest.raises(NetworkError, match=r"constants \['c1'\] that are not weights"):
+        create_operator("fused_elementwise", {"steps": steps}, {"c0": np.ones((1, 3, 1), np.float32)})
+    op = create_operator(
+        "fused_elementwise", {"steps": steps}, {"c0": np.ones((1, 3, 1), np.float32), "c1": np.ones((1, 4, 1))}
+    )
+    with pytest.raises(ShapeError, match=r"constant c1 of shape \[1, 4, 1\] does not broadcast into input 0's"):
+        op.output_shapes([[constant(2), constant(3), symbol("n")]], [None])

@@ -118,6 +118,60 @@ def test_what_must_not_fold(nodes, shape, outputs, monkeypatch) -> None:
         np.testing.assert_array_equal(got[name], want[name])
 
 
+# --- batch normalization: affine maps folded in, then a chain ------------------------------------------------
+def _norm(source: str = "x", out: str = "n", channels: int = 4) -> tuple[list, dict[str, np.ndarray]]:
+    """An inference BatchNormalization of ``source`` (its statistics constants)."""
+    constants = {
+        "g": RNG.uniform(0.5, 2, channels),
+        "beta": RNG.standard_normal(channels),
+        "mu": RNG.standard_normal(channels),
+        "var": RNG.uniform(0.5, 2, channels),
+    }
+    return [n("BatchNormalization", [source, "g", "beta", "mu", "var"], [out])], constants
+
+
+def test_caffe2_densenet_norm_mul_add_relu_is_one_chain_step_pair(monkeypatch) -> None:
+    """DenseNet-121 as Caffe2 exported it: BatchNormalization -> Mul(w) -> Add(b) -> Relu after a concatenation.
+    The Mul and Add fold into the normalization's scale and shift, which then runs with the Relu as one chain."""
+    norm, constants = _norm(source="cat", channels=8)
+    nodes = [n("Concat", ["x", "x2"], ["cat"], axis=1), *norm]
+    nodes += [n("Mul", ["n", "s"], ["m"]), n("Add", ["m", "t"], ["a"]), n("Relu", ["a"], ["y"])]
+    constants |= {"x2": RNG.standard_normal((2, 4, 9, 9)), "s": RNG.uniform(0.5, 2, (1, 8, 1, 1))}
+    constants["t"] = RNG.standard_normal((1, 8, 1, 1))
+    fused, got, want = _both(_model(nodes, constants), monkeypatch, _x())
+    (chain,) = [layer for layer in _computing(fused) if layer.kind != "concatenation"]
+    assert chain.kind == "fused_elementwise" and set(chain.weights) == {"c0", "c1"}
+    assert [step.get("binary", step.get("activation")) for step in chain.params["steps"]] == ["PROD", "SUM", "RELU"]
+    _close(got["y"], want["y"], 1e-5)
+
+
+def test_a_norm_then_relu_chains_bit_identically(monkeypatch) -> None:
+    """Nothing to fold: the chain computes the normalization's two float32 operations, then the Relu."""
+    norm, constants = _norm()
+    model = _model([*norm, n("Relu", ["n"], ["y"])], constants, x_shape=(2, 4, 30, 40))
+    fused, got, want = _both(model, monkeypatch, _x((2, 4, 30, 40)))
+    (chain,) = _computing(fused)
+    assert chain.kind == "fused_elementwise"
+    np.testing.assert_array_equal(got["y"], want["y"])
+
+
+@pytest.mark.parametrize(
+    "nodes, outputs",
+    [
+        ([n("Relu", ["n"], ["y"])], ("y", "n")),  # the normalization's result is an output
+        ([n("Mul", ["n", "n"], ["y"])], ("y",)),  # not by a constant: chained, not folded
+    ],
+    ids=["norm-is-output", "square"],
+)
+def test_a_norm_that_must_not_fold(nodes, outputs, monkeypatch) -> None:
+    norm, constants = _norm()
+    fused, got, want = _both(_model([*norm, *nodes], constants, outputs=outputs), monkeypatch, _x())
+    kinds = sorted(layer.kind for layer in _computing(fused))
+    assert kinds == (["activation", "batch_normalization"] if "n" in outputs else ["fused_elementwise"])
+    for name in outputs:
+        np.testing.assert_array_equal(got[name], want[name])
+
+
 # --- hard_swish ---------------------------------------------------------------------------------------------
 HARD_SWISH = {
     "paddle": [n("Add", ["x", "three"], ["a"]), n("Clip", ["a", "zero", "six"], ["b"]), n("Mul", ["x", "b"], ["d"]),

@@ -13,7 +13,7 @@ rule                   what                                                     
 ``scaled_softmax``     ``PROD(x, s)`` by a one-element ``s``, then ``SoftMax``               bit-identical
 ``matrix_bias``        ``MatrixMultiply``, then a FLOAT ``SUM`` of a ``[1, ..., N]`` bias     bit-identical
 ``attention``          ``MatMul → [Mul/Div c] → [Add mask] → SoftMax → MatMul`` → attention    bit-identical
-``conv_affine``        ``Convolution``, then PROD/DIV/SUM/SUB by a per-map constant: folded  ~1e-6 relative
+``conv_affine``        ``Convolution`` or inference BN, then PROD/DIV/SUM/SUB by per-map c   ~1e-6 relative
 ``gelu``               every exported spelling of GELU (erf and tanh forms) → activation     few ulp
 ``hard_swish``         ``x * clip(x + 3, 0, 6) / 6`` spelled out → ``HARD_SWISH`` activation bit-identical
 ``conv_residual``      ``Convolution``, then a FLOAT ``SUM`` with a tensor of its shape       bit-identical
@@ -23,7 +23,7 @@ rule                   what                                                     
 ``squeeze_excitation`` GlobalAveragePool → 1x1 Conv → 1x1 Conv → Mul(x, ·) → one layer        few ulp
 ``layer_norm``         ReduceMean/Sub/square/ReduceMean/eps/Sqrt/Div (gamma, beta)          ~1e-6 relative
 ``residual_layer_norm`` ``SUM(x, r)`` then layer normalization → one kernel (GPU)             ~1e-6 relative
-``elementwise_chain``  runs of elementwise layers → ``fused_elementwise``                    bit-identical
+``elementwise_chain``  runs of elementwise layers, inference BN → ``fused_elementwise``      bit-identical
 ``duplicate_layers``   a layer repeating an earlier one's kind, params, weights and inputs     bit-identical
 ``dead_layers``        layers nobody reads after fusion (then their weights)                 –
 =====================  ==================================================================  ==================

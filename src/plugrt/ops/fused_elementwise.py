@@ -8,7 +8,8 @@ lists the steps, each a dict:
 
 - ``{"binary": "SUB", "left": a, "right": b}``: an ElementWiseOperation (SUM, SUB, PROD,
   DIV, MAX, MIN, POW) of two operands, where an operand is ``-1`` for the running value
-  (input 0 at the first step) or an input index;
+  (input 0 at the first step), an input index, or ``-2 - k`` for the layer's constant weight ``"c<k>"`` (a
+  batch normalization's scale and shift shaped ``[1, C, 1, ...]``, which broadcast like an input);
 - ``{"unary": "EXP"}``: a UnaryOperation of the running value;
 - ``{"activation": "GELU_ERF", "alpha": 0.0, "beta": 0.0}``: an ActivationType.
 
@@ -117,8 +118,21 @@ class FusedElementwiseOperator(Operator):
 
     def __init__(self, params: dict[str, Any] | None = None, weights: dict[str, np.ndarray] | None = None) -> None:
         super().__init__(params, weights)
-        #: input 0 and every input a step names (-1, the running value, is no input)
-        self._inputs = 1 + max([0] + [max(s["left"], s["right"]) for s in self.steps if "binary" in s])
+        refs = [ref for s in self.steps if "binary" in s for ref in (s["left"], s["right"])]
+        #: input 0 and every input a step names (-1, the running value, is no input; -2 - k a constant)
+        self._inputs = 1 + max([0, *refs])
+        #: the constant weights the steps name, in order (operands after the inputs)
+        self._constants = [f"c{k}" for k in range(max([0, *(-2 - ref + 1 for ref in refs if ref <= -2)]))]
+        missing = [name for name in self._constants if name not in self.weights]
+        if missing:
+            raise NetworkError(f"fused_elementwise: the steps name constants {missing} that are not weights")
+        #: the steps with each operand an index into the inputs then the constants (-1: the running value)
+        self._operand_steps = [
+            {**s, **{side: self._operand(s[side]) for side in ("left", "right")}} if "binary" in s else s
+            for s in self.steps
+        ]
+        #: on a GPU, the constants in the type of each output (cast once)
+        self._typed: dict[Any, list[Any]] = {}
         self._blocks: list[tuple[tuple[Any, ...], list[tuple[Any, ...]]]] = []
         self._shapes: tuple[tuple[int, ...], ...] = ()
         #: on a GPU, the chain's generated kernel per output type (None: a step has no CUDA form)
@@ -135,8 +149,35 @@ class FusedElementwiseOperator(Operator):
                 )
         return [input_types[0]]
 
+    def _operand(self, ref: int) -> int:
+        """A step's operand ``ref`` as an index into the inputs then the constants (-1 stays the running value)."""
+        return self._inputs + (-2 - ref) if ref <= -2 else ref
+
+    def _operands(self, inputs: Sequence[Any], xp: Any, dtype: Any) -> list[Any]:
+        """The inputs the steps read, then the constants (as ``xp`` arrays; on a GPU in ``dtype``)."""
+        if not self._constants:
+            return list(inputs[: self._inputs])
+        if xp is np:
+            constants = [self.weights[name] for name in self._constants]
+        else:
+            key = np.dtype(dtype)
+            if key not in self._typed:
+                self._typed[key] = [xp.asarray(self.weights[name], dtype=key) for name in self._constants]
+            constants = self._typed[key]
+        return [*inputs[: self._inputs], *constants]
+
     def output_shapes(self, input_shapes: InputShapes, input_values: InputValues) -> list[ShapeExprs]:
         x = list(input_shapes[0])
+        for name in self._constants:
+            held = self.weights[name].shape
+            fits = len(held) == len(x) and all(
+                d == 1 or (full.is_constant() and full.get_constant_value() == d) for d, full in zip(held, x)
+            )
+            if not fits:
+                raise ShapeError(
+                    f"{label(self)}: constant {name} of shape {list(held)} does not broadcast into input 0's "
+                    f"{[str(d) for d in x]} (each dimension 1 or input 0's, same rank)"
+                )
         for index, shape in enumerate(input_shapes[1:], start=1):
             if len(shape) != len(x):
                 raise ShapeError(f"{label(self)}: input {index} has rank {len(shape)}, input 0 rank {len(x)}")
@@ -148,7 +189,9 @@ class FusedElementwiseOperator(Operator):
         return [x]
 
     def prepare(self, input_shapes: Sequence[tuple[int, ...]], output_shapes: Sequence[tuple[int, ...]]) -> None:
-        shapes = tuple(tuple(s) for s in input_shapes)
+        shapes = tuple(tuple(s) for s in input_shapes[: self._inputs]) + tuple(
+            self.weights[name].shape for name in self._constants
+        )
         if shapes == self._shapes:
             return
         self._shapes = shapes
@@ -157,27 +200,28 @@ class FusedElementwiseOperator(Operator):
 
     def run(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any = np) -> None:
         out = outputs[0]
+        operands = self._operands(inputs, xp, out.dtype)
         if xp is not np:
             kernel = self._chain_kernel(xp, out.dtype)
             if kernel is not None:
-                kernel(*inputs[: self._inputs], out)
+                kernel(*operands, out)
                 return
         if xp is not np or out.size <= BLOCK:
-            self._evaluate(xp, inputs, out)
+            self._evaluate(xp, operands, out)
             return
-        if tuple(tuple(a.shape) for a in inputs) != self._shapes:
+        if tuple(tuple(a.shape) for a in operands) != self._shapes:
             self.prepare([a.shape for a in inputs], [out.shape])
         blocks = self._blocks
 
         def part(_: int, first: int, stop: int) -> None:
             for index, operand_indices in blocks[first:stop]:
-                self._evaluate(np, [a[i] for a, i in zip(inputs, operand_indices)], out[index])
+                self._evaluate(np, [a[i] for a, i in zip(operands, operand_indices)], out[index])
 
         in_two_parts(len(blocks), out.size, part)
 
     def _evaluate(self, xp: Any, inputs: Sequence[Any], out: Any) -> None:
-        """Every step over ``inputs`` (one block of each), the running value kept in ``out``."""
-        for number, step in enumerate(self.steps):
+        """Every step over ``inputs`` (the operands: one block of each), the running value kept in ``out``."""
+        for number, step in enumerate(self._operand_steps):
             value = inputs[0] if number == 0 else out
             if "binary" in step:
                 left = value if step["left"] < 0 else inputs[step["left"]]
@@ -197,7 +241,7 @@ class FusedElementwiseOperator(Operator):
     def _chain_kernel(self, xp: Any, dtype: Any) -> Any:
         """On a GPU, the chain's generated kernel for ``dtype`` (made once per type), or None."""
         if dtype not in self._kernels:
-            self._kernels[dtype] = chain_kernel(xp, self.steps, self._inputs, dtype)
+            self._kernels[dtype] = chain_kernel(xp, self._operand_steps, self._inputs + len(self._constants), dtype)
         return self._kernels[dtype]
 
     def direct_launch(self, inputs: Sequence[Any], outputs: Sequence[Any], xp: Any) -> Any:
@@ -205,13 +249,14 @@ class FusedElementwiseOperator(Operator):
         every step resolved at bind to its function and the bound arrays it reads and writes (what
         :meth:`_evaluate` looks up per step at every run)."""
         out = outputs[0]
+        inputs = self._operands(inputs, xp, out.dtype)
         if xp is not np:
             kernel = self._chain_kernel(xp, out.dtype)
-            return None if kernel is None else (kernel, (*inputs[: self._inputs], out))
+            return None if kernel is None else (kernel, (*inputs, out))
         if out.size > BLOCK or out.dtype == np.float16:
             return None
         calls: list[tuple[Any, tuple[Any, ...]]] = []
-        for number, step in enumerate(self.steps):
+        for number, step in enumerate(self._operand_steps):
             value = inputs[0] if number == 0 else out
             if "binary" in step:
                 left = value if step["left"] < 0 else inputs[step["left"]]
@@ -241,11 +286,12 @@ def _run_calls(calls: Sequence[tuple[Any, tuple[Any, ...]]]) -> None:
 
 
 def describe_steps(steps: Sequence[dict[str, Any]]) -> str:
-    """The steps as one formula of ``x`` (input 0) and ``in1``, ``in2``, ..., e.g. ``TANH(PROD(x, in1))``."""
+    """The steps as one formula of ``x`` (input 0), ``in1``, ``in2``, ... and the constants ``c0``, ``c1``, ...,
+    e.g. ``TANH(PROD(x, in1))``."""
     text = "x"
 
     def operand(ref: int, current: str) -> str:
-        return current if ref < 0 else f"in{ref}"
+        return current if ref == -1 else f"c{-2 - ref}" if ref <= -2 else f"in{ref}"
 
     for number, step in enumerate(steps):
         current = "x" if number == 0 else text

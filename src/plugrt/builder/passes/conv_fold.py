@@ -1,13 +1,15 @@
-"""Affine maps after a convolution: per-channel ones folded into its kernel and bias, scalar ones after its
-activation into its epilogue.
+"""Affine maps after a convolution or a batch normalization: per-channel ones folded into the convolution's
+kernel and bias or the normalization's scale and shift, scalar ones after a convolution's activation into its
+epilogue.
 
 Exporters that do not fold batch normalization themselves (PaddlePaddle's: PP-OCR's
 ``Conv → Mul(scale) → Add(shift)``, or a bias ``Add`` after a bias-less ``Conv``) leave an
-elementwise layer per map after the convolution. When the convolution's kernel and bias
-are weights, it computes no activation yet, it is FLOAT, its result is read by that layer
-alone, and the other operand is a constant that is one value per output map (shape
+elementwise layer per map after the convolution; Caffe2's DenseNet-121 follows each batch normalization with
+``Mul(w) → Add(b)``. When the convolution's kernel and bias are weights, it computes no activation yet (or the
+normalization is an inference one of ``scale`` and ``shift`` weights), it is FLOAT, its result is read by that
+layer alone, and the other operand is a constant that is one value per output map (shape
 ``[1, M, 1, ...]``, ``[M, 1, ...]`` or one element), the layer is folded into a copy of the
-convolution:
+convolution (of the normalization: ``scale`` as the kernel, ``shift`` as the bias):
 
 =======================  ===============================  ============================
 layer                    kernel                           bias
@@ -22,7 +24,7 @@ layer                    kernel                           bias
 (either operand order for PROD and SUM). The rule anchors at the elementwise layer, so a
 ``Mul`` then an ``Add`` fold one after the other. Results differ from the unfused layers
 by the rounding of the scaled kernel: a few float32 ulp of each product (the tests hold
-them to 1e-5 of the output's scale). The folded layer is named ``"<conv> + <layer>"``.
+them to 1e-5 of the output's scale). The folded layer is named ``"<conv> + <layer>"`` (``"<norm> + <layer>"``).
 
 **After the activation** (``conv_scale_shift``): a convolution that applies an activation
 (``conv_activation``) and is read alone by an elementwise ``PROD``/``DIV``/``SUM``/``SUB`` with
@@ -41,7 +43,7 @@ import numpy as np
 
 from ...core.types import DataType
 from ...engine.plan import LayerPlan
-from .graph import Fusion, LayerGraph
+from .graph import Fusion, LayerGraph, folded_batch_norm
 
 __all__ = ["conv_affine", "conv_scale_shift"]
 
@@ -58,25 +60,23 @@ def _per_map(value: np.ndarray, rank: int, maps: int) -> np.ndarray | None:
     return np.broadcast_to(value.astype(np.float64).reshape(-1), (maps,))
 
 
-def _convolution(graph: LayerGraph, tensor: int, reader: int) -> int | None:
-    """The step of a foldable convolution writing ``tensor``, read by ``reader`` alone, else None."""
+def _affine_producer(graph: LayerGraph, tensor: int, reader: int) -> int | None:
+    """The step of a layer writing ``tensor``, read by ``reader`` alone, whose per-map multiplier and offset are
+    weights a fold can replace: a FLOAT convolution (kernel and bias weights, no activation yet) or a folded batch
+    normalization (``scale`` and ``shift``); else None."""
     step = graph.producer.get(tensor)
     if step is None or graph.only_reader(tensor) != reader or not graph.fusable(step):
         return None
-    conv = graph.layer(step)
-    if conv.kind != "convolution" or conv.params.get("activation") or len(conv.inputs) != 1 or len(conv.outputs) != 1:
+    if graph.tensors[tensor].dtype != DataType.FLOAT:
         return None
-    if "kernel" not in conv.weights or (conv.params.get("has_bias") and "bias" not in conv.weights):
+    layer = graph.layer(step)
+    if folded_batch_norm(layer):
+        return step
+    if layer.kind != "convolution" or layer.params.get("activation") or len(layer.inputs) != 1:
         return None
-    return step if graph.tensors[tensor].dtype == DataType.FLOAT else None
-
-
-def _key(graph: LayerGraph, name: str) -> str:
-    key, number = name, 0
-    while key in graph.weights:
-        number += 1
-        key = f"{name}#{number}"
-    return key
+    if "kernel" not in layer.weights or (layer.params.get("has_bias") and "bias" not in layer.weights):
+        return None
+    return step if len(layer.outputs) == 1 else None
 
 
 def _foldable(graph: LayerGraph, step: int) -> LayerPlan | None:
@@ -89,54 +89,84 @@ def _foldable(graph: LayerGraph, step: int) -> LayerPlan | None:
     return layer
 
 
+def _folded(
+    op: str, position: int, multiplier: np.ndarray, offset: np.ndarray, c: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The multiplier (``[maps, ...]``) and offset (``[maps]``) of ``op`` applied to the layer's result as operand
+    ``position`` of it with the per-map constant ``c`` (the module's table), in float64."""
+    rows = (slice(None),) + (None,) * (multiplier.ndim - 1)
+    if op == "PROD":
+        return multiplier * c[rows], offset * c
+    if op == "DIV":
+        return multiplier / c[rows], offset / c
+    if op == "SUM":
+        return multiplier, offset + c
+    if position == 0:  # y - c
+        return multiplier, offset - c
+    return -multiplier, c - offset  # c - y
+
+
 def conv_affine(graph: LayerGraph, step: int) -> Fusion | None:
-    """The elementwise layer at ``step`` folded into the convolution before it (see the module's table)."""
+    """The elementwise layer at ``step`` folded into the convolution or batch normalization before it (see the
+    module's table)."""
     layer = _foldable(graph, step)
     if layer is None:
         return None
     op = layer.params["op"]
     for position, link in enumerate(layer.inputs):
         other = layer.inputs[1 - position]
-        conv_step = _convolution(graph, link, step) if other != link else None
-        if conv_step is None or not graph.shape_equal(link, layer.outputs[0]):
+        producer_step = _affine_producer(graph, link, step) if other != link else None
+        if producer_step is None or not graph.shape_equal(link, layer.outputs[0]):
             continue
-        if op == "DIV" and position != 0:  # c / conv is no affine map of conv
+        if op == "DIV" and position != 0:  # c / y is no affine map of y
             continue
-        conv = graph.layer(conv_step)
+        producer = graph.layer(producer_step)
         value = graph.value(other)
         if value is None or graph.tensors[other].dtype != DataType.FLOAT:
             continue
-        maps = int(conv.params["num_output_maps"])
+        norm = producer.kind == "batch_normalization"
+        maps = graph.weights[producer.weights["scale"]].size if norm else int(producer.params["num_output_maps"])
         c = _per_map(value, len(graph.tensors[link].shape), maps)
         if c is None:
             continue
-        packed = graph.weights[conv.weights["kernel"]]
-        kernel = packed.astype(np.float64).reshape(maps, -1)
-        bias = (
-            np.asarray(graph.weights[conv.weights["bias"]], np.float64).reshape(-1)
-            if "bias" in conv.weights
-            else np.zeros(maps)
-        )
-        if op == "PROD":
-            kernel, bias = kernel * c[:, None], bias * c
-        elif op == "DIV":
-            kernel, bias = kernel / c[:, None], bias / c
-        elif op == "SUM":
-            bias = bias + c
-        elif position == 0:  # conv - c
-            bias = bias - c
-        else:  # c - conv
-            kernel, bias = -kernel, c - bias
-        name = f"{conv.name} + {layer.name}"
-        weights = {"kernel": _key(graph, f"{name}/kernel"), "bias": _key(graph, f"{name}/bias")}
-        graph.weights[weights["kernel"]] = np.ascontiguousarray(kernel.reshape(packed.shape), dtype=np.float32)
-        graph.weights[weights["bias"]] = np.ascontiguousarray(bias, dtype=np.float32)
-        params = {**conv.params, "has_bias": True}
-        folded = graph.weights[weights["kernel"]].reshape(-1)
-        params["uniform_kernel"] = bool(folded.size > 1 and np.all(folded == folded[0]))
-        fused = LayerPlan(name, "convolution", list(conv.inputs), list(layer.outputs), params=params, weights=weights)
-        return Fusion([conv_step, step], fused)
+        name = f"{producer.name} + {layer.name}"
+        fused = (_norm_folded if norm else _conv_folded)(graph, producer, op, position, c, name)
+        fused.inputs, fused.outputs = list(producer.inputs), list(layer.outputs)
+        return Fusion([producer_step, step], fused)
     return None
+
+
+def _norm_folded(graph: LayerGraph, norm: LayerPlan, op: str, position: int, c: np.ndarray, name: str) -> LayerPlan:
+    """The batch normalization ``norm`` with ``op`` by ``c`` folded into its scale and shift."""
+    scale = np.asarray(graph.weights[norm.weights["scale"]], np.float64).reshape(-1)
+    shift = np.asarray(graph.weights[norm.weights["shift"]], np.float64).reshape(-1)
+    scale, shift = _folded(op, position, scale, shift, c)
+    weights = {
+        "scale": graph.add_weight(f"{name}/scale", np.ascontiguousarray(scale, dtype=np.float32)),
+        "shift": graph.add_weight(f"{name}/shift", np.ascontiguousarray(shift, dtype=np.float32)),
+    }
+    return LayerPlan(name, "batch_normalization", [], [], params=dict(norm.params), weights=weights)
+
+
+def _conv_folded(graph: LayerGraph, conv: LayerPlan, op: str, position: int, c: np.ndarray, name: str) -> LayerPlan:
+    """The convolution ``conv`` with ``op`` by ``c`` folded into its kernel and bias."""
+    maps = c.size
+    packed = graph.weights[conv.weights["kernel"]]
+    kernel = packed.astype(np.float64).reshape(maps, -1)
+    bias = (
+        np.asarray(graph.weights[conv.weights["bias"]], np.float64).reshape(-1)
+        if "bias" in conv.weights
+        else np.zeros(maps)
+    )
+    kernel, bias = _folded(op, position, kernel, bias, c)
+    weights = {
+        "kernel": graph.add_weight(f"{name}/kernel", np.ascontiguousarray(kernel.reshape(packed.shape), np.float32)),
+        "bias": graph.add_weight(f"{name}/bias", np.ascontiguousarray(bias, dtype=np.float32)),
+    }
+    params = {**conv.params, "has_bias": True}
+    folded = graph.weights[weights["kernel"]].reshape(-1)
+    params["uniform_kernel"] = bool(folded.size > 1 and np.all(folded == folded[0]))
+    return LayerPlan(name, "convolution", [], [], params=params, weights=weights)
 
 
 def conv_scale_shift(graph: LayerGraph, step: int) -> Fusion | None:

@@ -17,9 +17,21 @@ import numpy as np
 from ...core.types import DataType
 from ...engine.plan import LayerPlan, TensorPlan
 
-__all__ = ["FLOAT_TYPES", "Fusion", "LayerGraph"]
+__all__ = ["FLOAT_TYPES", "Fusion", "LayerGraph", "folded_batch_norm"]
 
 FLOAT_TYPES = (DataType.FLOAT, DataType.HALF)
+
+
+def folded_batch_norm(layer: LayerPlan) -> bool:
+    """True for an inference batch normalization that is ``x * scale + shift`` by per-channel weights (one input,
+    one output: ``ops/normalization.py``)."""
+    return (
+        layer.kind == "batch_normalization"
+        and not layer.params.get("training_mode", False)
+        and {"scale", "shift"} <= set(layer.weights)
+        and len(layer.inputs) == 1
+        and len(layer.outputs) == 1
+    )
 
 
 @dataclass
@@ -124,6 +136,15 @@ class LayerGraph:
         if value is None or value.size != 1 or value.dtype.kind != "f":
             return None
         return float(value.reshape(-1)[0])
+
+    def add_weight(self, name: str, array: np.ndarray) -> str:
+        """Store ``array`` as a new weight under ``name`` (``name#1``, ``name#2``, ... where that is taken); its key."""
+        key, number = name, 0
+        while key in self.weights:
+            number += 1
+            key = f"{name}#{number}"
+        self.weights[key] = array
+        return key
 
     def shape_equal(self, a: int, b: int) -> bool:
         """True when tensors ``a`` and ``b`` have the same shape expressions."""

@@ -142,8 +142,7 @@ def layer_norm(graph: LayerGraph, step: int) -> Fusion | None:
     if not graph.shape_equal(value, x) or any(graph.tensors[i].dtype != dtype for i in inputs):
         return None
     if scaled is None:  # the operator needs a scale: ones
-        weights["scale"] = key = f"{graph.layer(step).name}/layer_norm_scale"
-        graph.weights[key] = np.ones(width, nptype(dtype))
+        weights["scale"] = graph.add_weight(f"{graph.layer(step).name}/layer_norm_scale", np.ones(width, nptype(dtype)))
     fused = LayerPlan(
         fused_name("LayerNorm", graph, steps),
         "normalization",
