@@ -46,7 +46,7 @@ def _parse() -> argparse.Namespace:
     parser.add_argument(
         "--profile",
         action="store_true",
-        help="per-layer profile of plugrt at batch 1 (by layer kind), and onnxruntime's by node type, instead of timing",
+        help="per-layer profile of plugrt at batch 1 (by layer kind), and onnxruntime's by node type, instead of timing (with --busy, under load)",
     )
     parser.add_argument("--busy", type=int, default=0, help="processes keeping one core busy each while measuring")
     parser.add_argument(
@@ -672,8 +672,9 @@ def main() -> None:
         return
     chosen = [m for m in models if ARGS.models is None or m.name in ARGS.models]
     if ARGS.profile:
-        for model in chosen:
-            profile(model, ARGS.cache, ARGS.runs)
+        with busy_cores(ARGS.busy):  # (a profile under load with --busy)
+            for model in chosen:
+                profile(model, ARGS.cache, ARGS.runs)
         return
     rows = []
     with busy_cores(ARGS.busy):
