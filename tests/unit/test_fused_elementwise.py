@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -183,3 +185,37 @@ def test_a_constant_the_steps_name_must_be_a_weight_and_broadcast() -> None:
     )
     with pytest.raises(ShapeError, match=r"constant c1 of shape \[1, 4, 1\] does not broadcast into input 0's"):
         op.output_shapes([[constant(2), constant(3), symbol("n")]], [None])
+
+
+def test_on_a_gpu_the_constants_follow_the_inputs_in_the_kernels_type(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU path without a GPU: a stand-in array module and kernel maker record what the generated kernel would
+    get: the inputs, then the constants cast once to the output's type, and steps whose operands index that list."""
+    import types
+
+    from plugrt.ops import fused_elementwise
+    from plugrt.ops.fused_elementwise_cuda import chain_source
+
+    made: list[tuple[Any, int]] = []
+    casts: list[Any] = []
+    fake = types.SimpleNamespace(asarray=lambda a, dtype: casts.append(dtype) or np.asarray(a, dtype=dtype))
+
+    def kernel_maker(xp: Any, steps: Any, operands: int, dtype: Any) -> Any:
+        made.append((chain_source(steps, operands), operands))
+        return lambda *arrays: calls.append(arrays)
+
+    calls: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(fused_elementwise, "chain_kernel", kernel_maker)
+    scale, shift = np.full((1, 3, 1), 2.0, np.float32), np.full((1, 3, 1), 0.5, np.float32)
+    steps = [{"binary": "PROD", "left": -1, "right": -2}, {"binary": "SUM", "left": 1, "right": -3}]
+    op = create_operator("fused_elementwise", {"steps": steps}, {"c0": scale, "c1": shift})
+    x, r = np.ones((2, 3, 4), np.float16), np.zeros((2, 3, 4), np.float16)
+    out = np.empty_like(x)
+    for _ in range(2):
+        op.run([x, r], [out], fake)
+    ((body, operands),) = made
+    assert operands == 4 and body is not None
+    assert all(f"(float)in{k}" in body for k in (1, 2, 3))  # the residual, then c0 and c1
+    assert casts == [np.dtype(np.float16)] * 2  # each constant cast once, for both runs
+    arrays = calls[0]
+    assert arrays[0] is x and arrays[1] is r and arrays[4] is out
+    assert arrays[2].dtype == np.float16 and np.array_equal(arrays[2], scale) and np.array_equal(arrays[3], shift)

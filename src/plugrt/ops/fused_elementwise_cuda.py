@@ -131,14 +131,15 @@ def literal(value: float) -> str:
 
 
 def chain_source(steps: Sequence[dict[str, Any]], inputs: int) -> str | None:
-    """The kernel body computing ``out`` from ``in0`` … ``in{inputs-1}`` (None when a step has no CUDA form)."""
+    """The kernel body computing ``out`` from ``in0`` … ``in{inputs-1}`` (None when a step has no CUDA form); a
+    step operand is -1 (the running value) or an operand index (the operator resolves its constants to indices)."""
     lines = ["float v = (float)in0;"]
     for step in steps:
         if "binary" in step:
             template = _BINARY.get(step["binary"])
             if template is None:
                 return None
-            left, right = (("v" if ref < 0 else f"(float)in{ref}") for ref in (step["left"], step["right"]))
+            left, right = (("v" if ref == -1 else f"(float)in{ref}") for ref in (step["left"], step["right"]))
             expression = template.format(a=left, b=right)
         elif "unary" in step:
             template = _UNARY.get(step["unary"])
