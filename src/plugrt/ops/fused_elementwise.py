@@ -122,7 +122,7 @@ class FusedElementwiseOperator(Operator):
         #: input 0 and every input a step names (-1, the running value, is no input; -2 - k a constant)
         self._inputs = 1 + max([0, *refs])
         #: the constant weights the steps name, in order (operands after the inputs)
-        self._constants = [f"c{k}" for k in range(max([0, *(-2 - ref + 1 for ref in refs if ref <= -2)]))]
+        self._constants = [f"c{k}" for k in range(max([0, *(-1 - ref for ref in refs)]))]
         missing = [name for name in self._constants if name not in self.weights]
         if missing:
             raise NetworkError(f"fused_elementwise: the steps name constants {missing} that are not weights")

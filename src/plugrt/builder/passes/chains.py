@@ -101,11 +101,11 @@ def _steps(
         steps = []
         for op, name in (("PROD", "scale"), ("SUM", "shift")):
             vector = np.asarray(graph.weights[layer.weights[name]], np.float32).reshape(-1)
-            held = f"c{len(constants)}"
-            constants[held] = graph.add_weight(
+            k = len(constants)
+            constants[f"c{k}"] = graph.add_weight(
                 f"{layer.name}/{name} [1, C, 1, ...]", vector.reshape((1, -1) + (1,) * (rank - 2))
             )
-            steps.append({"binary": op, "left": -1, "right": -2 - int(held[1:])})
+            steps.append({"binary": op, "left": -1, "right": -2 - k})
         return steps
 
     def ref(tensor: int) -> int:

@@ -129,28 +129,27 @@ def conv_affine(graph: LayerGraph, step: int) -> Fusion | None:
         c = _per_map(value, len(graph.tensors[link].shape), maps)
         if c is None:
             continue
-        name = f"{producer.name} + {layer.name}"
-        fused = (_norm_folded if norm else _conv_folded)(graph, producer, op, position, c, name)
-        fused.inputs, fused.outputs = list(producer.inputs), list(layer.outputs)
+        fused = (_norm_folded if norm else _conv_folded)(graph, producer, layer, position, c)
         return Fusion([producer_step, step], fused)
     return None
 
 
-def _norm_folded(graph: LayerGraph, norm: LayerPlan, op: str, position: int, c: np.ndarray, name: str) -> LayerPlan:
-    """The batch normalization ``norm`` with ``op`` by ``c`` folded into its scale and shift."""
+def _norm_folded(graph: LayerGraph, norm: LayerPlan, layer: LayerPlan, position: int, c: np.ndarray) -> LayerPlan:
+    """The batch normalization ``norm`` with the elementwise ``layer`` by ``c`` folded into its scale and shift."""
+    name = f"{norm.name} + {layer.name}"
     scale = np.asarray(graph.weights[norm.weights["scale"]], np.float64).reshape(-1)
     shift = np.asarray(graph.weights[norm.weights["shift"]], np.float64).reshape(-1)
-    scale, shift = _folded(op, position, scale, shift, c)
+    scale, shift = _folded(layer.params["op"], position, scale, shift, c)
     weights = {
         "scale": graph.add_weight(f"{name}/scale", np.ascontiguousarray(scale, dtype=np.float32)),
         "shift": graph.add_weight(f"{name}/shift", np.ascontiguousarray(shift, dtype=np.float32)),
     }
-    return LayerPlan(name, "batch_normalization", [], [], params=dict(norm.params), weights=weights)
+    return LayerPlan(name, "batch_normalization", list(norm.inputs), list(layer.outputs), dict(norm.params), weights)
 
 
-def _conv_folded(graph: LayerGraph, conv: LayerPlan, op: str, position: int, c: np.ndarray, name: str) -> LayerPlan:
-    """The convolution ``conv`` with ``op`` by ``c`` folded into its kernel and bias."""
-    maps = c.size
+def _conv_folded(graph: LayerGraph, conv: LayerPlan, layer: LayerPlan, position: int, c: np.ndarray) -> LayerPlan:
+    """The convolution ``conv`` with the elementwise ``layer`` by ``c`` folded into its kernel and bias."""
+    name, maps = f"{conv.name} + {layer.name}", c.size
     packed = graph.weights[conv.weights["kernel"]]
     kernel = packed.astype(np.float64).reshape(maps, -1)
     bias = (
@@ -158,7 +157,7 @@ def _conv_folded(graph: LayerGraph, conv: LayerPlan, op: str, position: int, c: 
         if "bias" in conv.weights
         else np.zeros(maps)
     )
-    kernel, bias = _folded(op, position, kernel, bias, c)
+    kernel, bias = _folded(layer.params["op"], position, kernel, bias, c)
     weights = {
         "kernel": graph.add_weight(f"{name}/kernel", np.ascontiguousarray(kernel.reshape(packed.shape), np.float32)),
         "bias": graph.add_weight(f"{name}/bias", np.ascontiguousarray(bias, dtype=np.float32)),
@@ -166,7 +165,7 @@ def _conv_folded(graph: LayerGraph, conv: LayerPlan, op: str, position: int, c: 
     params = {**conv.params, "has_bias": True}
     folded = graph.weights[weights["kernel"]].reshape(-1)
     params["uniform_kernel"] = bool(folded.size > 1 and np.all(folded == folded[0]))
-    return LayerPlan(name, "convolution", [], [], params=params, weights=weights)
+    return LayerPlan(name, "convolution", list(conv.inputs), list(layer.outputs), params, weights)
 
 
 def conv_scale_shift(graph: LayerGraph, step: int) -> Fusion | None:
